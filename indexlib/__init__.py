@@ -1,0 +1,44 @@
+"""indexlib: Kafka's segment index files (``.index``, ``.timeindex``, ``.txnindex``), read and written
+exactly as Kafka does, through memory-mapped files. No Spark; numpy and crc32c only.
+
+Reference: ``docs/kafka-index-format.md`` of the project's shared material.
+"""
+
+from .abstract_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
+from .errors import (
+    CorruptIndexError,
+    IndexFullError,
+    IndexOffsetOverflowError,
+    InvalidOffsetError,
+    InvalidTimestampError,
+    KafkaIndexError,
+    ReadOnlyIndexError,
+)
+from .lazy_index import LazyIndex
+from .offset_index import OffsetIndex
+from .time_index import NO_TIMESTAMP, TimeIndex
+from .transaction_index import TransactionIndex
+from .values import AbortedTxn, OffsetPosition, TimestampOffset
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AbortedTxn",
+    "AbstractIndex",
+    "CorruptIndexError",
+    "DEFAULT_MAX_INDEX_SIZE",
+    "IndexFullError",
+    "IndexOffsetOverflowError",
+    "InvalidOffsetError",
+    "InvalidTimestampError",
+    "KafkaIndexError",
+    "LazyIndex",
+    "NO_TIMESTAMP",
+    "OffsetIndex",
+    "OffsetPosition",
+    "ReadOnlyIndexError",
+    "TimeIndex",
+    "TimestampOffset",
+    "TransactionIndex",
+    "__version__",
+]

@@ -1,0 +1,404 @@
+"""The memory-mapped base shared by :class:`OffsetIndex` and :class:`TimeIndex`.
+
+It owns everything that does not depend on the entry format: opening and preallocating the file, the
+mmap, sizes, resize and trim, truncation by entry count, the zero-copy numpy view, and Kafka's warm/cold
+binary search. Subclasses own only their entry layout and their append and sanity rules.
+
+Invariants (the same as Kafka's ``AbstractIndex``):
+
+* ``0 <= entries <= max_entries`` and ``max_entries == length // ENTRY_SIZE`` after open and resize;
+  the live entries are the first ``entries`` slots of the file.
+* A newly created file is preallocated (zero-filled, usually sparse) to ``max_index_size`` rounded down
+  to a whole number of entries, and starts with 0 entries.
+* An existing file is opened with ``entries = length // ENTRY_SIZE``: every whole slot counts, including
+  a zero-filled preallocated tail, exactly as Kafka counts it. Trailing bytes that do not make a whole
+  entry are ignored but still count in ``length``.
+* ``writable=False`` opens the file ``O_RDONLY`` with a read-only mapping. It never creates or changes a
+  file, works on files the process may not write, and every mutating call raises
+  :class:`ReadOnlyIndexError`.
+
+Not thread-safe for concurrent mutation (Kafka guards its indexes with a lock; share read-only
+instances or add your own lock).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import stat
+import struct
+from typing import ClassVar, Generic, TypeVar
+
+import numpy as np
+
+from .errors import IndexOffsetOverflowError, ReadOnlyIndexError
+
+#: Kafka's default ``segment.index.bytes``.
+DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
+#: The warm section is the last 8192 bytes' worth of entries (Kafka's ``warmEntries``).
+WARM_SECTION_BYTES = 8192
+INT32_MAX = 2**31 - 1
+
+E = TypeVar("E")
+
+
+def round_down_to_multiple(number: int, factor: int) -> int:
+    """``factor * (number / factor)`` with Java's integer division (truncates toward zero)."""
+    quotient = abs(number) // factor
+    return factor * (quotient if number >= 0 else -quotient)
+
+
+def first_true(mask: np.ndarray, default: int) -> int:
+    """Index of the first True in ``mask``, or ``default`` when there is none."""
+    if len(mask) == 0:
+        return default
+    hit = int(np.argmax(mask))
+    return hit if mask[hit] else default
+
+
+class AbstractIndex(Generic[E]):
+    """Memory-mapped, fixed-size-entry Kafka index file. See the module docstring for the invariants."""
+
+    ENTRY_SIZE: ClassVar[int]
+    #: Big-endian numpy structured dtype of one entry (``itemsize == ENTRY_SIZE``).
+    DTYPE: ClassVar[np.dtype]
+    #: struct of a whole entry, and of the search key / value fields with their byte offset in an entry.
+    _ENTRY_STRUCT: ClassVar[struct.Struct]
+    _KEY_STRUCT: ClassVar[struct.Struct]
+    _KEY_FIELD_OFFSET: ClassVar[int]
+    _KEY_IS_RELATIVE: ClassVar[bool]
+    _VALUE_STRUCT: ClassVar[struct.Struct]
+    _VALUE_FIELD_OFFSET: ClassVar[int]
+    _VALUE_IS_RELATIVE: ClassVar[bool]
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        base_offset: int,
+        max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
+        writable: bool = True,
+    ) -> None:
+        self._path = os.fspath(path)
+        self._base_offset = int(base_offset)
+        self._max_index_size = int(max_index_size)
+        self._writable = bool(writable)
+        self._fd = -1
+        self._mm: mmap.mmap | None = None
+        # Bound unpackers used by the search. Instance attributes so that a test can wrap them to record
+        # exactly which slots a lookup reads.
+        self._unpack_key = self._KEY_STRUCT.unpack_from
+        self._unpack_value = self._VALUE_STRUCT.unpack_from
+        self._open()
+        self._load_last_entry()
+
+    # ----------------------------------------------------------------------------------------- open
+    def _open(self) -> None:
+        es = self.ENTRY_SIZE
+        newly_created = False
+        if self._writable:
+            if not os.path.lexists(self._path) and self._max_index_size < es:
+                raise ValueError(
+                    f"{self._path}: invalid max index size {self._max_index_size}: "
+                    f"below one {es}-byte entry"
+                )
+            try:
+                fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                newly_created = True
+            except FileExistsError:
+                fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+        else:
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise ValueError(f"{self._path}: not a regular file")
+            if newly_created:
+                os.ftruncate(fd, round_down_to_multiple(self._max_index_size, es))
+                st = os.fstat(fd)
+            self._fd = fd
+            self._length = st.st_size
+            self._map(self._length)
+        except BaseException:
+            os.close(fd)
+            self._fd = -1
+            raise
+        self._max_entries = self._length // es
+        self._entries = 0 if newly_created else self._length // es
+
+    def _map(self, length: int) -> None:
+        if length == 0:
+            self._mm = None
+            return
+        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
+        self._mm = mmap.mmap(self._fd, length, access=access)
+
+    def _unmap(self) -> None:
+        mm, self._mm = self._mm, None
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                # A to_numpy() view still uses the mapping; it stays mapped until that view is released.
+                pass
+
+    def _load_last_entry(self) -> None:
+        """Re-read the cached last entry (subclasses keep what their append rule needs)."""
+
+    # ------------------------------------------------------------------------------------ properties
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def base_offset(self) -> int:
+        return self._base_offset
+
+    @property
+    def max_index_size(self) -> int:
+        return self._max_index_size
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    @property
+    def entries(self) -> int:
+        """Number of live entries (every whole slot of a file opened as it was found)."""
+        return self._entries
+
+    @property
+    def max_entries(self) -> int:
+        return self._max_entries
+
+    @property
+    def length(self) -> int:
+        """Current file length in bytes, partial trailing entry included."""
+        return self._length
+
+    @property
+    def is_full(self) -> bool:
+        return self._entries >= self._max_entries
+
+    @property
+    def closed(self) -> bool:
+        return self._fd < 0
+
+    def __len__(self) -> int:
+        return self._entries
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"entries={self._entries}/{self._max_entries}"
+        mode = "rw" if self._writable else "ro"
+        return f"{type(self).__name__}({self._path!r}, base_offset={self._base_offset}, {state}, {mode})"
+
+    # ------------------------------------------------------------------------------------- checks
+    def _check_open(self) -> None:
+        if self._fd < 0:
+            raise ValueError(f"{self._path}: index is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._writable:
+            raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
+
+    def _relative_offset(self, offset: int) -> int:
+        relative = offset - self._base_offset
+        if relative < 0 or relative > INT32_MAX:
+            raise IndexOffsetOverflowError(
+                f"{self._path}: offset {offset} does not fit the 32-bit relative range of "
+                f"base offset {self._base_offset}"
+            )
+        return relative
+
+    # ------------------------------------------------------------------------------------- entries
+    def _parse_entry(self, slot: int) -> E:
+        raise NotImplementedError
+
+    def entry(self, n: int) -> E:
+        """The ``n``-th live entry (0-based); ``ValueError`` outside ``0 <= n < entries``."""
+        self._check_open()
+        if n < 0 or n >= self._entries:
+            raise ValueError(
+                f"{self._path}: attempt to fetch entry {n} of an index with {self._entries} entries"
+            )
+        return self._parse_entry(n)
+
+    def __iter__(self):
+        for slot in range(self._entries):
+            yield self._parse_entry(slot)
+
+    def to_numpy(self) -> np.ndarray:
+        """Zero-copy, read-only, big-endian structured view of the live entries (``DTYPE``).
+
+        The view reads the mapped file directly. It stays valid while the entries it shows exist; do
+        not read it after a truncation and a trim have cut those entries from the file.
+        """
+        self._check_open()
+        if self._entries == 0 or self._mm is None:
+            return np.empty(0, dtype=self.DTYPE)
+        view = np.frombuffer(self._mm, dtype=self.DTYPE, count=self._entries)
+        view.flags.writeable = False
+        return view
+
+    # -------------------------------------------------------------------------------------- search
+    def _slot_for(self, target: int, search_key: bool, largest_lower_bound: bool) -> int:
+        """Kafka's ``indexSlotRangeFor``: warm section first, then the cold part.
+
+        ``search_key`` selects KEY (offset / timestamp) or VALUE (position / offset);
+        ``largest_lower_bound`` selects LLB (largest entry <= target, -1 if none) or Kafka's SUB (smallest
+        entry >= target, -1 if none; reproduces Kafka's quirk of answering slot 1 when the target equals
+        slot 0 and the cold section is searched).
+        """
+        n = self._entries
+        if n == 0:
+            return -1
+        mm = self._mm
+        es = self.ENTRY_SIZE
+        if search_key:
+            unpack, field, relative = self._unpack_key, self._KEY_FIELD_OFFSET, self._KEY_IS_RELATIVE
+        else:
+            unpack, field, relative = self._unpack_value, self._VALUE_FIELD_OFFSET, self._VALUE_IS_RELATIVE
+        t = target - self._base_offset if relative else target
+
+        first_hot = n - 1 - WARM_SECTION_BYTES // es
+        if first_hot < 0:
+            first_hot = 0
+        if unpack(mm, first_hot * es + field)[0] < t:
+            lo, hi = first_hot, n - 1
+        elif unpack(mm, field)[0] > t:
+            return -1 if largest_lower_bound else 0
+        else:
+            lo, hi = 0, first_hot
+        while lo < hi:
+            mid = (lo + hi + 1) >> 1
+            found = unpack(mm, mid * es + field)[0]
+            if found > t:
+                hi = mid - 1
+            elif found < t:
+                lo = mid
+            else:
+                return mid
+        if largest_lower_bound:
+            return lo
+        return -1 if lo == n - 1 else lo + 1
+
+    def _ceiling_slot(self, target: int, search_key: bool = True) -> int:
+        """True smallest slot whose field is >= target, or -1 (checks the exact match Kafka's SUB can miss)."""
+        slot = self._slot_for(target, search_key, True)
+        if slot >= 0:
+            es = self.ENTRY_SIZE
+            if search_key:
+                unpack, field, relative = self._unpack_key, self._KEY_FIELD_OFFSET, self._KEY_IS_RELATIVE
+            else:
+                unpack, field, relative = self._unpack_value, self._VALUE_FIELD_OFFSET, self._VALUE_IS_RELATIVE
+            t = target - self._base_offset if relative else target
+            if unpack(self._mm, slot * es + field)[0] == t:
+                return slot
+        slot += 1
+        return slot if slot < self._entries else -1
+
+    # ------------------------------------------------------------------------------------ mutation
+    def _write_entry(self, slot: int, a: int, b: int) -> None:
+        self._ENTRY_STRUCT.pack_into(self._mm, slot * self.ENTRY_SIZE, a, b)
+
+    def _write_block(self, block: np.ndarray) -> None:
+        """Store a block of entries (``DTYPE``) after the live ones with one vectorised copy."""
+        start = self._entries * self.ENTRY_SIZE
+        self._mm[start : start + block.nbytes] = block.tobytes()
+        self._entries += len(block)
+
+    def resize(self, new_size: int) -> bool:
+        """Set the file length to ``new_size`` rounded down to whole entries and remap.
+
+        Returns ``False`` (and does nothing) when the length is already that. Live entries are kept, so
+        the new size may not be below ``entries * ENTRY_SIZE``.
+        """
+        self._check_writable()
+        rounded = round_down_to_multiple(int(new_size), self.ENTRY_SIZE)
+        if self._length == rounded:
+            return False
+        if rounded < self._entries * self.ENTRY_SIZE:
+            raise ValueError(
+                f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries"
+            )
+        self._unmap()
+        os.ftruncate(self._fd, rounded)
+        self._length = rounded
+        self._map(rounded)
+        self._max_entries = rounded // self.ENTRY_SIZE
+        self._load_last_entry()
+        return True
+
+    def trim_to_valid_size(self) -> bool:
+        """Cut the file to exactly ``entries * ENTRY_SIZE`` bytes (drops a preallocated tail)."""
+        return self.resize(self.ENTRY_SIZE * self._entries)
+
+    def _truncate_to_entries(self, n: int) -> None:
+        self._entries = n
+        self._load_last_entry()
+
+    def truncate(self) -> None:
+        """Remove every entry (the file keeps its length; old bytes are cut by a later trim)."""
+        self._check_writable()
+        self._truncate_to_entries(0)
+
+    def reset(self) -> None:
+        """Remove every entry and re-expand the file to ``max_index_size`` (Kafka's ``reset``)."""
+        self.truncate()
+        self.resize(self._max_index_size)
+
+    def flush(self) -> None:
+        """Write dirty pages of the mapping to the file (msync)."""
+        self._check_open()
+        if self._writable and self._mm is not None:
+            self._mm.flush()
+
+    def close(self) -> None:
+        """Trim a writable index to its live entries, then unmap and close. Closing twice is a no-op."""
+        if self._fd < 0:
+            return
+        try:
+            if self._writable:
+                self.trim_to_valid_size()
+        finally:
+            self._unmap()
+            os.close(self._fd)
+            self._fd = -1
+
+    def close_handler(self) -> None:
+        """Unmap and close without trimming (Kafka's ``closeHandler``)."""
+        if self._fd < 0:
+            return
+        self._unmap()
+        os.close(self._fd)
+        self._fd = -1
+
+    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
+        """Atomically rename the file (the mapping stays valid)."""
+        new_path = os.fspath(new_path)
+        os.replace(self._path, new_path)
+        self._path = new_path
+
+    def delete_if_exists(self) -> bool:
+        """Close without trimming and delete the file. Returns whether a file was deleted."""
+        if self._fd >= 0 and not self._writable:
+            raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
+        self.close_handler()
+        try:
+            os.unlink(self._path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best-effort release of fd and mapping
+        try:
+            if self._fd >= 0:
+                self.close_handler()
+        except Exception:
+            pass

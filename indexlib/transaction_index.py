@@ -1,0 +1,275 @@
+"""Kafka's ``.txnindex`` file: the aborted transactions whose ABORT marker lies in a segment."""
+
+from __future__ import annotations
+
+import os
+import stat
+import struct
+
+import numpy as np
+
+from .errors import CorruptIndexError, InvalidOffsetError, ReadOnlyIndexError
+from .values import AbortedTxn
+
+#: Only version written and accepted.
+ABORTED_TXN_VERSION = 0
+
+
+class TransactionIndex:
+    """Transaction index: a plain sequence of 34-byte big-endian records
+    ``(int16 version=0, int64 producer_id, int64 first_offset, int64 last_offset,
+    int64 last_stable_offset)``, offsets absolute.
+
+    Invariants:
+
+    * no preallocation and no mmap; the file is created by the first :meth:`append`, so a segment with
+      no aborted transaction normally has no file;
+    * ``last_offset`` (the ABORT marker's offset) strictly increases from record to record, checked on
+      append, also against the records already in a reopened file (Kafka checks only appends made by the
+      same instance);
+    * a trailing partial record is ignored when reading, as Kafka does, but an append to such a file is
+      refused (it would misalign every later record);
+    * a record whose int16 version is not 0 is corrupt (Kafka reads only the high byte; we read both);
+    * ``sanity_check``: no record has ``last_offset`` below the segment's start offset.
+
+    ``writable=False`` never creates or changes the file and treats a missing file as empty.
+    """
+
+    RECORD_SIZE = 34
+    DTYPE = np.dtype(
+        [
+            ("version", ">i2"),
+            ("producer_id", ">i8"),
+            ("first_offset", ">i8"),
+            ("last_offset", ">i8"),
+            ("last_stable_offset", ">i8"),
+        ]
+    )
+    _RECORD_STRUCT = struct.Struct(">hqqqq")
+
+    def __init__(self, path: str | os.PathLike[str], start_offset: int, writable: bool = True) -> None:
+        self._path = os.fspath(path)
+        self._start_offset = int(start_offset)
+        self._writable = bool(writable)
+        self._fd = -1
+        self._closed = False
+        self._last_offset: int | None = None
+        if os.path.lexists(self._path):
+            self._open_fd(create=False)
+            length = self._file_length()
+            whole = length - length % self.RECORD_SIZE
+            if whole:
+                # Unchecked read: a bad version is reported by the readers, not by opening.
+                last = os.pread(self._fd, self.RECORD_SIZE, whole - self.RECORD_SIZE)
+                self._last_offset = self._RECORD_STRUCT.unpack(last)[3]
+
+    # ------------------------------------------------------------------------------------- file
+    def _open_fd(self, create: bool) -> None:
+        if self._writable:
+            flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
+        else:
+            flags = os.O_RDONLY | os.O_CLOEXEC
+        fd = os.open(self._path, flags, 0o644)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ValueError(f"{self._path}: not a regular file")
+        self._fd = fd
+
+    def _file_length(self) -> int:
+        return os.fstat(self._fd).st_size if self._fd >= 0 else 0
+
+    def _check_version(self, version: int, n: int) -> None:
+        if version != ABORTED_TXN_VERSION:
+            raise CorruptIndexError(
+                f"{self._path}: record {n} (byte {n * self.RECORD_SIZE}) has version {version}; "
+                f"only version {ABORTED_TXN_VERSION} exists"
+            )
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self._path}: transaction index is closed")
+
+    def _check_writable(self) -> None:
+        self._check_open()
+        if not self._writable:
+            raise ReadOnlyIndexError(f"{self._path}: transaction index was opened read-only")
+
+    # ------------------------------------------------------------------------------- properties
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def start_offset(self) -> int:
+        return self._start_offset
+
+    @property
+    def writable(self) -> bool:
+        return self._writable
+
+    @property
+    def exists(self) -> bool:
+        """Whether the file exists (it is created by the first append)."""
+        return self._fd >= 0
+
+    @property
+    def length(self) -> int:
+        """File length in bytes (0 when the file does not exist)."""
+        self._check_open()
+        return self._file_length()
+
+    @property
+    def entries(self) -> int:
+        """Number of whole records in the file."""
+        return self.length // self.RECORD_SIZE
+
+    @property
+    def last_offset(self) -> int | None:
+        """``last_offset`` of the last record, or ``None`` when there is none."""
+        return self._last_offset
+
+    def __repr__(self) -> str:
+        return f"TransactionIndex({self._path!r}, start_offset={self._start_offset})"
+
+    # ---------------------------------------------------------------------------------- reading
+    def to_numpy(self) -> np.ndarray:
+        """All whole records as a big-endian structured array (``DTYPE``); versions checked."""
+        self._check_open()
+        length = self._file_length()
+        whole = length - length % self.RECORD_SIZE
+        if whole == 0:
+            return np.empty(0, dtype=self.DTYPE)
+        data = os.pread(self._fd, whole, 0)
+        if len(data) != whole:
+            raise CorruptIndexError(f"{self._path}: file shrank while being read")
+        records = np.frombuffer(data, dtype=self.DTYPE)
+        bad = np.flatnonzero(records["version"] != ABORTED_TXN_VERSION)
+        if len(bad):
+            self._check_version(int(records["version"][bad[0]]), int(bad[0]))
+        return records
+
+    def all_aborted_txns(self) -> list[AbortedTxn]:
+        """Every record in file order."""
+        records = self.to_numpy()
+        return [
+            AbortedTxn(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in records.tolist()
+        ]
+
+    def __iter__(self):
+        return iter(self.all_aborted_txns())
+
+    def collect_aborted_txns(
+        self, fetch_offset: int, upper_bound_offset: int
+    ) -> tuple[list[AbortedTxn], bool]:
+        """Aborted transactions that overlap ``[fetch_offset, upper_bound_offset)``.
+
+        Kafka's rule: include a record when ``last_offset >= fetch_offset`` and
+        ``first_offset < upper_bound_offset``; stop with ``is_complete=True`` right after the first
+        record whose last stable offset is ``>= upper_bound_offset``.
+        """
+        collected: list[AbortedTxn] = []
+        for txn in self.all_aborted_txns():
+            if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
+                collected.append(txn)
+            if txn.last_stable_offset >= upper_bound_offset:
+                return collected, True
+        return collected, False
+
+    def sanity_check(self) -> None:
+        """Kafka's rule: no record's last offset is below the segment's start offset."""
+        records = self.to_numpy()
+        bad = np.flatnonzero(records["last_offset"] < self._start_offset)
+        if len(bad):
+            n = int(bad[0])
+            raise CorruptIndexError(
+                f"{self._path}: corrupt transaction index: record {n} has last offset "
+                f"{int(records['last_offset'][n])}, below the segment start offset {self._start_offset}"
+            )
+
+    # --------------------------------------------------------------------------------- mutation
+    def append(self, txn: AbortedTxn) -> None:
+        """Append one record; its last offset must exceed the previous record's."""
+        self._check_writable()
+        if self._last_offset is not None and txn.last_offset <= self._last_offset:
+            raise InvalidOffsetError(
+                f"{self._path}: the last offset of an appended aborted transaction must increase: "
+                f"{txn.last_offset} after {self._last_offset}"
+            )
+        if self._fd < 0:
+            self._open_fd(create=True)
+        length = self._file_length()
+        if length % self.RECORD_SIZE:
+            raise CorruptIndexError(
+                f"{self._path}: length {length} is not a multiple of {self.RECORD_SIZE}; "
+                "refusing to append after a partial record"
+            )
+        record = self._RECORD_STRUCT.pack(
+            ABORTED_TXN_VERSION, txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset
+        )
+        written = os.pwrite(self._fd, record, length)
+        if written != len(record):
+            os.ftruncate(self._fd, length)
+            raise OSError(f"{self._path}: short write ({written} of {len(record)} bytes)")
+        self._last_offset = txn.last_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove the first record with ``last_offset >= offset`` and everything after it."""
+        self._check_writable()
+        records = self.to_numpy()
+        cut = np.flatnonzero(records["last_offset"] >= offset)
+        if len(cut) == 0:
+            return
+        n = int(cut[0])
+        os.ftruncate(self._fd, n * self.RECORD_SIZE)
+        self._last_offset = int(records["last_offset"][n - 1]) if n > 0 else None
+
+    def reset(self) -> None:
+        """Truncate an existing file to 0 bytes (it is not deleted) and forget the last offset."""
+        self._check_writable()
+        if self._fd >= 0:
+            os.ftruncate(self._fd, 0)
+        self._last_offset = None
+
+    def flush(self) -> None:
+        """fsync the file, if it exists."""
+        self._check_open()
+        if self._fd >= 0 and self._writable:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the file handle. Closing twice is a no-op."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._closed = True
+
+    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
+        """Atomically rename the file if it exists, and follow it."""
+        new_path = os.fspath(new_path)
+        if os.path.lexists(self._path):
+            os.replace(self._path, new_path)
+        self._path = new_path
+
+    def delete_if_exists(self) -> bool:
+        """Close and delete the file. Returns whether a file was deleted."""
+        if not self._writable:
+            raise ReadOnlyIndexError(f"{self._path}: transaction index was opened read-only")
+        self.close()
+        try:
+            os.unlink(self._path)
+            return True
+        except FileNotFoundError:
+            return False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best-effort release of the fd
+        try:
+            if self._fd >= 0:
+                os.close(self._fd)
+        except Exception:
+            pass
