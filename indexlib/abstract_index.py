@@ -301,11 +301,16 @@ class AbstractIndex(Generic[E]):
     def _write_entry(self, slot: int, a: int, b: int) -> None:
         self._ENTRY_STRUCT.pack_into(self._mm, slot * self.ENTRY_SIZE, a, b)
 
-    def _write_block(self, block: np.ndarray) -> None:
-        """Store a block of entries (``DTYPE``) after the live ones with one vectorised copy."""
-        start = self._entries * self.ENTRY_SIZE
-        self._mm[start : start + block.nbytes] = block.tobytes()
-        self._entries += len(block)
+    def _store_columns(self, first: np.ndarray, second: np.ndarray) -> None:
+        """Store a block of entries after the live ones: each column is one vectorised, byte-swapping
+        store straight into the mapping (no intermediate copy). Callers validate the block first."""
+        count = len(first)
+        view = np.frombuffer(self._mm, dtype=self.DTYPE, count=count, offset=self._entries * self.ENTRY_SIZE)
+        first_name, second_name = self.DTYPE.names
+        view[first_name] = first
+        view[second_name] = second
+        del view  # release the export so the mapping can be resized or closed
+        self._entries += count
 
     def resize(self, new_size: int) -> bool:
         """Set the file length to ``new_size`` rounded down to whole entries and remap.

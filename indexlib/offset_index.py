@@ -53,7 +53,8 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= ``target_offset``; ``(base_offset, 0)`` when there is none."""
-        self._check_open()
+        if self._fd < 0:
+            self._check_open()
         slot = self._slot_for(target_offset, True, True)
         if slot < 0:
             return OffsetPosition(self._base_offset, 0)
@@ -107,6 +108,19 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         n = len(offsets)
         if n == 0:
             return
+        relative = offsets - self._base_offset
+        if (
+            self._entries + n <= self._max_entries
+            and (self._entries == 0 or offsets[0] > self._last_offset)
+            and relative[0] >= 0
+            and relative[-1] <= INT32_MAX
+            and bool(np.all(offsets[1:] > offsets[:-1]))
+            and bool(np.all((positions >= 0) & (positions <= INT32_MAX)))
+        ):
+            # Fast path, the usual case: every check passes.
+            self._store_columns(relative, positions)
+            self._last_offset = int(offsets[-1])
+            return
         # First failing element of each kind; an element fails on the first check in append's order.
         first_full = max(0, self._max_entries - self._entries) if self._entries + n > self._max_entries else n
         previous = np.empty(n, dtype=np.int64)
@@ -116,7 +130,6 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             not_increasing[0] = False
         else:
             not_increasing[0] = offsets[0] <= self._last_offset
-        relative = offsets - self._base_offset
         bad_range = (relative < 0) | (relative > INT32_MAX) | (positions < 0) | (positions > INT32_MAX)
         first_order = first_true(not_increasing, n)
         first_range = first_true(bad_range, n)
@@ -140,10 +153,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 f"{self._path}: position {int(positions[first_error])} (element {first_error}) "
                 "is outside 0..2^31-1"
             )
-        block = np.empty(n, dtype=self.DTYPE)
-        block["relative_offset"] = relative
-        block["position"] = positions
-        self._write_block(block)
+        self._store_columns(relative, positions)
         self._last_offset = int(offsets[-1])
 
     def truncate_to(self, offset: int) -> None:

@@ -64,7 +64,8 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= ``target_timestamp``; ``(-1, base_offset)`` when none."""
-        self._check_open()
+        if self._fd < 0:
+            self._check_open()
         slot = self._slot_for(target_timestamp, True, True)
         if slot < 0:
             return TimestampOffset(NO_TIMESTAMP, self._base_offset)
@@ -121,18 +122,30 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         if n == 0:
             return 0
         last_timestamp, last_offset = self._last_entry
+        relative = o - self._base_offset
+        if (
+            self._entries + n < self._max_entries
+            and t[0] > last_timestamp
+            and (self._entries == 0 or o[0] >= last_offset)
+            and 0 <= relative[0]
+            and bool(np.all(t[1:] > t[:-1]))
+            and bool(np.all(o[1:] >= o[:-1]))
+            and relative[-1] <= INT32_MAX
+        ):
+            # Fast path, the usual case: every timestamp is new and every check passes.
+            self._store_columns(t, relative)
+            self._last_entry = TimestampOffset(int(t[-1]), int(o[-1]))
+            return n
         # Running max of the timestamps before each element = the last written timestamp then,
         # provided nothing failed earlier (only the first failure matters).
+        slots = np.arange(n)
         running_max = np.maximum.accumulate(np.concatenate(([last_timestamp], t)))[:-1]
         written = t > running_max
-        written_before = np.cumsum(written) - written
-        entries_before = self._entries + written_before
-        has_entries = entries_before > 0
-        slots = np.arange(n)
+        entries_before = self._entries + (np.cumsum(written) - written)
         last_written = np.maximum.accumulate(np.where(written, slots, -1))
         last_written_before = np.concatenate(([-1], last_written[:-1]))
         offset_before = np.where(last_written_before >= 0, o[np.maximum(last_written_before, 0)], last_offset)
-        relative = o - self._base_offset
+        has_entries = entries_before > 0
 
         first_full = first_true(entries_before >= self._max_entries - 1, n)
         first_offset = first_true(has_entries & (o < offset_before), n)
@@ -159,11 +172,10 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             self._relative_offset(int(o[i]))  # raises IndexOffsetOverflowError naming the offset
         count = int(written.sum())
         if count:
-            block = np.empty(count, dtype=self.DTYPE)
-            block["timestamp"] = t[written]
-            block["relative_offset"] = relative[written]
-            self._write_block(block)
-            self._last_entry = TimestampOffset(int(block["timestamp"][-1]), int(o[written][-1]))
+            if count < n:
+                t, o, relative = t[written], o[written], relative[written]
+            self._store_columns(t, relative)
+            self._last_entry = TimestampOffset(int(t[-1]), int(o[-1]))
         return count
 
     def truncate_to(self, offset: int) -> None:
