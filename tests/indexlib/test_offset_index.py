@@ -262,3 +262,13 @@ def test_read_only_never_creates_a_file(tmp_path):
 def test_directory_is_rejected_with_its_name(tmp_path):
     with pytest.raises(ValueError, match="not a regular file"):
         OffsetIndex(tmp_path, 0, writable=False)
+
+
+def test_force_unmap(idx):
+    # Kafka's forceUnmapTest: after unmapping, lookups fail. Here they fail with a clear error naming the
+    # file; close() after close_handler() is a no-op by design (Kafka's throws an NPE).
+    idx.append(50, 0)
+    idx.close_handler()
+    with pytest.raises(ValueError, match=r"00000000000000000045.index: index is closed"):
+        idx.lookup(50)
+    idx.close()

@@ -124,6 +124,12 @@ def test_sanity_check(tmp_path):
     with write("ts.timeindex", [(10, 0), (5, 1)]) as bad_ts:
         with pytest.raises(CorruptIndexError, match="last timestamp 5 is below the first timestamp 10"):
             bad_ts.sanity_check()
+    path = tmp_path / "short.timeindex"  # a whole file minus its last byte
+    path.write_bytes(np.array([(10, 0), (20, 5)], dtype=TimeIndex.DTYPE).tobytes()[:-1])
+    with TimeIndex(path, BASE, writable=False) as short:
+        assert short.entries == 1
+        with pytest.raises(CorruptIndexError, match="length 23 is not a multiple of 12"):
+            short.sanity_check()
     with write("len.timeindex", [(10, 0)], extra=b"\x00" * 11) as bad_len:
         with pytest.raises(CorruptIndexError, match="length 23 is not a multiple of 12"):
             bad_len.sanity_check()
