@@ -1,0 +1,157 @@
+"""A Kafka partition directory: its segments, and the rebuild of all their index files.
+
+:func:`rebuild_partition` = scan + plan every segment (independent, parallelisable), replay producer
+state across them (sequential, small), then publish. The Spark jobs reuse the same three steps.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .producer_state import initial_state_for, read_log_start_offset, relevant_events, replay_segment
+from .publish import write_offset_index, write_time_index, write_transaction_index
+from .rebuild import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    EVENT_TXN_DATA,
+    SegmentPlan,
+    plan_segment,
+)
+from .records import LogScan, ScanProblem, scan_log
+from .values import AbortedTxn
+
+_LOG_NAME = re.compile(r"^(\d{20})\.log$")
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+
+def parse_partition_dir(path: str | os.PathLike[str]) -> tuple[str, int]:
+    """``(topic, partition)`` from a ``<topic>-<partition>`` directory name; ValueError naming it if not."""
+    name = os.path.basename(os.path.normpath(os.fspath(path)))
+    match = _PARTITION_DIR.match(name)
+    if not match:
+        raise ValueError(f"{os.fspath(path)}: not a Kafka partition directory (expected <topic>-<partition>)")
+    return match.group("topic"), int(match.group("partition"))
+
+
+def segment_base_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
+    """Base offsets of the ``<base:020d>.log`` segments in a partition directory, ascending."""
+    return sorted(int(m.group(1)) for m in map(_LOG_NAME.match, os.listdir(partition_dir)) if m)
+
+
+def segment_file(partition_dir: str, base_offset: int, suffix: str) -> str:
+    return os.path.join(partition_dir, f"{base_offset:020d}{suffix}")
+
+
+@dataclass
+class SegmentRebuild:
+    """The outcome of rebuilding one segment."""
+
+    base_offset: int
+    log_path: str
+    scan: LogScan
+    plan: SegmentPlan
+    aborted: list[AbortedTxn]
+    fatal: ScanProblem | None
+    written: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)
+
+    @property
+    def truncation(self) -> ScanProblem | None:
+        """The corrupt or incomplete tail Kafka's recovery would cut from the ``.log``."""
+        return self.scan.problem
+
+
+@dataclass
+class PartitionRebuild:
+    partition_dir: str
+    topic: str
+    partition: int
+    log_start_offset: int
+    segments: list[SegmentRebuild]
+
+
+def plan_partition(
+    partition_dir: str | os.PathLike[str],
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+) -> PartitionRebuild:
+    """Scan and plan every segment and replay producer state; writes nothing."""
+    partition_dir = os.fspath(partition_dir)
+    topic, partition = parse_partition_dir(partition_dir)
+    log_start = read_log_start_offset(os.path.dirname(os.path.abspath(partition_dir)), topic, partition)
+    bases = segment_base_offsets(partition_dir)
+    scans = [scan_log(segment_file(partition_dir, b, ".log")) for b in bases]
+    plans = [plan_segment(s, b, index_interval_bytes, segment_index_bytes) for s, b in zip(scans, bases)]
+    aborted_per_segment = replay_partition(partition_dir, bases, scans, plans, log_start)
+    segments = []
+    for base, scan, plan, (aborted, replay_fatal) in zip(bases, scans, plans, aborted_per_segment):
+        fatals = [p for p in (plan.fatal, replay_fatal) if p is not None]
+        fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
+        segments.append(SegmentRebuild(base, segment_file(partition_dir, base, ".log"), scan, plan, aborted, fatal))
+    return PartitionRebuild(partition_dir, topic, partition, log_start, segments)
+
+
+def replay_partition(partition_dir, bases, scans, plans, log_start_offset):
+    """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting-state rule."""
+    all_events = [p.events for p in plans]
+    txn_pids = np.unique(np.concatenate([e["producer_id"][e["kind"] == EVENT_TXN_DATA] for e in all_events])) if all_events else np.empty(0, np.int64)
+    results = []
+    ongoing: dict[int, int] = {}
+    first_past_start = True
+    for base, scan, events in zip(bases, scans, all_events):
+        if base <= log_start_offset:
+            ongoing = {}
+        elif first_past_start:
+            ongoing, _ = initial_state_for(partition_dir, base, log_start_offset)
+            first_past_start = False
+        pids = np.union1d(txn_pids, np.fromiter(ongoing.keys(), dtype=np.int64, count=len(ongoing)))
+        replay = replay_segment(ongoing, relevant_events(events, pids), scan.positions)
+        results.append((replay.aborted, replay.fatal))
+    return results
+
+
+def rebuild_partition(
+    partition_dir: str | os.PathLike[str],
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+    output_dir: str | os.PathLike[str] | None = None,
+    backup_dir: str | os.PathLike[str] | None = None,
+) -> PartitionRebuild:
+    """Rebuild the ``.index``, ``.timeindex`` and ``.txnindex`` of every segment, as Kafka's recovery would.
+
+    With ``output_dir`` the files go to ``output_dir/<topic>-<partition>/`` and the partition is only read.
+    A segment whose rebuild Kafka would abort (see :class:`SegmentRebuild.fatal`) gets no file at all.
+    The ``.log`` is never modified (a corrupt tail is reported in ``truncation``, not cut).
+    ``.txnindex`` is written when there are aborted transactions, and emptied (0 bytes) when a stale
+    one exists, as Kafka does.
+    """
+    result = plan_partition(partition_dir, index_interval_bytes, segment_index_bytes)
+    source = result.partition_dir
+    target = source if output_dir is None else os.path.join(os.fspath(output_dir), os.path.basename(os.path.normpath(source)))
+    os.makedirs(target, exist_ok=True)
+    backup = os.fspath(backup_dir) if backup_dir is not None else None
+    for seg in result.segments:
+        if seg.fatal is not None:
+            continue
+        plan = seg.plan
+        name = lambda suffix: segment_file(target, seg.base_offset, suffix)  # noqa: E731
+        for final, write in (
+            (name(".index"), lambda f: write_offset_index(f, seg.base_offset, plan.offset_offsets, plan.offset_positions, segment_index_bytes, backup)),
+            (name(".timeindex"), lambda f: write_time_index(f, seg.base_offset, plan.time_timestamps, plan.time_offsets, segment_index_bytes, backup)),
+        ):
+            kept = write(final)
+            seg.written.append(final)
+            if kept:
+                seg.backups.append(kept)
+        stale_txn = os.path.lexists(segment_file(source, seg.base_offset, ".txnindex"))
+        if seg.aborted or stale_txn:
+            final = name(".txnindex")
+            kept = write_transaction_index(final, seg.base_offset, seg.aborted, backup)
+            seg.written.append(final)
+            if kept:
+                seg.backups.append(kept)
+    return result

@@ -1,0 +1,445 @@
+"""Record-batch reader over a memory-mapped ``.log`` segment, with Kafka's exact iteration rules.
+
+The walk (:func:`scan_log`) is one tight loop that only reads what it must to advance and validate each
+batch (size, magic, CRC); every other header field is then gathered for all batches at once with numpy.
+Nothing of the file is copied into Python bytes. Compressed payloads are never decompressed.
+
+Iteration rules (Kafka's ``FileLogInputStream`` + ``ensureValid``, kafka-index-format.md 2.2 and 6):
+
+* stop normally when 17 or fewer bytes remain (``pos >= end - 17``);
+* ``size < 14`` is corrupt;
+* a batch that does not fit in the file ends the walk normally (an incomplete tail);
+* magic >= 2 (signed byte, so 2..127) is a v2 batch: size >= 61 and CRC-32C of bytes [21, end);
+  anything else is a legacy v0/v1 entry: CRC32 of the record from its magic byte to the end;
+* for v2 control batches that carry a producer id, the first record must be a well-formed transaction
+  marker; a malformed one ends the valid data *after* that batch (Kafka's ``InvalidRecordException``),
+  and a control type other than ABORT/COMMIT is fatal for Kafka's recovery (reported, not guessed).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+import zlib
+from dataclasses import dataclass, field
+from enum import Enum
+
+import crc32c
+import numpy as np
+
+#: Kafka's HEADER_SIZE_UP_TO_MAGIC: a walk stops when this many bytes or fewer remain.
+HEADER_SIZE_UP_TO_MAGIC = 17
+#: Kafka's LegacyRecord.RECORD_OVERHEAD_V0: a size field below this is corrupt.
+MIN_SIZE_FIELD = 14
+#: Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD.
+V2_HEADER_SIZE = 61
+LOG_OVERHEAD = 12
+
+ATTR_COMPRESSION_MASK = 0x07
+ATTR_LOG_APPEND_TIME = 0x08
+ATTR_TRANSACTIONAL = 0x10
+ATTR_CONTROL = 0x20
+
+COMPRESSION_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+MARKER_ABORT = 0
+MARKER_COMMIT = 1
+
+if not crc32c.hardware_based:  # pragma: no cover - depends on the CPU
+    import warnings
+
+    warnings.warn(
+        "crc32c is running in software mode: CRC-32C checks will be an order of magnitude slower",
+        RuntimeWarning,
+        stacklevel=2,
+    )
+
+#: Big-endian layout of the 61-byte v2 batch header.
+V2_HEADER_DTYPE = np.dtype(
+    [
+        ("base_offset", ">i8"),
+        ("length", ">i4"),
+        ("partition_leader_epoch", ">i4"),
+        ("magic", "i1"),
+        ("crc", ">u4"),
+        ("attributes", ">i2"),
+        ("last_offset_delta", ">i4"),
+        ("base_timestamp", ">i8"),
+        ("max_timestamp", ">i8"),
+        ("producer_id", ">i8"),
+        ("producer_epoch", ">i2"),
+        ("base_sequence", ">i4"),
+        ("records_count", ">i4"),
+    ]
+)
+assert V2_HEADER_DTYPE.itemsize == V2_HEADER_SIZE
+
+
+class StopReason(str, Enum):
+    """Why a walk over a ``.log`` ended."""
+
+    END = "end"  # every byte was consumed
+    SHORT_TAIL = "short_tail"  # 1..17 bytes left: never parsed (Kafka stops silently)
+    INCOMPLETE_BATCH = "incomplete_batch"  # the last batch runs past the end of the file
+    CORRUPT_BATCH = "corrupt_batch"  # size < 14, v2 size < 61, or a CRC mismatch
+    INVALID_RECORD = "invalid_record"  # a malformed transaction marker; the data ends after that batch
+
+
+@dataclass(frozen=True)
+class ScanProblem:
+    """Where and why a walk stopped early or found something Kafka's recovery cannot handle."""
+
+    kind: str  # a finding kind, e.g. "crc_mismatch", "size_below_minimum", "truncated_batch"
+    position: int  # byte position of the batch concerned
+    batch_index: int  # index of that batch in the walk (== number of good batches before it)
+    detail: str
+    base_offset: int | None = None
+
+
+@dataclass
+class LogScan:
+    """Result of :func:`scan_log`: every valid batch (in columns) and how the walk ended.
+
+    Invariants: batches are contiguous from byte 0 (``positions[i+1] == positions[i] + sizes[i]``) and
+    ``valid_bytes == positions[-1] + sizes[-1]`` (0 with no batch); ``valid_bytes <= file_size``; every
+    listed batch passed Kafka's size and CRC checks.
+    """
+
+    path: str
+    file_size: int
+    positions: np.ndarray  # int64, start byte of each batch
+    sizes: np.ndarray  # int64, 12 + length
+    base_offsets: np.ndarray  # int64
+    last_offsets: np.ndarray  # int64
+    max_timestamps: np.ndarray  # int64 (-1 for v0)
+    magic: np.ndarray  # int8
+    attributes: np.ndarray  # int16 (v2) / int8 widened (legacy)
+    producer_ids: np.ndarray  # int64 (-1 for legacy)
+    producer_epochs: np.ndarray  # int16 (-1 for legacy)
+    records_counts: np.ndarray  # int32 (-1 for legacy)
+    marker_types: np.ndarray  # int16: ABORT 0 / COMMIT 1 / other control type; -1 where not a marker
+    stop: StopReason
+    problem: ScanProblem | None = None
+    #: A batch at which Kafka's recovery would throw instead of finishing (unknown control type, ...).
+    fatal: ScanProblem | None = None
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.positions)
+
+    @property
+    def valid_bytes(self) -> int:
+        if len(self.positions) == 0:
+            return 0
+        return int(self.positions[-1] + self.sizes[-1])
+
+    @property
+    def invalid_bytes(self) -> int:
+        """Bytes after the valid data, which Kafka's recovery would truncate."""
+        return self.file_size - self.valid_bytes
+
+
+_SIZE_MAGIC_CRC = struct.Struct(">i4xBI")  # at pos+8: size, (leader epoch skipped), magic, crc
+_LEGACY_CRC = struct.Struct(">I")
+
+
+def open_log(path: str | os.PathLike[str]) -> tuple[int, mmap.mmap | None]:
+    """Open a ``.log`` read-only and map it (``None`` for an empty file). Returns (size, mapping)."""
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not (st.st_mode & 0o170000) == 0o100000:
+            raise ValueError(f"{os.fspath(path)}: not a regular file")
+        size = st.st_size
+        if size == 0:
+            return 0, None
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        mm = mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)
+    finally:
+        os.close(fd)
+    if hasattr(mm, "madvise"):
+        mm.madvise(mmap.MADV_SEQUENTIAL)
+    return size, mm
+
+
+def scan_log(path: str | os.PathLike[str]) -> LogScan:
+    """Walk a ``.log`` segment with Kafka's rules; see the module docstring. Never modifies the file."""
+    path = os.fspath(path)
+    size, mm = open_log(path)
+    try:
+        return scan_buffer(mm if mm is not None else b"", size, path)
+    finally:
+        if mm is not None:
+            mm.close()
+
+
+def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
+    """:func:`scan_log` over any buffer of ``end`` bytes (an mmap, bytes)."""
+    view = memoryview(buf)
+    unpack_smc = _SIZE_MAGIC_CRC.unpack_from
+    unpack_u32 = _LEGACY_CRC.unpack_from
+    crc_c = crc32c.crc32c
+    crc_ieee = zlib.crc32
+    positions: list[int] = []
+    append = positions.append
+    legacy_seen = False
+    control_seen = False
+    pos = 0
+    stop = StopReason.END
+    problem: ScanProblem | None = None
+    limit = end - HEADER_SIZE_UP_TO_MAGIC
+    try:
+        while True:
+            if pos >= limit:
+                if pos < end:
+                    stop = StopReason.SHORT_TAIL
+                break
+            length, magic, stored_crc = unpack_smc(view, pos + 8)
+            if length < MIN_SIZE_FIELD:
+                stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
+                    "size_below_minimum", pos, len(positions),
+                    f"batch size field {length} is below the minimum {MIN_SIZE_FIELD}",
+                    _base_offset_at(view, pos),
+                )
+                break
+            batch_end = pos + LOG_OVERHEAD + length
+            if batch_end > end:
+                stop, problem = StopReason.INCOMPLETE_BATCH, ScanProblem(
+                    "truncated_batch", pos, len(positions),
+                    f"batch of {LOG_OVERHEAD + length} bytes runs {batch_end - end} bytes past the end "
+                    f"of the file ({end} bytes)",
+                    _base_offset_at(view, pos),
+                )
+                break
+            if 2 <= magic < 128:
+                if length + LOG_OVERHEAD < V2_HEADER_SIZE:
+                    stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
+                        "size_below_minimum", pos, len(positions),
+                        f"v2 batch of {length + LOG_OVERHEAD} bytes is below the {V2_HEADER_SIZE}-byte header",
+                        _base_offset_at(view, pos),
+                    )
+                    break
+                if crc_c(view[pos + 21 : batch_end]) != stored_crc:
+                    stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
+                        "crc_mismatch", pos, len(positions),
+                        f"CRC-32C mismatch: stored {stored_crc:#010x}, computed "
+                        f"{crc_c(view[pos + 21 : batch_end]):#010x}",
+                        _base_offset_at(view, pos),
+                    )
+                    break
+                if view[pos + 22] & ATTR_CONTROL:
+                    control_seen = True
+            else:
+                legacy_seen = True
+                crc_stored = unpack_u32(view, pos + 12)[0]
+                computed = crc_ieee(view[pos + 16 : batch_end])
+                if computed != crc_stored:
+                    stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
+                        "crc_mismatch", pos, len(positions),
+                        f"legacy CRC32 mismatch: stored {crc_stored:#010x}, computed {computed:#010x}",
+                        _base_offset_at(view, pos),
+                    )
+                    break
+                if magic == 1 and length < 22:
+                    stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
+                        "size_below_minimum", pos, len(positions),
+                        f"v1 message of {length} bytes is shorter than its 22-byte header",
+                        _base_offset_at(view, pos),
+                    )
+                    break
+            append(pos)
+            pos = batch_end
+        scan = _gather(view, path, end, positions, legacy_seen, stop, problem)
+        if control_seen:
+            _check_markers(view, scan)
+        return scan
+    finally:
+        view.release()
+
+
+def _base_offset_at(view: memoryview, pos: int) -> int:
+    return struct.unpack_from(">q", view, pos)[0]
+
+
+def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
+    """Read every header field of the accepted batches at once (vectorised gather)."""
+    n = len(positions)
+    pos = np.asarray(positions, dtype=np.int64)
+    if n == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return LogScan(path, end, pos, empty, empty, empty, empty, np.empty(0, np.int8),
+                       np.empty(0, np.int16), empty, np.empty(0, np.int16), np.empty(0, np.int32),
+                       np.empty(0, np.int16), stop, problem)
+    raw = np.frombuffer(view, dtype=np.uint8, count=end)
+    magic = raw[pos + 16].view(np.int8)
+    is_v2 = magic >= 2
+    headers = np.zeros(n, dtype=V2_HEADER_DTYPE)
+    v2_pos = pos[is_v2]
+    if len(v2_pos):
+        # The last v2 header always fits: a v2 batch is at least 61 bytes long.
+        gathered = raw[v2_pos[:, None] + np.arange(V2_HEADER_SIZE)]
+        headers[is_v2] = gathered.view(V2_HEADER_DTYPE).reshape(-1)
+    sizes = headers["length"].astype(np.int64) + LOG_OVERHEAD
+    base_offsets = headers["base_offset"].astype(np.int64)
+    last_offsets = base_offsets + headers["last_offset_delta"].astype(np.int64)
+    max_timestamps = headers["max_timestamp"].astype(np.int64)
+    attributes = headers["attributes"].astype(np.int16)
+    producer_ids = headers["producer_id"].astype(np.int64)
+    producer_epochs = headers["producer_epoch"].astype(np.int16)
+    records_counts = headers["records_count"].astype(np.int32)
+    if legacy_seen:
+        legacy = ~is_v2
+        lp = pos[legacy]
+        offsets = raw[lp[:, None] + np.arange(12)].copy().view([("offset", ">i8"), ("size", ">i4")]).reshape(-1)
+        sizes[legacy] = offsets["size"].astype(np.int64) + LOG_OVERHEAD
+        base_offsets[legacy] = offsets["offset"]
+        last_offsets[legacy] = offsets["offset"]  # the wrapper's offset is the last inner offset
+        attributes[legacy] = raw[lp + 17]
+        producer_ids[legacy] = -1
+        producer_epochs[legacy] = -1
+        records_counts[legacy] = -1
+        ts = np.full(len(lp), -1, dtype=np.int64)
+        v1 = magic[legacy] == 1
+        if v1.any():
+            tp = lp[v1]
+            ts[v1] = raw[tp[:, None] + 18 + np.arange(8)].copy().view(">i8").reshape(-1)
+        max_timestamps[legacy] = ts
+    marker_types = np.full(n, -1, dtype=np.int16)
+    return LogScan(path, end, pos, sizes, base_offsets, last_offsets, max_timestamps, magic,
+                   attributes, producer_ids, producer_epochs, records_counts, marker_types, stop, problem)
+
+
+def _read_varint(view, pos: int, limit: int) -> tuple[int, int]:
+    """Zig-zag varint (at most 5 bytes) at ``pos``; raises ValueError when malformed or past ``limit``."""
+    result = shift = 0
+    for i in range(5):
+        if pos >= limit:
+            raise ValueError("varint runs past the end of the batch")
+        b = view[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    raise ValueError("varint longer than 5 bytes")
+
+
+def _read_varlong(view, pos: int, limit: int) -> tuple[int, int]:
+    result = shift = 0
+    for i in range(10):
+        if pos >= limit:
+            raise ValueError("varlong runs past the end of the batch")
+        b = view[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    raise ValueError("varlong longer than 10 bytes")
+
+
+def parse_marker(view, pos: int, size: int, records_count: int) -> tuple[int, int]:
+    """Parse the first record of an uncompressed control batch at ``pos`` as a transaction marker.
+
+    Returns ``(control_type, coordinator_epoch)``. Raises ``ValueError`` with Kafka's reason when the
+    record or the marker is malformed (Kafka: ``InvalidRecordException``). The control type is returned
+    as found; callers decide what a type other than ABORT/COMMIT means.
+    """
+    end = pos + size
+    p = pos + V2_HEADER_SIZE
+    body_len, p = _read_varint(view, p, end)
+    record_start = p
+    if body_len < 0 or record_start + body_len > end:
+        raise ValueError(f"invalid record size {body_len}")
+    record_end = record_start + body_len
+    p += 1  # attributes
+    _, p = _read_varlong(view, p, record_end)  # timestamp delta
+    _, p = _read_varint(view, p, record_end)  # offset delta
+    key_len, p = _read_varint(view, p, record_end)
+    if key_len < 0:
+        raise ValueError("control record has no key")
+    if p + key_len > record_end:
+        raise ValueError("control record key runs past the record")
+    key = p
+    p += key_len
+    value_len, p = _read_varint(view, p, record_end)
+    if value_len < 0:
+        raise ValueError("control record has no value")
+    if p + value_len > record_end:
+        raise ValueError("control record value runs past the record")
+    value = p
+    p += value_len
+    header_count, p = _read_varint(view, p, record_end)
+    if header_count < 0:
+        raise ValueError(f"invalid header count {header_count}")
+    for _ in range(header_count):
+        hk, p = _read_varint(view, p, record_end)
+        if hk < 0 or p + hk > record_end:
+            raise ValueError("invalid header key")
+        p += hk
+        hv, p = _read_varint(view, p, record_end)
+        if p + max(hv, 0) > record_end:
+            raise ValueError("invalid header value")
+        p += max(hv, 0)
+    if p != record_end:
+        raise ValueError(f"record body of {body_len} bytes has {record_end - p} bytes left over")
+    if records_count == 1 and record_end != end:
+        raise ValueError("incorrect declared batch size, records still remaining in the batch")
+    if key_len < 4:
+        raise ValueError(f"control record key of {key_len} bytes is shorter than 4")
+    key_version, control_type = struct.unpack_from(">hh", view, key)
+    if key_version < 0:
+        raise ValueError(f"invalid control record key version {key_version}")
+    if control_type not in (MARKER_ABORT, MARKER_COMMIT):
+        return control_type, -1
+    if value_len < 6:
+        raise ValueError(f"end transaction marker value of {value_len} bytes is shorter than 6")
+    value_version, coordinator_epoch = struct.unpack_from(">hi", view, value)
+    if value_version < 0:
+        raise ValueError(f"invalid end transaction marker version {value_version}")
+    return control_type, coordinator_epoch
+
+
+def _check_markers(view, scan: LogScan) -> None:
+    """Parse the markers of control batches that carry a producer id (what Kafka's producer state reads),
+    recording their type, and cut the scan after a malformed one."""
+    is_marker = ((scan.attributes & ATTR_CONTROL) != 0) & (scan.magic >= 2) & (scan.producer_ids > -1)
+    is_marker &= scan.records_counts != 0
+    for i in np.flatnonzero(is_marker).tolist():
+        pos, size = int(scan.positions[i]), int(scan.sizes[i])
+        codec = int(scan.attributes[i]) & ATTR_COMPRESSION_MASK
+        base = int(scan.base_offsets[i])
+        if codec != 0:
+            kind = "unknown_compression" if codec > 4 else "compressed_control_batch"
+            scan.fatal = ScanProblem(
+                kind, pos, i,
+                f"control batch with compression {COMPRESSION_NAMES.get(codec, codec)}: "
+                + ("Kafka's recovery fails on it" if codec > 4 else "its marker cannot be read without decompressing (unsupported)"),
+                base,
+            )
+            _cut(scan, i)
+            return
+        try:
+            control_type, _ = parse_marker(view, pos, size, int(scan.records_counts[i]))
+        except ValueError as exc:
+            scan.problem = ScanProblem("invalid_marker", pos, i, f"malformed transaction marker: {exc}", base)
+            scan.stop = StopReason.INVALID_RECORD
+            _cut(scan, i + 1)
+            return
+        scan.marker_types[i] = control_type
+        if control_type not in (MARKER_ABORT, MARKER_COMMIT):
+            scan.fatal = ScanProblem(
+                "unknown_control_type", pos, i,
+                f"control type {control_type} in a batch with a producer id: Kafka's recovery fails on it",
+                base,
+            )
+            _cut(scan, i + 1)
+            return
+
+
+def _cut(scan: LogScan, n: int) -> None:
+    """Keep only the first ``n`` batches."""
+    for name in ("positions", "sizes", "base_offsets", "last_offsets", "max_timestamps", "magic",
+                 "attributes", "producer_ids", "producer_epochs", "records_counts", "marker_types"):
+        setattr(scan, name, getattr(scan, name)[:n])
