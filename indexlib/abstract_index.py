@@ -48,6 +48,16 @@ def round_down_to_multiple(number: int, factor: int) -> int:
     return factor * (quotient if number >= 0 else -quotient)
 
 
+def as_int64_array(values, path: str, what: str) -> np.ndarray:
+    """``values`` as a 1-D int64 array; ValueError naming the file for non-integers or values beyond int64."""
+    array = np.asarray(values)
+    if array.size and array.dtype.kind not in "iu":
+        raise ValueError(f"{path}: {what} must be integers, got {array.dtype}")
+    if array.dtype.kind == "u" and array.size and int(array.max()) > 2**63 - 1:
+        raise ValueError(f"{path}: {what} exceed the int64 range")
+    return array.astype(np.int64, copy=False).reshape(-1)
+
+
 def first_true(mask: np.ndarray, default: int) -> int:
     """Index of the first True in ``mask``, or ``default`` when there is none."""
     if len(mask) == 0:
@@ -84,6 +94,7 @@ class AbstractIndex(Generic[E]):
         self._writable = bool(writable)
         self._fd = -1
         self._mm: mmap.mmap | None = None
+        self._view_extent = 0  # bytes covered by to_numpy() views handed out on the current mapping
         # Bound unpackers used by the search. Instance attributes so that a test can wrap them to record
         # exactly which slots a lookup reads.
         self._unpack_key = self._KEY_STRUCT.unpack_from
@@ -95,8 +106,10 @@ class AbstractIndex(Generic[E]):
     def _open(self) -> None:
         es = self.ENTRY_SIZE
         newly_created = False
+        if self._max_index_size > INT32_MAX:
+            raise ValueError(f"{self._path}: max index size {self._max_index_size} exceeds 2^31-1 bytes")
         if self._writable:
-            if not os.path.lexists(self._path) and self._max_index_size < es:
+            if not os.path.exists(self._path) and self._max_index_size < es:
                 raise ValueError(
                     f"{self._path}: invalid max index size {self._max_index_size}: "
                     f"below one {es}-byte entry"
@@ -107,7 +120,8 @@ class AbstractIndex(Generic[E]):
             except FileExistsError:
                 fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
         else:
-            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC)
+            # O_NONBLOCK: opening a FIFO must not hang before the regular-file check below.
+            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):
@@ -224,6 +238,7 @@ class AbstractIndex(Generic[E]):
         return self._parse_entry(n)
 
     def __iter__(self):
+        self._check_open()
         for slot in range(self._entries):
             yield self._parse_entry(slot)
 
@@ -238,6 +253,7 @@ class AbstractIndex(Generic[E]):
             return np.empty(0, dtype=self.DTYPE)
         view = np.frombuffer(self._mm, dtype=self.DTYPE, count=self._entries)
         view.flags.writeable = False
+        self._view_extent = max(self._view_extent, self._entries * self.ENTRY_SIZE)
         return view
 
     # -------------------------------------------------------------------------------------- search
@@ -326,7 +342,16 @@ class AbstractIndex(Generic[E]):
             raise ValueError(
                 f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries"
             )
+        if rounded < self._view_extent and self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                raise BufferError(
+                    f"{self._path}: cannot shrink to {rounded} bytes while arrays from to_numpy() still "
+                    f"view {self._view_extent} bytes of it; release them first"
+                ) from None
         self._unmap()
+        self._view_extent = 0
         os.ftruncate(self._fd, rounded)
         self._length = rounded
         self._map(rounded)
@@ -381,12 +406,14 @@ class AbstractIndex(Generic[E]):
     def rename_to(self, new_path: str | os.PathLike[str]) -> None:
         """Atomically rename the file (the mapping stays valid)."""
         new_path = os.fspath(new_path)
+        if not self._writable:
+            raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
         os.replace(self._path, new_path)
         self._path = new_path
 
     def delete_if_exists(self) -> bool:
         """Close without trimming and delete the file. Returns whether a file was deleted."""
-        if self._fd >= 0 and not self._writable:
+        if not self._writable:
             raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
         self.close_handler()
         try:

@@ -6,6 +6,7 @@ import os
 from typing import Callable, Generic, TypeVar
 
 from .abstract_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
+from .errors import ReadOnlyIndexError
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 
@@ -19,9 +20,10 @@ class LazyIndex(Generic[I]):
     created; ``close``, ``rename_to`` and ``delete_if_exists`` work on the bare file while unloaded.
     """
 
-    def __init__(self, path: str | os.PathLike[str], opener: Callable[[str], I]) -> None:
+    def __init__(self, path: str | os.PathLike[str], opener: Callable[[str], I], writable: bool = True) -> None:
         self._path = os.fspath(path)
         self._opener = opener
+        self._writable = writable
         self._index: I | None = None
 
     @classmethod
@@ -32,7 +34,7 @@ class LazyIndex(Generic[I]):
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
     ) -> "LazyIndex[OffsetIndex]":
-        return cls(path, lambda p: OffsetIndex(p, base_offset, max_index_size, writable))
+        return cls(path, lambda p: OffsetIndex(p, base_offset, max_index_size, writable), writable)
 
     @classmethod
     def for_time(
@@ -42,7 +44,7 @@ class LazyIndex(Generic[I]):
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
     ) -> "LazyIndex[TimeIndex]":
-        return cls(path, lambda p: TimeIndex(p, base_offset, max_index_size, writable))
+        return cls(path, lambda p: TimeIndex(p, base_offset, max_index_size, writable), writable)
 
     @property
     def path(self) -> str:
@@ -63,7 +65,12 @@ class LazyIndex(Generic[I]):
         if self._index is not None:
             self._index.close()
 
+    def _check_writable(self) -> None:
+        if not self._writable:
+            raise ReadOnlyIndexError(f"{self.path}: index was opened read-only")
+
     def rename_to(self, new_path: str | os.PathLike[str]) -> None:
+        self._check_writable()
         new_path = os.fspath(new_path)
         if self._index is not None:
             self._index.rename_to(new_path)
@@ -72,6 +79,7 @@ class LazyIndex(Generic[I]):
         self._path = new_path
 
     def delete_if_exists(self) -> bool:
+        self._check_writable()
         if self._index is not None:
             return self._index.delete_if_exists()
         try:

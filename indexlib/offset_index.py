@@ -6,7 +6,7 @@ import struct
 
 import numpy as np
 
-from .abstract_index import INT32_MAX, AbstractIndex, first_true
+from .abstract_index import INT32_MAX, AbstractIndex, as_int64_array, first_true
 from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError
 from .values import OffsetPosition
 
@@ -99,8 +99,8 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         order, except that nothing is written when any pair would fail.
         """
         self._check_writable()
-        offsets = np.asarray(offsets, dtype=np.int64).reshape(-1)
-        positions = np.asarray(positions, dtype=np.int64).reshape(-1)
+        offsets = as_int64_array(offsets, self._path, "offsets")
+        positions = as_int64_array(positions, self._path, "positions")
         if offsets.shape != positions.shape:
             raise ValueError(
                 f"{self._path}: append_many got {len(offsets)} offsets and {len(positions)} positions"

@@ -146,7 +146,7 @@ _LEGACY_CRC = struct.Struct(">I")
 
 def open_log(path: str | os.PathLike[str]) -> tuple[int, mmap.mmap | None]:
     """Open a ``.log`` read-only and map it (``None`` for an empty file). Returns (size, mapping)."""
-    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
         st = os.fstat(fd)
         if not (st.st_mode & 0o170000) == 0o100000:

@@ -6,7 +6,7 @@ import struct
 
 import numpy as np
 
-from .abstract_index import INT32_MAX, AbstractIndex, first_true
+from .abstract_index import INT32_MAX, AbstractIndex, as_int64_array, first_true
 from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError, InvalidTimestampError
 from .values import TimestampOffset
 
@@ -114,8 +114,8 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         Returns the number of entries written.
         """
         self._check_writable()
-        t = np.asarray(timestamps, dtype=np.int64).reshape(-1)
-        o = np.asarray(offsets, dtype=np.int64).reshape(-1)
+        t = as_int64_array(timestamps, self._path, "timestamps")
+        o = as_int64_array(offsets, self._path, "offsets")
         if t.shape != o.shape:
             raise ValueError(f"{self._path}: append_many got {len(t)} timestamps and {len(o)} offsets")
         n = len(t)

@@ -68,7 +68,7 @@ class TransactionIndex:
         if self._writable:
             flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
         else:
-            flags = os.O_RDONLY | os.O_CLOEXEC
+            flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not hang the open
         fd = os.open(self._path, flags, 0o644)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
@@ -246,6 +246,8 @@ class TransactionIndex:
     def rename_to(self, new_path: str | os.PathLike[str]) -> None:
         """Atomically rename the file if it exists, and follow it."""
         new_path = os.fspath(new_path)
+        if not self._writable:
+            raise ReadOnlyIndexError(f"{self._path}: transaction index was opened read-only")
         if os.path.lexists(self._path):
             os.replace(self._path, new_path)
         self._path = new_path

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from indexlib import LazyIndex, OffsetIndex, OffsetPosition, TimeIndex
+import pytest
+
+from indexlib import LazyIndex, OffsetIndex, OffsetPosition, ReadOnlyIndexError, TimeIndex
 
 
 def test_file_not_created_until_first_get(tmp_path):
@@ -21,7 +23,13 @@ def test_rename_and_delete_while_unloaded(tmp_path):
     path = tmp_path / "00000000000000000010.timeindex"
     with TimeIndex(path, 10, max_index_size=120) as index:
         index.maybe_append(5, 11)
-    lazy = LazyIndex.for_time(path, 10, writable=False)
+    read_only = LazyIndex.for_time(path, 10, writable=False)
+    with pytest.raises(ReadOnlyIndexError):
+        read_only.rename_to(tmp_path / "elsewhere")
+    with pytest.raises(ReadOnlyIndexError):
+        read_only.delete_if_exists()
+    assert path.exists()
+    lazy = LazyIndex.for_time(path, 10)
     target = tmp_path / "00000000000000000010.timeindex.swap"
     lazy.rename_to(target)
     assert not path.exists() and target.exists() and not lazy.is_loaded

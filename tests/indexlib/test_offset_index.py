@@ -272,3 +272,54 @@ def test_force_unmap(idx):
     with pytest.raises(ValueError, match=r"00000000000000000045.index: index is closed"):
         idx.lookup(50)
     idx.close()
+
+
+def test_read_only_cannot_rename_or_delete_even_after_close(tmp_path):
+    path = tmp_path / "0.index"
+    OffsetIndex(path, 0, max_index_size=80).close()
+    ro = OffsetIndex(path, 0, writable=False)
+    ro.close()
+    with pytest.raises(ReadOnlyIndexError):
+        ro.rename_to(tmp_path / "moved.index")
+    with pytest.raises(ReadOnlyIndexError):
+        ro.delete_if_exists()
+    assert path.exists()
+
+
+def test_iterating_a_closed_index_raises_clearly(idx):
+    idx.close()
+    with pytest.raises(ValueError, match="closed"):
+        list(idx)
+
+
+def test_fifo_is_rejected_without_hanging(tmp_path):
+    fifo = tmp_path / "0.index"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match="not a regular file"):
+        OffsetIndex(fifo, 0, writable=False)
+
+
+def test_append_many_rejects_non_integers_and_huge_values(idx):
+    with pytest.raises(ValueError, match="offsets must be integers"):
+        idx.append_many([46.5], [0])
+    with pytest.raises(ValueError, match="int64"):
+        idx.append_many(np.array([2**64 - 1], dtype=np.uint64), [0])
+    assert idx.entries == 0
+
+
+def test_shrinking_under_a_live_view_is_refused(tmp_path):
+    with OffsetIndex(tmp_path / "0.index", 0, max_index_size=80) as index:
+        index.append_many([1, 2, 3], [0, 10, 20])
+        view = index.to_numpy()
+        index.truncate_to(2)
+        with pytest.raises(BufferError, match="release them first"):
+            index.trim_to_valid_size()
+        assert view["position"].tolist() == [0, 10, 20]  # still readable: the file was not cut
+        del view
+        assert index.trim_to_valid_size() is True and index.length == 8
+
+
+def test_max_index_size_beyond_int32_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="exceeds 2\\^31-1"):
+        OffsetIndex(tmp_path / "big.index", 0, max_index_size=2**40)
+    assert not (tmp_path / "big.index").exists()
