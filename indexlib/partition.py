@@ -96,21 +96,37 @@ def plan_partition(
 
 
 def replay_partition(partition_dir, bases, scans, plans, log_start_offset):
-    """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting-state rule."""
+    """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting state.
+
+    Kafka recovers segments in order, each from the newest valid snapshot with ``L < offset <= base``
+    (``L`` = log start offset), and writes a snapshot at its map end offset after each one. So: a segment
+    with ``base <= L`` starts empty; a segment whose predecessor's map end offset is above ``L`` carries
+    the predecessor's state on (that is the snapshot Kafka just wrote); otherwise (the first segment, or
+    a predecessor wholly at or below ``L``) it starts from the newest valid pre-existing ``.snapshot``
+    in ``(L, base]``, or empty.
+    """
     all_events = [p.events for p in plans]
-    txn_pids = np.unique(np.concatenate([e["producer_id"][e["kind"] == EVENT_TXN_DATA] for e in all_events])) if all_events else np.empty(0, np.int64)
+    txn_pids = (
+        np.unique(np.concatenate([e["producer_id"][e["kind"] == EVENT_TXN_DATA] for e in all_events]))
+        if all_events else np.empty(0, np.int64)
+    )
     results = []
     ongoing: dict[int, int] = {}
-    first_past_start = True
-    for base, scan, events in zip(bases, scans, all_events):
+    previous_map_end: int | None = None
+    for base, scan, plan in zip(bases, scans, plans):
         if base <= log_start_offset:
-            ongoing = {}
-        elif first_past_start:
-            ongoing, _ = initial_state_for(partition_dir, base, log_start_offset)
-            first_past_start = False
+            ongoing, map_end = {}, log_start_offset
+        elif previous_map_end is not None and previous_map_end > log_start_offset:
+            map_end = previous_map_end  # carry on
+        else:
+            ongoing, snapshot = initial_state_for(partition_dir, base, log_start_offset)
+            map_end = snapshot if snapshot is not None else log_start_offset
         pids = np.union1d(txn_pids, np.fromiter(ongoing.keys(), dtype=np.int64, count=len(ongoing)))
-        replay = replay_segment(ongoing, relevant_events(events, pids), scan.positions)
+        replay = replay_segment(ongoing, relevant_events(plan.events, pids), scan.positions)
         results.append((replay.aborted, replay.fatal))
+        limit = plan.fatal.batch_index + 1 if plan.fatal is not None else scan.batch_count
+        v2 = np.flatnonzero(scan.magic[:limit] >= 2)
+        previous_map_end = max(map_end, int(scan.last_offsets[v2[-1]]) + 1) if len(v2) else map_end
     return results
 
 

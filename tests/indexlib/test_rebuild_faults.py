@@ -1,0 +1,127 @@
+"""Recovery cases on generated segments: where the valid data ends and what the rebuild covers."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+from indexlib.generate import encode_batch_v2, encode_control_batch, generate_partition
+from indexlib.partition import plan_partition, rebuild_partition
+from indexlib.records import StopReason, scan_log
+from indexlib.rebuild import plan_segment
+from indexlib import OffsetIndex, TimeIndex, TransactionIndex, AbortedTxn
+
+
+def write_log(path, batches):
+    path.write_bytes(b"".join(batches))
+    return path
+
+
+def records(n, ts):
+    return [(None, b"v" * 100, ts + i) for i in range(n)]
+
+
+def test_flipped_payload_byte_stops_at_that_batch(tmp_path):
+    batches = [encode_batch_v2(i * 3, records(3, 1000 + 10 * i)) for i in range(50)]
+    log = write_log(tmp_path / "00000000000000000000.log", batches)
+    data = bytearray(log.read_bytes())
+    bad = sum(len(b) for b in batches[:20])
+    data[bad + 70] ^= 0x01  # inside batch 20's records
+    log.write_bytes(bytes(data))
+    scan = scan_log(log)
+    assert scan.stop is StopReason.CORRUPT_BATCH
+    assert scan.problem.kind == "crc_mismatch" and scan.problem.position == bad and scan.problem.batch_index == 20
+    assert scan.batch_count == 20 and scan.valid_bytes == bad
+    plan = plan_segment(scan, 0, index_interval_bytes=300)
+    assert plan.fatal is None
+    assert plan.offset_positions.max() < bad  # the rebuild covers exactly the valid prefix
+    assert scan.last_offsets.tolist() == [i * 3 + 2 for i in range(20)]
+
+
+def test_truncated_last_batch_and_size_below_minimum(tmp_path):
+    batches = [encode_batch_v2(i, records(1, 5000 + i)) for i in range(10)]
+    whole = b"".join(batches)
+    log = write_log(tmp_path / "00000000000000000000.log", [whole[:-7]])
+    scan = scan_log(log)
+    assert scan.stop is StopReason.INCOMPLETE_BATCH and scan.batch_count == 9
+    assert scan.problem.kind == "truncated_batch" and scan.invalid_bytes == len(batches[-1]) - 7
+    small = bytearray(whole)
+    pos = sum(len(b) for b in batches[:4])
+    struct.pack_into(">i", small, pos + 8, 13)
+    log.write_bytes(bytes(small))
+    scan = scan_log(log)
+    assert scan.stop is StopReason.CORRUPT_BATCH and scan.problem.kind == "size_below_minimum"
+    assert scan.problem.position == pos and scan.batch_count == 4
+
+
+def test_preallocated_zero_tail_is_cut(tmp_path):
+    batches = [encode_batch_v2(i, records(2, 7000 + i)) for i in range(5)]
+    log = write_log(tmp_path / "00000000000000000000.log", batches + [b"\x00" * 4096])
+    scan = scan_log(log)
+    assert scan.stop is StopReason.CORRUPT_BATCH and scan.problem.kind == "size_below_minimum"
+    assert scan.valid_bytes == sum(map(len, batches)) and scan.invalid_bytes == 4096
+
+
+def test_recover_transaction_index_lso_example(tmp_path):
+    # LogSegmentTest.testRecoverTransactionIndex: pid1 starts at 100, pid2 at 102; pid2 aborted at 106,
+    # pid1 committed at 107 -> one entry (pid2, 102, 106, LSO 100).
+    part = tmp_path / "t-0"
+    part.mkdir()
+    pid1, pid2 = 10, 20
+    batches = [
+        encode_batch_v2(100, records(2, 1), producer_id=pid1, producer_epoch=0, transactional=True),
+        encode_batch_v2(102, records(2, 3), producer_id=pid2, producer_epoch=0, transactional=True),
+        encode_batch_v2(104, records(2, 5), producer_id=pid1, producer_epoch=0, transactional=True),
+        encode_control_batch(106, pid2, 0, abort=True, timestamp=7),
+        encode_control_batch(107, pid1, 0, abort=False, timestamp=8),
+    ]
+    write_log(part / "00000000000000000100.log", batches)
+    result = rebuild_partition(part)
+    assert result.segments[0].aborted == [AbortedTxn(pid2, 102, 106, 100)]
+    with TransactionIndex(part / "00000000000000000100.txnindex", 100, writable=False) as txn:
+        assert txn.all_aborted_txns() == [AbortedTxn(pid2, 102, 106, 100)]
+
+
+def test_transactions_spanning_segments_match_a_single_segment_replay(tmp_path):
+    part = tmp_path / "t-0"
+    logs = generate_partition(part, segments=4, batches_per_segment=40, transactional_producers=3, abort_every=2, seed=3)
+    result = rebuild_partition(part, index_interval_bytes=512)
+    aborted = [t for seg in result.segments for t in seg.aborted]
+    assert aborted, "the generator should produce aborted transactions"
+    # The same log as one segment gives the same aborted transactions (state carried across boundaries).
+    one = tmp_path / "one-0"
+    one.mkdir()
+    (one / "00000000000000000000.log").write_bytes(b"".join(p.read_bytes() for p in logs))
+    single = rebuild_partition(one, index_interval_bytes=512)
+    assert single.segments[0].aborted == aborted
+    spanning = [t for seg in result.segments for t in seg.aborted if t.first_offset < seg.base_offset]
+    assert spanning, "some aborted transaction should start in an earlier segment"
+
+
+def test_index_files_follow_the_interval_rule(tmp_path):
+    part = tmp_path / "t-0"
+    generate_partition(part, segments=1, batches_per_segment=200, seed=5)
+    result = rebuild_partition(part, index_interval_bytes=1000)
+    seg = result.segments[0]
+    positions = seg.scan.positions.tolist()
+    expected, last = [], 0
+    for i, p in enumerate(positions):
+        if p - last > 1000:
+            expected.append((int(seg.scan.last_offsets[i]), p))
+            last = p
+    with OffsetIndex(part / "00000000000000000000.index", 0, writable=False) as index:
+        assert [tuple(e) for e in index] == expected
+    with TimeIndex(part / "00000000000000000000.timeindex", 0, writable=False) as times:
+        ts = [e.timestamp for e in times]
+        assert ts == sorted(set(ts)) and times.last_entry.timestamp == int(seg.scan.max_timestamps.max())
+
+
+def test_offset_overflow_is_fatal_and_writes_nothing(tmp_path):
+    part = tmp_path / "t-0"
+    part.mkdir()
+    write_log(part / "00000000000000000000.log", [encode_batch_v2(0, records(1, 1)), encode_batch_v2(2**31, records(1, 2))])
+    result = rebuild_partition(part)
+    seg = result.segments[0]
+    assert seg.fatal is not None and seg.fatal.kind == "offset_overflow" and seg.fatal.batch_index == 1
+    assert seg.written == [] and not (part / "00000000000000000000.index").exists()
