@@ -1,66 +1,52 @@
-"""A short tour of the index library on a generated segment layout (``make demo``).
+"""A short tour of indexlib on a generated partition (``make demo``).
 
-Lays out 20 000 batches of varying size as a Kafka segment would hold them, builds the ``.index`` and
-``.timeindex`` with Kafka's spacing rule (an entry each time more than ``index.interval.bytes`` were
-written since the last one), reopens them read-only and answers a few lookups.
+Writes a small Kafka partition (3 segments of v2 batches, with transactions, some aborted), rebuilds
+its ``.index`` / ``.timeindex`` / ``.txnindex`` exactly as Kafka's recovery would, then reopens them
+read-only and answers a few lookups.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 
-import numpy as np
-
-from indexlib import OffsetIndex, TimeIndex
+from indexlib import OffsetIndex, TimeIndex, TransactionIndex
+from indexlib.generate import generate_partition
+from indexlib.partition import rebuild_partition, segment_file
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m indexlib.demo", description=__doc__)
-    parser.add_argument("--output-dir", default="demo-output", help="where the index files go")
+    parser.add_argument("--output-dir", default="demo-output", help="where the generated partition goes")
     parser.add_argument("--index-interval-bytes", type=int, default=4096)
     args = parser.parse_args(argv)
-    os.makedirs(args.output_dir, exist_ok=True)
+    partition_dir = os.path.join(args.output_dir, "orders-0")
+    shutil.rmtree(partition_dir, ignore_errors=True)
+    logs = generate_partition(partition_dir, segments=3, batches_per_segment=400, transactional_producers=3, seed=7)
+    print(f"generated {partition_dir}: {len(logs)} segments, {sum(os.path.getsize(p) for p in logs):,} bytes")
 
-    rng = np.random.default_rng(7)
-    base = 1_000
-    batches = 20_000
-    records = rng.integers(1, 20, batches)  # records per batch
-    sizes = 61 + records * rng.integers(40, 200, batches)  # bytes per batch
-    positions = np.concatenate(([0], np.cumsum(sizes)[:-1]))
-    last_offsets = base + np.cumsum(records) - 1
-    max_timestamps = 1_700_000_000_000 + np.cumsum(rng.integers(0, 50, batches))
+    result = rebuild_partition(partition_dir, index_interval_bytes=args.index_interval_bytes)
+    for seg in result.segments:
+        sizes = ", ".join(f"{os.path.basename(p)} {os.path.getsize(p)} B" for p in seg.written)
+        print(f"  segment {seg.base_offset}: {seg.scan.batch_count} batches, {len(seg.aborted)} aborted txns -> {sizes}")
 
-    # Kafka's rule: index a batch when the bytes since the last indexed batch's start exceed the interval.
-    chosen, last_indexed = [], 0
-    for i, position in enumerate(positions.tolist()):
-        if position - last_indexed > args.index_interval_bytes:
-            chosen.append(i)
-            last_indexed = position
-    chosen = np.array(chosen)
-
-    index_path = os.path.join(args.output_dir, f"{base:020d}.index")
-    time_path = os.path.join(args.output_dir, f"{base:020d}.timeindex")
-    for path in (index_path, time_path):
-        if os.path.exists(path):
-            os.unlink(path)
-    with OffsetIndex(index_path, base) as index, TimeIndex(time_path, base) as time_index:
-        index.append_many(last_offsets[chosen], positions[chosen])
-        time_index.append_many(max_timestamps[chosen], last_offsets[chosen])
-        time_index.maybe_append(int(max_timestamps[-1]), int(last_offsets[-1]), skip_full_check=True)
-
-    print(f"segment: {batches} batches, {int(sizes.sum()):,} bytes, offsets {base}..{int(last_offsets[-1])}")
-    print(f"wrote {index_path} ({os.path.getsize(index_path)} bytes) and {time_path} ({os.path.getsize(time_path)} bytes)")
-    with OffsetIndex(index_path, base, writable=False) as index, TimeIndex(time_path, base, writable=False) as time_index:
+    seg = result.segments[1]
+    base = seg.base_offset
+    with OffsetIndex(segment_file(partition_dir, base, ".index"), base, writable=False) as index, \
+            TimeIndex(segment_file(partition_dir, base, ".timeindex"), base, writable=False) as times:
         index.sanity_check()
-        time_index.sanity_check()
-        print(f"offset index: {index.entries} entries, last offset {index.last_offset}")
-        print(f"time index:   {time_index.entries} entries, last entry {tuple(time_index.last_entry)}")
-        target = int(last_offsets[batches // 2])
+        times.sanity_check()
+        target = int(seg.scan.last_offsets[seg.scan.batch_count // 2])
         found = index.lookup(target)
-        print(f"lookup(offset={target}) -> start scanning the log at byte {found.position} (entry for offset {found.offset})")
-        ts = int(max_timestamps[batches // 3])
-        print(f"time lookup(timestamp={ts}) -> {tuple(time_index.lookup(ts))}; ceiling -> {tuple(time_index.lookup_ceiling(ts) or ())}")
+        print(f"offset {target}: start scanning segment {base} at byte {found.position} (index entry for offset {found.offset})")
+        ts = int(seg.scan.max_timestamps[seg.scan.batch_count // 3])
+        print(f"timestamp {ts}: floor entry {tuple(times.lookup(ts))}, ceiling entry {tuple(times.lookup_ceiling(ts) or ())}")
+    txn_path = segment_file(partition_dir, base, ".txnindex")
+    if os.path.exists(txn_path):
+        with TransactionIndex(txn_path, base, writable=False) as txns:
+            for txn in txns.all_aborted_txns()[:3]:
+                print(f"aborted: producer {txn.producer_id} offsets {txn.first_offset}..{txn.last_offset} (LSO {txn.last_stable_offset})")
     return 0
 
 

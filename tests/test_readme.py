@@ -36,5 +36,6 @@ def test_demo_runs(tmp_path):
         capture_output=True, text=True, cwd=PROJECT_ROOT,
     )
     assert result.returncode == 0, result.stderr
-    assert "offset index:" in result.stdout
-    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".index", ".timeindex"]
+    assert "aborted: producer" in result.stdout
+    suffixes = {p.suffix for p in (tmp_path / "orders-0").iterdir()}
+    assert suffixes == {".log", ".index", ".timeindex", ".txnindex"}
