@@ -12,6 +12,7 @@ import errno
 import fcntl
 import os
 import shutil
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -72,43 +73,48 @@ def _install(temp: str, final: str, backup_dir: str | None) -> str | None:
     return backup
 
 
-def write_offset_index(final: str, base_offset: int, offsets: np.ndarray, positions: np.ndarray,
-                       segment_index_bytes: int, backup_dir: str | None = None) -> str | None:
-    """Publish a trimmed ``.index`` holding exactly these entries. Returns the backup path, if any."""
+@contextmanager
+def _publishing(final: str, backup_dir: str | None):
+    """Yield a temporary path beside ``final``; on success install it (see :func:`_install`) and record
+    the backup path in the yielded list; the temporary file never survives."""
     temp = _temp_name(final)
+    outcome: list[str | None] = []
     try:
-        with OffsetIndex(temp, base_offset, max_index_size=segment_index_bytes) as index:
-            index.reset()
-            index.append_many(offsets, positions)
-            index.flush()
-        return _install(temp, final, backup_dir)
+        yield temp, outcome
+        outcome.append(_install(temp, final, backup_dir))
     finally:
         if os.path.lexists(temp):
             os.unlink(temp)
 
 
+def write_offset_index(final: str, base_offset: int, offsets: np.ndarray, positions: np.ndarray,
+                       segment_index_bytes: int, backup_dir: str | None = None) -> str | None:
+    """Publish a trimmed ``.index`` holding exactly these entries. Returns the backup path, if any."""
+    with _publishing(final, backup_dir) as (temp, outcome):
+        with OffsetIndex(temp, base_offset, max_index_size=segment_index_bytes) as index:
+            index.reset()
+            index.append_many(offsets, positions)
+            index.flush()
+    return outcome[0]
+
+
 def write_time_index(final: str, base_offset: int, timestamps: np.ndarray, offsets: np.ndarray,
                      segment_index_bytes: int, backup_dir: str | None = None) -> str | None:
     """Publish a trimmed ``.timeindex``; the last pair is the forced final entry (no full check)."""
-    temp = _temp_name(final)
-    try:
+    with _publishing(final, backup_dir) as (temp, outcome):
         with TimeIndex(temp, base_offset, max_index_size=segment_index_bytes) as index:
             index.reset()
             if len(timestamps):
                 index.append_many(timestamps[:-1], offsets[:-1])
                 index.maybe_append(int(timestamps[-1]), int(offsets[-1]), skip_full_check=True)
             index.flush()
-        return _install(temp, final, backup_dir)
-    finally:
-        if os.path.lexists(temp):
-            os.unlink(temp)
+    return outcome[0]
 
 
 def write_transaction_index(final: str, base_offset: int, aborted: list[AbortedTxn],
                             backup_dir: str | None = None) -> str | None:
     """Publish a ``.txnindex`` with these records (an empty list gives a 0-byte file)."""
-    temp = _temp_name(final)
-    try:
+    with _publishing(final, backup_dir) as (temp, outcome):
         with TransactionIndex(temp, base_offset) as index:
             index.reset()
             for txn in aborted:
@@ -116,7 +122,4 @@ def write_transaction_index(final: str, base_offset: int, aborted: list[AbortedT
             index.flush()
         if not os.path.lexists(temp):  # nothing appended: create the empty file explicitly
             open(temp, "wb").close()
-        return _install(temp, final, backup_dir)
-    finally:
-        if os.path.lexists(temp):
-            os.unlink(temp)
+    return outcome[0]

@@ -310,33 +310,27 @@ def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
                    attributes, producer_ids, producer_epochs, records_counts, marker_types, stop, problem)
 
 
-def _read_varint(view, pos: int, limit: int) -> tuple[int, int]:
-    """Zig-zag varint (at most 5 bytes) at ``pos``; raises ValueError when malformed or past ``limit``."""
+def _read_zigzag(view, pos: int, limit: int, max_bytes: int) -> tuple[int, int]:
+    """Zig-zag varint of at most ``max_bytes`` bytes at ``pos``; ValueError when malformed or past ``limit``."""
     result = shift = 0
-    for i in range(5):
+    for _ in range(max_bytes):
         if pos >= limit:
-            raise ValueError("varint runs past the end of the batch")
+            raise ValueError("varint runs past the end of the record")
         b = view[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if not b & 0x80:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
-    raise ValueError("varint longer than 5 bytes")
+    raise ValueError(f"varint longer than {max_bytes} bytes")
+
+
+def _read_varint(view, pos: int, limit: int) -> tuple[int, int]:
+    return _read_zigzag(view, pos, limit, 5)
 
 
 def _read_varlong(view, pos: int, limit: int) -> tuple[int, int]:
-    result = shift = 0
-    for i in range(10):
-        if pos >= limit:
-            raise ValueError("varlong runs past the end of the batch")
-        b = view[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-    raise ValueError("varlong longer than 10 bytes")
+    return _read_zigzag(view, pos, limit, 10)
 
 
 def parse_marker(view, pos: int, size: int, records_count: int) -> tuple[int, int]:
