@@ -21,7 +21,7 @@ from .rebuild import (
     SegmentPlan,
     plan_segment,
 )
-from .records import LogScan, ScanProblem, scan_log
+from .records import LogScan, ScanProblem, scan_buffer, scan_log
 from .values import AbortedTxn
 
 _LOG_NAME = re.compile(r"^(\d{20})\.log$")
@@ -84,7 +84,7 @@ def plan_partition(
     topic, partition = parse_partition_dir(partition_dir)
     log_start = read_log_start_offset(os.path.dirname(os.path.abspath(partition_dir)), topic, partition)
     bases = segment_base_offsets(partition_dir)
-    scans = [scan_log(segment_file(partition_dir, b, ".log")) for b in bases]
+    scans = [_scan_or_unreadable(segment_file(partition_dir, b, ".log")) for b in bases]
     plans = [plan_segment(s, b, index_interval_bytes, segment_index_bytes) for s, b in zip(scans, bases)]
     aborted_per_segment = replay_partition(partition_dir, bases, scans, plans, log_start)
     segments = []
@@ -93,6 +93,17 @@ def plan_partition(
         fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
         segments.append(SegmentRebuild(base, segment_file(partition_dir, base, ".log"), scan, plan, aborted, fatal))
     return PartitionRebuild(partition_dir, topic, partition, log_start, segments)
+
+
+def _scan_or_unreadable(path: str) -> LogScan:
+    """``scan_log``; a segment that cannot be read becomes an empty scan whose ``fatal`` says why."""
+    try:
+        return scan_log(path)
+    except (OSError, ValueError) as exc:
+        scan = scan_buffer(b"", 0, path)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        scan.fatal = ScanProblem("unreadable_segment", 0, 0, f"cannot read {path}: {reason}")
+        return scan
 
 
 def replay_partition(partition_dir, bases, scans, plans, log_start_offset):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
+import pytest
 
-from indexlib.generate import encode_batch_v2, encode_control_batch, generate_partition
+from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
+from indexlib.verify import verify_partition
 from indexlib.partition import plan_partition, rebuild_partition
 from indexlib.records import StopReason, scan_log
 from indexlib.rebuild import plan_segment
@@ -125,3 +128,122 @@ def test_offset_overflow_is_fatal_and_writes_nothing(tmp_path):
     seg = result.segments[0]
     assert seg.fatal is not None and seg.fatal.kind == "offset_overflow" and seg.fatal.batch_index == 1
     assert seg.written == [] and not (part / "00000000000000000000.index").exists()
+
+
+# --------------------------------------------------------------- LogLoaderTest: four producers
+def _four_producer_log() -> list[bytes]:
+    """The append sequence of LogLoaderTest.testFullTransactionIndexRecovery (one batch per append)."""
+    batches: list[bytes] = []
+    next_offset = 0
+    ts = 1_000
+
+    def data(n, pid=-1):
+        nonlocal next_offset, ts
+        txn = pid != -1
+        batches.append(encode_batch_v2(next_offset, records(n, ts), producer_id=pid, producer_epoch=0 if txn else -1,
+                                       base_sequence=0 if txn else -1, transactional=txn))
+        next_offset += n
+        ts += n
+
+    def marker(pid, abort):
+        nonlocal next_offset, ts
+        batches.append(encode_control_batch(next_offset, pid, 0, abort=abort, timestamp=ts))
+        next_offset += 1
+        ts += 1
+
+    data(5, 1); data(3); data(2, 2); data(4, 1); data(3, 3); data(2); data(10, 1)
+    marker(1, abort=True)  # offset 29
+    data(6, 2); data(3, 4); data(10); data(9, 3)
+    marker(3, abort=False)  # 58
+    data(8, 4); data(7, 2)
+    marker(2, abort=True)  # 74
+    data(10); data(4, 4)
+    marker(4, abort=False)  # 89
+    assert next_offset == 90
+    return batches
+
+
+def _write_segments(part, batches, segment_bytes):
+    """Split batches into segments the way Kafka rolls: a batch that would overflow starts a new one."""
+    part.mkdir(parents=True)
+    segments: list[list[bytes]] = [[]]
+    for b in batches:
+        if segments[-1] and sum(map(len, segments[-1])) + len(b) > segment_bytes:
+            segments.append([])
+        segments[-1].append(b)
+    for seg in segments:
+        base = struct.unpack_from(">q", seg[0])[0]
+        (part / f"{base:020d}.log").write_bytes(b"".join(seg))
+    return len(segments)
+
+
+@pytest.mark.parametrize("segment_bytes", [128 * 5, 1024, 1024 * 5 * 100])
+def test_four_producers_across_segments(tmp_path, segment_bytes):
+    part = tmp_path / f"loader-{segment_bytes}" / "t-0"
+    count = _write_segments(part, _four_producer_log(), segment_bytes)
+    assert (count > 1) == (segment_bytes < 5000)  # transactions really span segments (one segment last)
+    result = rebuild_partition(part)
+    aborted = []
+    for seg in result.segments:
+        with TransactionIndex(part / f"{seg.base_offset:020d}.txnindex", seg.base_offset, writable=False) as txns:
+            aborted += txns.all_aborted_txns()
+    assert aborted == [AbortedTxn(1, 0, 29, 8), AbortedTxn(2, 8, 74, 36)]
+    assert verify_partition(part).healthy
+
+
+# --------------------------------------------------------------------------- v0 (0.9.0) data
+def test_v0_data_gives_a_zero_byte_time_index(tmp_path):
+    part = tmp_path / "old-0"
+    part.mkdir()
+    entries = [encode_legacy(i, b"m" * 200, magic=0) for i in range(60)]
+    (part / "00000000000000000000.log").write_bytes(b"".join(entries))
+    result = rebuild_partition(part, index_interval_bytes=1000)
+    assert os.path.getsize(part / "00000000000000000000.timeindex") == 0
+    with OffsetIndex(part / "00000000000000000000.index", 0, writable=False) as index:
+        assert index.entries > 0  # the offset index is still built
+    assert len(result.segments[0].plan.time_offsets) == 0
+    assert verify_partition(part).healthy
+
+
+# ------------------------------------------------- LogSegmentTest: corrupt index, corrupt message
+@pytest.mark.parametrize("suffix", [".index", ".timeindex"])
+def test_recovery_fixes_corrupt_index(tmp_path, suffix):
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / "00000000000000000000.log"
+    log.write_bytes(b"".join(encode_batch_v2(i, [(None, b"v" * 20, i * 10)]) for i in range(100)))
+    rebuild_partition(part, index_interval_bytes=10)
+    good = (part / f"00000000000000000000{suffix}").read_bytes()
+    damaged = bytearray(good)
+    damaged[5:] = np.random.default_rng(3).integers(0, 256, len(good) - 5, dtype=np.uint8).tobytes()
+    (part / f"00000000000000000000{suffix}").write_bytes(bytes(damaged))
+    assert not verify_partition(part, index_interval_bytes=10).healthy
+    rebuild_partition(part, index_interval_bytes=10)
+    assert (part / f"00000000000000000000{suffix}").read_bytes() == good
+    with OffsetIndex(part / "00000000000000000000.index", 0, writable=False) as index, \
+            TimeIndex(part / "00000000000000000000.timeindex", 0, writable=False) as times:
+        scan = scan_log(log)
+        for i in range(100):
+            # Every offset is readable: the floor entry's position is at or before offset i's batch.
+            assert index.lookup(i).position <= scan.positions[i]
+            # findOffsetByTimestamp(i*10) == i: time floor entry -> its position -> first batch reaching ts.
+            start = index.lookup(times.lookup(i * 10).offset).position
+            after = np.flatnonzero((scan.positions >= start) & (scan.max_timestamps >= i * 10))
+            assert scan.base_offsets[after[0]] == i
+
+
+def test_recovery_with_corrupt_message(tmp_path):
+    """Random bytes from inside message k to the end: the rebuilt data holds exactly offsets [0, k)."""
+    rng = np.random.default_rng(5)
+    for k in (0, 1, 17, 49):
+        part = tmp_path / f"c{k}-0"
+        part.mkdir()
+        batches = [encode_batch_v2(i, [(None, b"v" * 30, 1000 + i)]) for i in range(50)]
+        start = sum(map(len, batches[:k])) + int(rng.integers(0, len(batches[k])))
+        data = bytearray(b"".join(batches))
+        data[start:] = rng.integers(0, 256, len(data) - start, dtype=np.uint8).tobytes()
+        (part / "00000000000000000000.log").write_bytes(bytes(data))
+        result = rebuild_partition(part, index_interval_bytes=10)
+        assert result.segments[0].scan.last_offsets.tolist() == list(range(k))
+        finding = [f for f in verify_partition(part, index_interval_bytes=10).all_findings if f.file.endswith(".log")]
+        assert len(finding) == 1 and finding[0].entry == k

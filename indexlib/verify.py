@@ -1,0 +1,434 @@
+"""Semantic verify: are a partition's existing index files correct for its ``.log`` segments?
+
+Indexes written live by real brokers may differ from a rebuild and still be right (restarts, follower
+appends, record-level time-index offsets of Kafka <= 3.6), so verify checks the invariants that make
+Kafka's lookups correct (design.md, "Semantic verify"), and separately says whether each file is
+byte-identical to what :func:`indexlib.partition.rebuild_partition` would write.
+
+Invariants checked (a violation is a :class:`Finding` with severity ``"error"``):
+
+* ``.index``: length a multiple of 8; offsets >= base and strictly increasing; positions strictly
+  increasing, each the start of a batch inside the valid data; that batch's base offset <= the entry
+  offset, and the batch before it ends below the entry offset.
+* ``.timeindex``: length a multiple of 12; timestamps strictly increasing; offsets non-decreasing and
+  inside the segment; each timestamp equals the running maximum of batch max-timestamps through the
+  batch holding the entry's offset; on an inactive segment the last entry is the segment's maximum
+  timestamp (Kafka appends it when the segment rolls; its retention reads it).
+* ``.txnindex``: length a multiple of 34; version 0; last offsets strictly increasing and inside the
+  segment, each an ABORT marker of that producer; the (producer, first, last) set equals the rebuild's.
+  A 0-byte ``.txnindex`` is the same as an absent one.
+* missing ``.index`` / ``.timeindex``; an untrimmed zero tail on an inactive segment's index; a corrupt
+  or incomplete tail of the ``.log`` (where it starts, how many bytes Kafka's recovery would cut);
+  segments whose rebuild Kafka's recovery would refuse; index files without a ``.log``.
+
+Verify only opens files read-only and never raises on bad file contents: every problem is a finding.
+A bad partition directory (missing, not a directory, not named ``<topic>-<partition>``) raises.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .abstract_index import AbstractIndex
+from .errors import CorruptIndexError
+from .offset_index import OffsetIndex
+from .partition import PartitionRebuild, SegmentRebuild, plan_partition, segment_file
+from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, EVENT_ABORT, SegmentPlan
+from .records import StopReason, open_log
+from .time_index import TimeIndex
+from .transaction_index import TransactionIndex
+
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
+_SKIPPED_SUFFIXES = (".deleted", ".cleaned", ".swap")
+_KNOWN_FILES = {"leader-epoch-checkpoint", "partition.metadata", "quorum-state"}
+_KRAFT_SNAPSHOT = re.compile(r"^\d{20}-\d{10}\.checkpoint$")  # __cluster_metadata snapshots
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem (or, with severity ``"info"``, one notable fact) about one file.
+
+    ``entry`` is the entry number in an index file or the batch number in a ``.log``; ``position`` the
+    byte position in the file; ``count`` how many entries share this kind (the first one is described).
+    """
+
+    kind: str
+    file: str
+    entry: int | None = None
+    position: int | None = None
+    expected: int | str | None = None
+    found: int | str | None = None
+    detail: str = ""
+    count: int = 1
+    severity: str = "error"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SegmentVerify:
+    """Findings for one segment; ``identical[suffix]``: the file equals the rebuild (``None``: the file
+    is absent and the rebuild writes none, or the segment cannot be rebuilt)."""
+
+    base_offset: int
+    log_path: str
+    active: bool
+    findings: list[Finding]
+    identical: dict[str, bool | None]
+    rebuild: SegmentRebuild | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def damaged_files(self) -> list[str]:
+        """Suffixes of this segment's index files that have an error finding (what a repair rewrites)."""
+        names = {segment_file(os.path.dirname(self.log_path), self.base_offset, s): s for s in INDEX_SUFFIXES}
+        return sorted({names[f.file] for f in self.findings if f.severity == "error" and f.file in names})
+
+    def to_dict(self) -> dict:
+        return {
+            "base_offset": self.base_offset,
+            "log_path": self.log_path,
+            "active": self.active,
+            "identical": dict(self.identical),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass
+class PartitionVerify:
+    """The verify report of one partition directory."""
+
+    partition_dir: str
+    topic: str
+    partition: int
+    segments: list[SegmentVerify]
+    findings: list[Finding]  # partition-level: orphan and unexpected files
+
+    @property
+    def all_findings(self) -> list[Finding]:
+        return self.findings + [f for s in self.segments for f in s.findings]
+
+    @property
+    def healthy(self) -> bool:
+        return not any(f.severity == "error" for f in self.all_findings)
+
+    def to_dict(self) -> dict:
+        return {
+            "partition_dir": self.partition_dir,
+            "topic": self.topic,
+            "partition": self.partition,
+            "healthy": self.healthy,
+            "findings": [f.to_dict() for f in self.findings],
+            "segments": [s.to_dict() for s in self.segments],
+        }
+
+
+def verify_partition(
+    partition_dir: str | os.PathLike[str],
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+) -> PartitionVerify:
+    """Verify every segment's index files against its ``.log`` (see the module docstring)."""
+    planned = plan_partition(partition_dir, index_interval_bytes, segment_index_bytes)
+    return verify_planned(planned)
+
+
+def verify_planned(planned: PartitionRebuild) -> PartitionVerify:
+    """:func:`verify_partition` on an already planned partition (the Spark jobs plan per segment)."""
+    directory = planned.partition_dir
+    segments = []
+    txn_trusted = True  # producer state replayed from the start of the partition without gaps
+    last_base = planned.segments[-1].base_offset if planned.segments else None
+    for seg in planned.segments:
+        result = verify_segment(seg, active=seg.base_offset == last_base, check_transactions=txn_trusted)
+        if seg.fatal is not None and seg.fatal.kind == "unreadable_segment":
+            txn_trusted = False
+        segments.append(result)
+    return PartitionVerify(directory, planned.topic, planned.partition, segments, directory_findings(directory))
+
+
+def directory_findings(partition_dir: str) -> list[Finding]:
+    """Orphan index files (no ``.log``) are errors; skipped (``.deleted``/``.cleaned``/``.swap``),
+    leftover temporary and unknown files are reported as info."""
+    names = sorted(os.listdir(partition_dir))
+    bases = {m.group(1) for m in map(_SEGMENT_FILE.match, names) if m and m.group(2) == "log"}
+    findings = []
+    for name in names:
+        path = os.path.join(partition_dir, name)
+        match = _SEGMENT_FILE.match(name)
+        if match:
+            if match.group(2) in ("index", "timeindex", "txnindex") and match.group(1) not in bases:
+                findings.append(Finding("orphan_index_file", path, detail=f"{name} has no {match.group(1)}.log beside it"))
+        elif name.endswith(_SKIPPED_SUFFIXES):
+            findings.append(Finding("skipped_file", path, severity="info",
+                                    detail=f"{name}: a file Kafka is deleting, cleaning or swapping; not verified"))
+        elif name.endswith(".rebuild.tmp"):
+            findings.append(Finding("leftover_temporary_file", path, severity="info",
+                                    detail=f"{name}: a temporary file of an interrupted rebuild; safe to delete"))
+        elif name not in _KNOWN_FILES and not _KRAFT_SNAPSHOT.match(name):
+            findings.append(Finding("unknown_file", path, severity="info", detail=f"{name} is not a Kafka file"))
+    return findings
+
+
+def verify_segment(seg: SegmentRebuild, active: bool, check_transactions: bool = True) -> SegmentVerify:
+    """Check one segment's three index files and its ``.log`` against its scan and rebuild plan."""
+    directory = os.path.dirname(seg.log_path)
+    paths = {s: segment_file(directory, seg.base_offset, s) for s in INDEX_SUFFIXES}
+    findings = log_findings(seg)
+    identical: dict[str, bool | None] = {}
+    if seg.fatal is not None and seg.fatal.kind == "unreadable_segment":
+        return SegmentVerify(seg.base_offset, seg.log_path, active, findings, dict.fromkeys(INDEX_SUFFIXES), seg)
+    rebuildable = seg.fatal is None
+    for suffix, cls, check, expected_bytes in (
+        (".index", OffsetIndex, _check_offset_index, _offset_index_bytes),
+        (".timeindex", TimeIndex, _check_time_index, _time_index_bytes),
+    ):
+        path = paths[suffix]
+        if not os.path.lexists(path):
+            findings.append(Finding(f"{suffix[1:]}_missing", path, detail=f"{os.path.basename(path)} does not exist"))
+            identical[suffix] = False if rebuildable else None
+            continue
+        entries, length, problem = _read_index(cls, path, seg.base_offset)
+        if problem is not None:
+            findings.append(problem)
+            identical[suffix] = False if rebuildable else None
+            continue
+        findings += _length_findings(path, length, cls.ENTRY_SIZE)
+        findings += check(path, seg, entries, active)
+        identical[suffix] = (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected_bytes(seg.plan)) if rebuildable else None
+    txn_findings, identical[".txnindex"] = _check_txn_index(paths[".txnindex"], seg, check_transactions and rebuildable)
+    findings += txn_findings
+    return SegmentVerify(seg.base_offset, seg.log_path, active, findings, identical, seg)
+
+
+# ------------------------------------------------------------------------------------------ .log
+def log_findings(seg: SegmentRebuild) -> list[Finding]:
+    """The ``.log``'s invalid tail and any point where Kafka's recovery would refuse the segment."""
+    findings = []
+    scan = seg.scan
+    last_valid = int(scan.last_offsets[-1]) if scan.batch_count else None
+    cut = f"Kafka's recovery would truncate the last {scan.invalid_bytes} bytes (from byte {scan.valid_bytes}"
+    cut += f"; last valid offset {last_valid})" if last_valid is not None else "; no valid batch)"
+    if scan.problem is not None and scan.problem.kind != "invalid_marker":
+        kind = "log_zero_tail" if _all_zero(seg.log_path, scan.valid_bytes) else f"log_{scan.problem.kind}"
+        findings.append(Finding(kind, seg.log_path, scan.problem.batch_index, scan.problem.position,
+                                found=scan.invalid_bytes, detail=f"{scan.problem.detail}; {cut}"))
+    elif scan.problem is not None:  # the marker batch itself is kept; everything after it is cut
+        findings.append(Finding("log_invalid_marker", seg.log_path, scan.problem.batch_index, scan.problem.position,
+                                found=scan.invalid_bytes, detail=f"{scan.problem.detail}; {cut}"))
+    elif scan.stop is StopReason.SHORT_TAIL:
+        kind = "log_zero_tail" if _all_zero(seg.log_path, scan.valid_bytes) else "log_short_tail"
+        findings.append(Finding(kind, seg.log_path, scan.batch_count, scan.valid_bytes, found=scan.invalid_bytes,
+                                detail=f"{scan.invalid_bytes} bytes too short for a batch header; {cut}"))
+    if seg.fatal is not None:
+        findings.append(Finding(seg.fatal.kind, seg.log_path, seg.fatal.batch_index, seg.fatal.position,
+                                detail=f"{seg.fatal.detail}; Kafka's recovery would fail here, so no index is rebuilt for this segment"))
+    return findings
+
+
+def _all_zero(path: str, start: int) -> bool:
+    try:
+        size, mm = open_log(path)
+    except (OSError, ValueError):
+        return False
+    if mm is None:
+        return False
+    try:
+        return not np.frombuffer(mm, dtype=np.uint8)[start:size].any()
+    finally:
+        mm.close()
+
+
+# ------------------------------------------------------------------------------------ index files
+def _read_index(cls: type[AbstractIndex], path: str, base: int) -> tuple[np.ndarray, int, Finding | None]:
+    """Every whole entry (a copy) and the file length, through a read-only open; or a finding."""
+    try:
+        with cls(path, base, writable=False) as index:
+            return index.to_numpy().copy(), index.length, None
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return np.empty(0, cls.DTYPE), 0, Finding("unreadable_file", path, detail=f"cannot read {path}: {reason}")
+
+
+def _length_findings(path: str, length: int, entry_size: int) -> list[Finding]:
+    extra = length % entry_size
+    if not extra:
+        return []
+    return [Finding("bad_length", path, length // entry_size, length - extra, f"a multiple of {entry_size}", length,
+                    f"{length} bytes: {extra} trailing bytes after the last whole {entry_size}-byte entry")]
+
+
+def _zero_tail_start(first: np.ndarray, second: np.ndarray) -> int:
+    """Start of the all-zero entries at the end (a preallocated, untrimmed tail); ``len`` if none.
+
+    A single all-zero entry on its own is an entry, not a tail (a time index may hold timestamp 0).
+    """
+    nonzero = np.flatnonzero((first != 0) | (second != 0))
+    start = int(nonzero[-1]) + 1 if len(nonzero) else 0
+    n = len(first)
+    return start if (n - start >= 1 and (start >= 1 or n >= 2)) else n
+
+
+def _zero_tail(path: str, start: int, n: int, entry_size: int, active: bool) -> list[Finding]:
+    if start == n:
+        return []
+    if active:
+        return [Finding("preallocated_zero_tail", path, start, start * entry_size, 0, n - start, severity="info",
+                        detail=f"{n - start} zero entries after entry {start}: the active segment's preallocated "
+                               "space (a running broker, or an unclean shutdown that Kafka's recovery handles)")]
+    return [Finding("untrimmed_zero_tail", path, start, start * entry_size, 0, n - start,
+                    f"{n - start} all-zero entries from entry {start} on an inactive segment (never trimmed); "
+                    "Kafka would read them as entries")]
+
+
+def _flag(findings: list[Finding], kind: str, path: str, mask: np.ndarray, entry_size: int,
+          expected: np.ndarray | None, found: np.ndarray, what: str) -> None:
+    """One finding for all entries where ``mask`` holds, describing the first."""
+    hits = np.flatnonzero(mask)
+    if not len(hits):
+        return
+    i = int(hits[0])
+    exp = int(expected[i]) if expected is not None else None
+    more = f" (and {len(hits) - 1} more entries)" if len(hits) > 1 else ""
+    findings.append(Finding(kind, path, i, i * entry_size, exp, int(found[i]), f"entry {i}: {what}{more}", len(hits)))
+
+
+def _check_offset_index(path: str, seg: SegmentRebuild, entries: np.ndarray, active: bool) -> list[Finding]:
+    base, scan = seg.base_offset, seg.scan
+    rel = entries["relative_offset"].astype(np.int64)
+    pos = entries["position"].astype(np.int64)
+    n = _zero_tail_start(rel, pos)
+    findings = _zero_tail(path, n, len(rel), 8, active)
+    off, pos = base + rel[:n], pos[:n]
+    prev_off = np.concatenate(([np.iinfo(np.int64).min], off[:-1]))
+    prev_pos = np.concatenate(([-1], pos[:-1]))
+    _flag(findings, "offset_below_base", path, off < base, 8, np.full(n, base), off, "offset is below the segment's base offset")
+    _flag(findings, "offset_not_increasing", path, off <= prev_off, 8, prev_off + 1, off, "offset is not above the previous entry's")
+    _flag(findings, "position_not_increasing", path, pos <= prev_pos, 8, prev_pos + 1, pos, "position is not above the previous entry's")
+    inside = (pos >= 0) & (pos < scan.valid_bytes)
+    _flag(findings, "position_outside_valid_data", path, ~inside, 8, None, pos,
+          f"position is outside the valid data of the .log ({scan.valid_bytes} bytes)")
+    batch = np.clip(np.searchsorted(scan.positions, pos, side="right") - 1, 0, None)
+    if scan.batch_count:
+        starts = scan.positions[batch]
+        is_start = inside & (starts == pos)
+        _flag(findings, "position_not_batch_start", path, inside & ~is_start, 8, starts, pos,
+              "position points into the middle of a batch (expected: the start of that batch)")
+        batch_base = scan.base_offsets[batch]
+        _flag(findings, "offset_before_batch", path, is_start & (off < batch_base), 8, batch_base, off,
+              "the batch at this position starts after the entry's offset")
+        prev_last = np.where(batch > 0, scan.last_offsets[np.maximum(batch - 1, 0)], np.iinfo(np.int64).min)
+        _flag(findings, "offset_inside_previous_batch", path, is_start & (prev_last >= off), 8, prev_last + 1, off,
+              "the batch before this position already reaches the entry's offset")
+    return findings
+
+
+def _check_time_index(path: str, seg: SegmentRebuild, entries: np.ndarray, active: bool) -> list[Finding]:
+    base, scan = seg.base_offset, seg.scan
+    ts = entries["timestamp"].astype(np.int64)
+    rel = entries["relative_offset"].astype(np.int64)
+    n = _zero_tail_start(ts, rel)
+    findings = _zero_tail(path, n, len(ts), 12, active)
+    ts, off = ts[:n], base + rel[:n]
+    prev_ts = np.concatenate(([np.iinfo(np.int64).min], ts[:-1]))
+    prev_off = np.concatenate(([np.iinfo(np.int64).min], off[:-1]))
+    _flag(findings, "timestamp_not_increasing", path, ts <= prev_ts, 12, prev_ts + 1, ts, "timestamp is not above the previous entry's")
+    _flag(findings, "time_offset_decreasing", path, off < prev_off, 12, prev_off, off, "offset is below the previous entry's")
+    last = int(scan.last_offsets[-1]) if scan.batch_count else base - 1
+    inside = (off >= base) & (off <= last)
+    _flag(findings, "time_offset_outside_segment", path, ~inside, 12, None, off,
+          f"offset is outside the segment's valid offsets {base}..{last}")
+    if scan.batch_count:
+        running_max = np.maximum.accumulate(scan.max_timestamps)
+        batch = np.minimum(np.searchsorted(scan.last_offsets, off, side="left"), scan.batch_count - 1)
+        expected = running_max[batch]
+        _flag(findings, "timestamp_not_running_max", path, inside & (ts != expected), 12, expected, ts,
+              "timestamp is not the largest batch timestamp up to the batch holding the entry's offset")
+        segment_max = int(running_max[-1])
+        if not active and segment_max >= 0 and (n == 0 or int(ts[n - 1]) < segment_max):
+            findings.append(Finding(
+                "time_index_missing_final_entry", path, n, n * 12, segment_max, int(ts[n - 1]) if n else None,
+                f"the last entry should hold the segment's largest timestamp {segment_max} (Kafka appends it when "
+                "the segment rolls, and time-based retention reads it)"))
+    return findings
+
+
+def _check_txn_index(path: str, seg: SegmentRebuild, compare: bool) -> tuple[list[Finding], bool | None]:
+    """Findings for the ``.txnindex`` and whether it equals the rebuild's (see :class:`SegmentVerify`)."""
+    expected = {(t.producer_id, t.first_offset, t.last_offset) for t in seg.aborted}
+    expected_bytes = _txn_index_bytes(seg) if compare else None
+    if not os.path.lexists(path):
+        if compare and expected:
+            return [Finding("txnindex_missing", path, expected=len(expected), found=0,
+                            detail=f"absent, but the segment has {len(expected)} aborted transactions")], False
+        return [], None
+    try:
+        with TransactionIndex(path, seg.base_offset, writable=False) as index:
+            length = index.length
+            records = index.to_numpy()
+    except CorruptIndexError as exc:
+        return [Finding("txn_bad_version", path, detail=str(exc))], False if compare else None
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return [Finding("unreadable_file", path, detail=f"cannot read {path}: {reason}")], False if compare else None
+    size = TransactionIndex.RECORD_SIZE
+    findings = _length_findings(path, length, size)
+    pid = records["producer_id"].astype(np.int64)
+    first = records["first_offset"].astype(np.int64)
+    last = records["last_offset"].astype(np.int64)
+    n = len(records)
+    prev_last = np.concatenate(([np.iinfo(np.int64).min], last[:-1]))
+    _flag(findings, "txn_last_offset_not_increasing", path, last <= prev_last, size, prev_last + 1, last,
+          "last offset is not above the previous record's")
+    scan = seg.scan
+    seg_last = int(scan.last_offsets[-1]) if scan.batch_count else seg.base_offset - 1
+    _flag(findings, "txn_outside_segment", path, (last < seg.base_offset) | (last > seg_last), size, None, last,
+          f"last offset is outside the segment's valid offsets {seg.base_offset}..{seg_last}")
+    events = seg.plan.events
+    aborts = events[events["kind"] == EVENT_ABORT]
+    marker_keys = set(zip(aborts["producer_id"].tolist(), aborts["offset"].tolist()))
+    not_marker = np.array([(p, o) not in marker_keys for p, o in zip(pid.tolist(), last.tolist())], dtype=bool)
+    _flag(findings, "txn_not_abort_marker", path, not_marker, size, None, last,
+          "last offset is not an ABORT marker of this producer")
+    if compare:
+        found = list(zip(pid.tolist(), first.tolist(), last.tolist()))
+        unexpected = np.array([key not in expected for key in found], dtype=bool) & ~not_marker
+        _flag(findings, "txn_entry_unexpected", path, unexpected, size, None, first,
+              "no aborted transaction with this producer, first and last offset in the rebuild")
+        missing = sorted(expected - set(found), key=lambda k: k[2])
+        if missing:
+            p, f, l = missing[0]
+            findings.append(Finding("txn_entry_missing", path, n, None, f"producer {p} offsets {f}..{l}", None,
+                                    f"aborted transaction of producer {p} ({f}..{l}) is not in the file"
+                                    + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""), len(missing)))
+        raw_equal = length == n * size and records.tobytes() == expected_bytes
+        return findings, raw_equal
+    return findings, None
+
+
+# ----------------------------------------------------------------------------- expected bytes
+def _encode(dtype: np.dtype, first: np.ndarray, second: np.ndarray) -> bytes:
+    out = np.empty(len(first), dtype=dtype)
+    out[dtype.names[0]] = first
+    out[dtype.names[1]] = second
+    return out.tobytes()
+
+
+def _offset_index_bytes(plan: SegmentPlan) -> bytes:
+    return _encode(OffsetIndex.DTYPE, plan.offset_offsets - plan.base_offset, plan.offset_positions)
+
+
+def _time_index_bytes(plan: SegmentPlan) -> bytes:
+    return _encode(TimeIndex.DTYPE, plan.time_timestamps, plan.time_offsets - plan.base_offset)
+
+
+def _txn_index_bytes(seg: SegmentRebuild) -> bytes:
+    out = np.zeros(len(seg.aborted), dtype=TransactionIndex.DTYPE)
+    for i, t in enumerate(seg.aborted):
+        out[i] = (0, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+    return out.tobytes()

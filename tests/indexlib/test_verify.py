@@ -1,0 +1,289 @@
+"""Semantic verify: real brokers' files are valid; each kind of damage gives its finding, at its place.
+
+Fault tests work on copies (in tmp_path) of the real fixture partitions; the rebuild of a damaged
+partition must cover exactly the valid prefix of its ``.log``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from indexlib import OffsetIndex, TimeIndex, TransactionIndex
+from indexlib.generate import encode_batch_v2
+from indexlib.partition import plan_partition, rebuild_partition, segment_file
+from indexlib.verify import verify_partition
+
+from ..conftest import KAFKA_REAL, requires_kafka_real
+from .test_conformance import partitions
+
+LOCAL = KAFKA_REAL / "local-apache-kafka-4.1.0"
+
+
+def copy_partition(name: str, tmp_path: Path) -> Path:
+    target = tmp_path / "logs" / name
+    shutil.copytree(LOCAL / name, target)
+    for p in target.iterdir():
+        p.chmod(0o644)
+    return target
+
+
+def kinds(report, name: str | None = None) -> dict[str, object]:
+    return {f.kind: f for f in report.all_findings if name is None or os.path.basename(f.file) == name}
+
+
+def rebuilt_bytes(part: Path, out: Path) -> dict[str, bytes]:
+    rebuild_partition(part, output_dir=out)
+    return {p.name: p.read_bytes() for p in (out / part.name).iterdir()}
+
+
+# --------------------------------------------------------------------------------------- real files
+@requires_kafka_real
+@pytest.mark.parametrize("part", partitions(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_real_broker_files_are_valid(part, tmp_path):
+    report = verify_partition(part)
+    assert report.all_findings == [], [f.to_dict() for f in report.all_findings]
+    assert report.healthy
+    # Our own rebuild verifies as identical to itself, file by file.
+    rebuild_partition(part, output_dir=tmp_path)
+    for name in os.listdir(part):
+        if name.endswith(".log"):
+            shutil.copy(part / name, tmp_path / part.name / name)
+    again = verify_partition(tmp_path / part.name)
+    assert again.all_findings == []
+    for seg in again.segments:
+        assert seg.identical[".index"] is True and seg.identical[".timeindex"] is True
+        assert seg.identical[".txnindex"] in (True, None)
+
+
+@requires_kafka_real
+def test_local_originals_are_identical_to_the_rebuild():
+    for part in (LOCAL / "txn-0", LOCAL / "plain-0", LOCAL / "__consumer_offsets-1"):
+        report = verify_partition(part)
+        for seg in report.segments:
+            assert seg.identical[".index"] and seg.identical[".timeindex"], (part, seg.base_offset)
+        assert any(seg.identical[".txnindex"] for seg in report.segments) == (part.name != "plain-0")
+
+
+# ---------------------------------------------------------------------------------- index damage
+@requires_kafka_real
+def test_garbage_index_is_found_and_rebuilt(tmp_path):
+    part = copy_partition("java-perf-0", tmp_path)
+    expected = rebuilt_bytes(part, tmp_path / "expected")
+    target = segment_file(str(part), 13336, ".index")
+    size = os.path.getsize(target)
+    data = bytearray(Path(target).read_bytes())
+    data[5:] = np.random.default_rng(1).integers(0, 256, size - 5, dtype=np.uint8).tobytes()
+    Path(target).write_bytes(bytes(data))
+    report = verify_partition(part)
+    assert not report.healthy
+    found = kinds(report, os.path.basename(target))
+    assert {"offset_not_increasing", "position_not_increasing"} & set(found)
+    assert all(f.file == target for f in report.all_findings)  # nothing else is flagged
+    assert [s.damaged_files for s in report.segments] == [[], [".index"], [], []]
+    rebuild_partition(part)
+    assert Path(target).read_bytes() == expected[os.path.basename(target)]
+    assert verify_partition(part).healthy
+
+
+@requires_kafka_real
+def test_missing_timeindex(tmp_path):
+    part = copy_partition("plain-0", tmp_path)
+    target = segment_file(str(part), 2658, ".timeindex")
+    os.unlink(target)
+    report = verify_partition(part)
+    assert [(f.kind, f.file) for f in report.all_findings] == [("timeindex_missing", target)]
+    assert report.segments[1].identical[".timeindex"] is False
+    assert report.segments[1].damaged_files == [".timeindex"]
+
+
+@requires_kafka_real
+def test_index_entry_pointing_into_a_batch(tmp_path):
+    part = copy_partition("java-perf-0", tmp_path)
+    target = segment_file(str(part), 0, ".index")
+    data = bytearray(Path(target).read_bytes())
+    rel, pos = struct.unpack_from(">ii", data, 8 * 7)
+    struct.pack_into(">ii", data, 8 * 7, rel, pos + 30)
+    Path(target).write_bytes(bytes(data))
+    report = verify_partition(part)
+    finding = kinds(report)["position_not_batch_start"]
+    assert (finding.file, finding.entry, finding.position, finding.expected, finding.found) == (target, 7, 56, pos, pos + 30)
+    assert set(kinds(report)) == {"position_not_batch_start"}
+
+
+@requires_kafka_real
+def test_time_index_with_a_decreasing_timestamp(tmp_path):
+    part = copy_partition("plain-0", tmp_path)
+    target = segment_file(str(part), 0, ".timeindex")
+    data = bytearray(Path(target).read_bytes())
+    previous = struct.unpack_from(">q", data, 12 * 9)[0]
+    struct.pack_into(">q", data, 12 * 10, previous - 5)
+    Path(target).write_bytes(bytes(data))
+    report = verify_partition(part)
+    found = kinds(report)
+    assert found["timestamp_not_increasing"].entry == 10
+    assert found["timestamp_not_increasing"].found == previous - 5
+    assert found["timestamp_not_running_max"].entry == 10
+    assert {f.file for f in report.all_findings} == {target}
+
+
+@requires_kafka_real
+def test_truncated_index_files(tmp_path):
+    part = copy_partition("plain-0", tmp_path)
+    index = segment_file(str(part), 0, ".index")
+    os.truncate(index, os.path.getsize(index) - 3)
+    times = segment_file(str(part), 2658, ".timeindex")
+    os.truncate(times, os.path.getsize(times) - 12)  # drops the final entry Kafka appended on roll
+    report = verify_partition(part)
+    bad = kinds(report)["bad_length"]
+    assert (bad.file, bad.found, bad.entry) == (index, os.path.getsize(index), os.path.getsize(index) // 8)
+    final = kinds(report)["time_index_missing_final_entry"]
+    assert final.file == times and final.expected == int(plan_partition(part).segments[1].scan.max_timestamps.max())
+    assert set(kinds(report)) == {"bad_length", "time_index_missing_final_entry"}
+
+
+@requires_kafka_real
+def test_zero_tail_on_inactive_and_active_segments(tmp_path):
+    part = copy_partition("plain-0", tmp_path)
+    inactive = segment_file(str(part), 0, ".index")
+    active = segment_file(str(part), 5336, ".index")
+    for path in (inactive, active):
+        with open(path, "ab") as f:
+            f.write(b"\0" * 8 * 100)
+    report = verify_partition(part)
+    tail = kinds(report)["untrimmed_zero_tail"]
+    assert (tail.file, tail.entry, tail.found) == (inactive, 65, 100)
+    info = kinds(report)["preallocated_zero_tail"]
+    assert info.file == active and info.severity == "info"
+    assert set(kinds(report)) == {"untrimmed_zero_tail", "preallocated_zero_tail"}
+
+
+@requires_kafka_real
+def test_orphan_and_unknown_files(tmp_path):
+    part = copy_partition("plain-0", tmp_path)
+    orphan = part / "00000000000000099999.index"
+    orphan.write_bytes(b"")
+    (part / "notes.txt").write_text("hello")
+    (part / "00000000000000000000.log.deleted").write_bytes(b"")
+    report = verify_partition(part)
+    assert {(f.kind, f.severity) for f in report.findings} == {
+        ("orphan_index_file", "error"), ("unknown_file", "info"), ("skipped_file", "info")}
+    assert not report.healthy
+
+
+# ---------------------------------------------------------------------------------- txnindex damage
+@requires_kafka_real
+def test_txnindex_damage(tmp_path):
+    part = copy_partition("txn-0", tmp_path)
+    target = segment_file(str(part), 11, ".txnindex")
+    original = Path(target).read_bytes()
+    data = bytearray(original)
+    first = struct.unpack_from(">q", data, 34 * 3 + 10)[0]
+    struct.pack_into(">q", data, 34 * 3 + 10, first + 1)
+    Path(target).write_bytes(bytes(data))
+    found = kinds(verify_partition(part))
+    assert found["txn_entry_unexpected"].entry == 3 and found["txn_entry_unexpected"].found == first + 1
+    assert found["txn_entry_missing"].count == 1
+    struct.pack_into(">h", data, 34 * 5, 1)
+    Path(target).write_bytes(bytes(data))
+    assert "txn_bad_version" in kinds(verify_partition(part))
+    os.unlink(target)
+    found = kinds(verify_partition(part))
+    assert set(found) == {"txnindex_missing"} and found["txnindex_missing"].expected == 26
+    Path(target).write_bytes(b"")  # 0 bytes == absent
+    assert set(kinds(verify_partition(part))) == {"txn_entry_missing"}
+    rebuild_partition(part)
+    assert Path(target).read_bytes() == original
+
+
+@requires_kafka_real
+def test_zero_byte_txnindex_without_aborts_is_valid(tmp_path):
+    part = copy_partition("plain-0", tmp_path)
+    Path(segment_file(str(part), 0, ".txnindex")).write_bytes(b"")
+    report = verify_partition(part)
+    assert report.healthy and report.all_findings == []
+    assert report.segments[0].identical[".txnindex"] is True
+
+
+# -------------------------------------------------------------------------------------- .log damage
+def _log_fault_case(part: Path, base: int, damage) -> tuple[Path, int]:
+    log = Path(segment_file(str(part), base, ".log"))
+    data = bytearray(log.read_bytes())
+    damage(data)
+    log.write_bytes(bytes(data))
+    return log, len(data)
+
+
+@requires_kafka_real
+@pytest.mark.parametrize("fault", ["truncated", "flipped", "zero_tail", "size_below_14"])
+def test_log_faults_give_their_finding_and_the_rebuild_covers_the_valid_prefix(fault, tmp_path):
+    part = copy_partition("plain-0", tmp_path)
+    scan = plan_partition(part).segments[1].scan
+    k = 40
+    at = int(scan.positions[k])
+    damage = {
+        "truncated": lambda d: d.__delitem__(slice(len(d) - 10, None)),
+        "flipped": lambda d: d.__setitem__(at + 70, d[at + 70] ^ 0x40),
+        "zero_tail": lambda d: d.extend(b"\0" * 5000),
+        "size_below_14": lambda d: struct.pack_into(">i", d, at + 8, 13),
+    }[fault]
+    log, _ = _log_fault_case(part, 2658, damage)
+    report = verify_partition(part)
+    expected_kind, expected_batch = {
+        "truncated": ("log_truncated_batch", scan.batch_count - 1),
+        "flipped": ("log_crc_mismatch", k),
+        "zero_tail": ("log_zero_tail", scan.batch_count),
+        "size_below_14": ("log_size_below_minimum", k),
+    }[fault]
+    finding = kinds(report)[expected_kind]
+    assert finding.file == str(log) and finding.entry == expected_batch
+    assert finding.position == (int(scan.positions[expected_batch]) if expected_batch < scan.batch_count else scan.valid_bytes)
+    valid = finding.position
+    assert finding.found == log.stat().st_size - valid
+    # The rebuild covers exactly the valid prefix: it equals the rebuild of the log cut at that point.
+    damaged = rebuilt_bytes(part, tmp_path / "damaged")
+    cut = copy_partition("plain-0", tmp_path / "cut")
+    os.truncate(segment_file(str(cut), 2658, ".log"), valid)
+    assert damaged == rebuilt_bytes(cut, tmp_path / "cut-out")
+
+
+def test_unreadable_segment_is_a_finding_not_an_exception(tmp_path):
+    part = tmp_path / "t-0"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(encode_batch_v2(0, [(None, b"x", 1)]))
+    os.mkfifo(part / "00000000000000000001.log")
+    rebuild_partition(part)
+    report = verify_partition(part)
+    finding = kinds(report)["unreadable_segment"]
+    assert finding.file == str(part / "00000000000000000001.log") and "not a regular file" in finding.detail
+    assert report.segments[0].findings == []  # the good segment is still verified
+    result = rebuild_partition(part)
+    assert result.segments[1].fatal.kind == "unreadable_segment" and result.segments[1].written == []
+
+
+def test_offset_overflow_is_reported(tmp_path):
+    part = tmp_path / "t-0"
+    part.mkdir()
+    log = part / "00000000000000000000.log"
+    log.write_bytes(encode_batch_v2(0, [(None, b"x", 1)]) + encode_batch_v2(2**31, [(None, b"y", 2)]))
+    report = verify_partition(part)
+    finding = kinds(report)["offset_overflow"]
+    assert finding.file == str(log) and finding.entry == 1
+    result = rebuild_partition(part)
+    assert result.segments[0].written == [] and not (part / "00000000000000000000.index").exists()
+
+
+def test_bad_partition_dirs_raise(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        verify_partition(tmp_path / "nope-0")
+    (tmp_path / "file-0").write_text("x")
+    with pytest.raises(NotADirectoryError):
+        verify_partition(tmp_path / "file-0")
+    (tmp_path / "noname").mkdir()
+    with pytest.raises(ValueError, match="not a Kafka partition directory"):
+        verify_partition(tmp_path / "noname")
