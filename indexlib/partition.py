@@ -24,6 +24,7 @@ from .rebuild import (
 from .records import LogScan, ScanProblem, scan_buffer, scan_log
 from .values import AbortedTxn
 
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 _LOG_NAME = re.compile(r"^(\d{20})\.log$")
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
@@ -84,15 +85,25 @@ def plan_partition(
     topic, partition = parse_partition_dir(partition_dir)
     log_start = read_log_start_offset(os.path.dirname(os.path.abspath(partition_dir)), topic, partition)
     bases = segment_base_offsets(partition_dir)
-    scans = [_scan_or_unreadable(segment_file(partition_dir, b, ".log")) for b in bases]
-    plans = [plan_segment(s, b, index_interval_bytes, segment_index_bytes) for s, b in zip(scans, bases)]
-    aborted_per_segment = replay_partition(partition_dir, bases, scans, plans, log_start)
+    scans, plans = [], []
+    for base in bases:
+        scan, plan = plan_segment_file(segment_file(partition_dir, base, ".log"), base, index_interval_bytes, segment_index_bytes)
+        scans.append(scan)
+        plans.append(plan)
+    aborted_per_segment = replay_partition(partition_dir, bases, plans, log_start)
     segments = []
     for base, scan, plan, (aborted, replay_fatal) in zip(bases, scans, plans, aborted_per_segment):
         fatals = [p for p in (plan.fatal, replay_fatal) if p is not None]
         fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
         segments.append(SegmentRebuild(base, segment_file(partition_dir, base, ".log"), scan, plan, aborted, fatal))
     return PartitionRebuild(partition_dir, topic, partition, log_start, segments)
+
+
+def plan_segment_file(log_path: str, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                      segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES) -> tuple[LogScan, SegmentPlan]:
+    """Scan and plan one segment: the independent, parallel part of a partition's rebuild."""
+    scan = _scan_or_unreadable(log_path)
+    return scan, plan_segment(scan, base_offset, index_interval_bytes, segment_index_bytes)
 
 
 def _scan_or_unreadable(path: str) -> LogScan:
@@ -106,7 +117,8 @@ def _scan_or_unreadable(path: str) -> LogScan:
         return scan
 
 
-def replay_partition(partition_dir, bases, scans, plans, log_start_offset):
+def replay_partition(partition_dir: str, bases: list[int], plans: list[SegmentPlan],
+                     log_start_offset: int) -> list[tuple[list[AbortedTxn], ScanProblem | None]]:
     """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting state.
 
     Kafka recovers segments in order, each from the newest valid snapshot with ``L < offset <= base``
@@ -124,7 +136,7 @@ def replay_partition(partition_dir, bases, scans, plans, log_start_offset):
     results = []
     ongoing: dict[int, int] = {}
     previous_map_end: int | None = None
-    for base, scan, plan in zip(bases, scans, plans):
+    for base, plan in zip(bases, plans):
         if base <= log_start_offset:
             ongoing, map_end = {}, log_start_offset
         elif previous_map_end is not None and previous_map_end > log_start_offset:
@@ -133,11 +145,9 @@ def replay_partition(partition_dir, bases, scans, plans, log_start_offset):
             ongoing, snapshot = initial_state_for(partition_dir, base, log_start_offset)
             map_end = snapshot if snapshot is not None else log_start_offset
         pids = np.union1d(txn_pids, np.fromiter(ongoing.keys(), dtype=np.int64, count=len(ongoing)))
-        replay = replay_segment(ongoing, relevant_events(plan.events, pids), scan.positions)
+        replay = replay_segment(ongoing, relevant_events(plan.events, pids))
         results.append((replay.aborted, replay.fatal))
-        limit = plan.fatal.batch_index + 1 if plan.fatal is not None else scan.batch_count
-        v2 = np.flatnonzero(scan.magic[:limit] >= 2)
-        previous_map_end = max(map_end, int(scan.last_offsets[v2[-1]]) + 1) if len(v2) else map_end
+        previous_map_end = max(map_end, plan.next_v2_offset) if plan.next_v2_offset is not None else map_end
     return results
 
 
@@ -162,23 +172,35 @@ def rebuild_partition(
     os.makedirs(target, exist_ok=True)
     backup = os.fspath(backup_dir) if backup_dir is not None else None
     for seg in result.segments:
-        if seg.fatal is not None:
-            continue
-        plan = seg.plan
-        name = lambda suffix: segment_file(target, seg.base_offset, suffix)  # noqa: E731
-        for final, write in (
-            (name(".index"), lambda f: write_offset_index(f, seg.base_offset, plan.offset_offsets, plan.offset_positions, segment_index_bytes, backup)),
-            (name(".timeindex"), lambda f: write_time_index(f, seg.base_offset, plan.time_timestamps, plan.time_offsets, segment_index_bytes, backup)),
-        ):
-            kept = write(final)
-            seg.written.append(final)
-            if kept:
-                seg.backups.append(kept)
-        stale_txn = os.path.lexists(segment_file(source, seg.base_offset, ".txnindex"))
-        if seg.aborted or stale_txn:
-            final = name(".txnindex")
-            kept = write_transaction_index(final, seg.base_offset, seg.aborted, backup)
-            seg.written.append(final)
-            if kept:
-                seg.backups.append(kept)
+        if seg.fatal is None:
+            stale_txn = os.path.lexists(segment_file(source, seg.base_offset, ".txnindex"))
+            seg.written, seg.backups = publish_segment(target, seg.base_offset, seg.plan, seg.aborted, INDEX_SUFFIXES,
+                                                       stale_txn, segment_index_bytes, backup)
     return result
+
+
+def publish_segment(target_dir: str, base_offset: int, plan: SegmentPlan, aborted: list[AbortedTxn],
+                    suffixes, stale_txn: bool, segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+                    backup_dir: str | None = None) -> tuple[list[str], list[str]]:
+    """Atomically write the chosen index files of one rebuilt segment; returns (written, backups).
+
+    ``.txnindex`` is written only when there are aborted transactions or ``stale_txn`` (an existing
+    one, which becomes 0 bytes as Kafka does). Never call this for a segment whose plan is fatal.
+    """
+    if plan.fatal is not None:
+        raise ValueError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
+    writers = {
+        ".index": lambda f: write_offset_index(f, base_offset, plan.offset_offsets, plan.offset_positions, segment_index_bytes, backup_dir),
+        ".timeindex": lambda f: write_time_index(f, base_offset, plan.time_timestamps, plan.time_offsets, segment_index_bytes, backup_dir),
+        ".txnindex": lambda f: write_transaction_index(f, base_offset, aborted, backup_dir),
+    }
+    written, backups = [], []
+    for suffix in INDEX_SUFFIXES:
+        if suffix not in suffixes or (suffix == ".txnindex" and not (aborted or stale_txn)):
+            continue
+        final = segment_file(target_dir, base_offset, suffix)
+        kept = writers[suffix](final)
+        written.append(final)
+        if kept:
+            backups.append(kept)
+    return written, backups

@@ -113,7 +113,7 @@ class ReplayResult:
     fatal: ScanProblem | None = None
 
 
-def replay_segment(ongoing: dict[int, int], events: np.ndarray, positions: np.ndarray) -> ReplayResult:
+def replay_segment(ongoing: dict[int, int], events: np.ndarray) -> ReplayResult:
     """Apply one segment's events to ``ongoing`` (in place), returning its aborted transactions.
 
     LSO written with an abort = first offset of the earliest other producer's open transaction, else
@@ -121,14 +121,14 @@ def replay_segment(ongoing: dict[int, int], events: np.ndarray, positions: np.nd
     ``InvalidTxnStateException``: reported as fatal, the replay of the segment stops there.
     """
     aborted: list[AbortedTxn] = []
-    for batch, kind, pid, offset in events.tolist():
+    for batch, kind, pid, offset, position in events.tolist():
         if kind == EVENT_TXN_DATA:
             if pid not in ongoing:
                 ongoing[pid] = offset
         elif kind == EVENT_DATA:
             if pid in ongoing:
                 return ReplayResult(aborted, ScanProblem(
-                    "non_transactional_in_open_transaction", int(positions[batch]), batch,
+                    "non_transactional_in_open_transaction", position, batch,
                     f"non-transactional batch of producer {pid} at offset {offset} while its transaction "
                     f"from offset {ongoing[pid]} is open (Kafka: InvalidTxnStateException)", offset,
                 ))

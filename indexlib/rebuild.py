@@ -31,7 +31,8 @@ EVENT_TXN_DATA = 1  # transactional data batch
 EVENT_ABORT = 2  # ABORT marker
 EVENT_COMMIT = 3  # COMMIT marker
 
-EVENT_DTYPE = np.dtype([("batch", np.int32), ("kind", np.int8), ("producer_id", np.int64), ("offset", np.int64)])
+EVENT_DTYPE = np.dtype([("batch", np.int32), ("kind", np.int8), ("producer_id", np.int64), ("offset", np.int64),
+                        ("position", np.int64)])
 
 
 @dataclass
@@ -52,6 +53,8 @@ class SegmentPlan:
     time_offsets: np.ndarray  # int64 absolute offsets
     events: np.ndarray  # EVENT_DTYPE: transactional events, in batch order, for the replay
     fatal: ScanProblem | None  # where Kafka's recovery would throw (nothing is written then)
+    last_offset: int  # last offset of the valid batches (base_offset - 1 when there is none)
+    next_v2_offset: int | None  # last offset + 1 of the last v2 batch Kafka's recovery replays, if any
 
 
 def plan_segment(
@@ -156,6 +159,7 @@ def plan_segment(
 
     fatal = min(problems, key=lambda p: p.batch_index) if problems else None
     limit = fatal.batch_index + 1 if fatal is not None else m
+    v2 = np.flatnonzero(scan.magic[:limit] >= 2)
     return SegmentPlan(
         base_offset=base_offset,
         valid_bytes=scan.valid_bytes,
@@ -166,6 +170,8 @@ def plan_segment(
         time_offsets=time_off,
         events=transaction_events(scan, min(limit, n)),
         fatal=fatal,
+        last_offset=int(last_offsets[-1]) if n else base_offset - 1,
+        next_v2_offset=int(last_offsets[v2[-1]]) + 1 if len(v2) else None,
     )
 
 
@@ -203,6 +209,7 @@ def transaction_events(scan: LogScan, limit: int) -> np.ndarray:
     events["batch"] = idx
     events["producer_id"] = pids[idx]
     events["offset"] = scan.base_offsets[:limit][idx]
+    events["position"] = scan.positions[:limit][idx]
     kind = np.where((attrs[idx] & ATTR_TRANSACTIONAL) != 0, EVENT_TXN_DATA, EVENT_DATA)
     markers = scan.marker_types[:limit][idx]
     kind = np.where(control[idx] & (markers == MARKER_ABORT), EVENT_ABORT, kind)

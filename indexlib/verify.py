@@ -36,13 +36,13 @@ import numpy as np
 from .abstract_index import AbstractIndex
 from .errors import CorruptIndexError
 from .offset_index import OffsetIndex
-from .partition import PartitionRebuild, SegmentRebuild, plan_partition, segment_file
+from .partition import INDEX_SUFFIXES, PartitionRebuild, SegmentRebuild, plan_partition, segment_file
 from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, EVENT_ABORT, SegmentPlan
-from .records import StopReason, open_log
+from .records import LogScan, ScanProblem, StopReason, open_log
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
+from .values import AbortedTxn
 
-INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
 _SKIPPED_SUFFIXES = (".deleted", ".cleaned", ".swap")
 _KNOWN_FILES = {"leader-epoch-checkpoint", "partition.metadata", "quorum-state"}
@@ -176,59 +176,87 @@ def directory_findings(partition_dir: str) -> list[Finding]:
 
 
 def verify_segment(seg: SegmentRebuild, active: bool, check_transactions: bool = True) -> SegmentVerify:
-    """Check one segment's three index files and its ``.log`` against its scan and rebuild plan."""
-    directory = os.path.dirname(seg.log_path)
-    paths = {s: segment_file(directory, seg.base_offset, s) for s in INDEX_SUFFIXES}
-    findings = log_findings(seg)
+    """Check one segment's ``.log`` and three index files against its scan, plan and replay."""
+    findings, identical = check_segment_files(seg.log_path, seg.base_offset, seg.scan, seg.plan, active)
+    replay_fatal = seg.fatal if seg.fatal is not None and seg.fatal is not seg.plan.fatal else None
+    txn_findings, identical[".txnindex"] = check_transaction_file(
+        seg.log_path, seg.base_offset, seg.plan, seg.aborted, replay_fatal, check_transactions)
+    if replay_fatal is not None:
+        identical = dict.fromkeys(INDEX_SUFFIXES)
+    return SegmentVerify(seg.base_offset, seg.log_path, active, findings + txn_findings, identical, seg)
+
+
+def check_segment_files(log_path: str, base: int, scan: LogScan, plan: SegmentPlan,
+                        active: bool) -> tuple[list[Finding], dict[str, bool | None]]:
+    """The per-segment part of verify (parallel, needs the scan): the ``.log``, ``.index`` and
+    ``.timeindex``. Returns the findings and, per file, whether it equals the rebuild."""
+    directory = os.path.dirname(log_path)
+    findings = log_findings(log_path, scan, plan.fatal)
+    if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
+        return findings, {".index": None, ".timeindex": None}
+    rebuildable = plan.fatal is None
     identical: dict[str, bool | None] = {}
-    if seg.fatal is not None and seg.fatal.kind == "unreadable_segment":
-        return SegmentVerify(seg.base_offset, seg.log_path, active, findings, dict.fromkeys(INDEX_SUFFIXES), seg)
-    rebuildable = seg.fatal is None
     for suffix, cls, check, expected_bytes in (
         (".index", OffsetIndex, _check_offset_index, _offset_index_bytes),
         (".timeindex", TimeIndex, _check_time_index, _time_index_bytes),
     ):
-        path = paths[suffix]
+        path = segment_file(directory, base, suffix)
         if not os.path.lexists(path):
             findings.append(Finding(f"{suffix[1:]}_missing", path, detail=f"{os.path.basename(path)} does not exist"))
             identical[suffix] = False if rebuildable else None
             continue
-        entries, length, problem = _read_index(cls, path, seg.base_offset)
+        entries, length, problem = _read_index(cls, path, base)
         if problem is not None:
             findings.append(problem)
             identical[suffix] = False if rebuildable else None
             continue
         findings += _length_findings(path, length, cls.ENTRY_SIZE)
-        findings += check(path, seg, entries, active)
-        identical[suffix] = (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected_bytes(seg.plan)) if rebuildable else None
-    txn_findings, identical[".txnindex"] = _check_txn_index(paths[".txnindex"], seg, check_transactions and rebuildable)
-    findings += txn_findings
-    return SegmentVerify(seg.base_offset, seg.log_path, active, findings, identical, seg)
+        findings += check(path, base, scan, entries, active)
+        identical[suffix] = (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected_bytes(plan)) if rebuildable else None
+    return findings, identical
+
+
+def check_transaction_file(log_path: str, base: int, plan: SegmentPlan, aborted: list[AbortedTxn],
+                           replay_fatal: ScanProblem | None, compare: bool = True) -> tuple[list[Finding], bool | None]:
+    """The per-partition part of verify (after the sequential replay): the ``.txnindex``, and the
+    replay's fatal problem if any. ``compare=False`` skips the comparison with the rebuild (used when
+    the replay could not start from the partition's beginning)."""
+    findings = []
+    if replay_fatal is not None:
+        findings.append(_fatal_finding(log_path, replay_fatal))
+    path = segment_file(os.path.dirname(log_path), base, ".txnindex")
+    if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
+        return findings, None
+    txn_findings, identical = _check_txn_index(path, base, plan, aborted, compare and plan.fatal is None and replay_fatal is None)
+    return findings + txn_findings, identical
 
 
 # ------------------------------------------------------------------------------------------ .log
-def log_findings(seg: SegmentRebuild) -> list[Finding]:
+def log_findings(log_path: str, scan: LogScan, fatal: ScanProblem | None) -> list[Finding]:
     """The ``.log``'s invalid tail and any point where Kafka's recovery would refuse the segment."""
     findings = []
-    scan = seg.scan
     last_valid = int(scan.last_offsets[-1]) if scan.batch_count else None
     cut = f"Kafka's recovery would truncate the last {scan.invalid_bytes} bytes (from byte {scan.valid_bytes}"
     cut += f"; last valid offset {last_valid})" if last_valid is not None else "; no valid batch)"
     if scan.problem is not None and scan.problem.kind != "invalid_marker":
-        kind = "log_zero_tail" if _all_zero(seg.log_path, scan.valid_bytes) else f"log_{scan.problem.kind}"
-        findings.append(Finding(kind, seg.log_path, scan.problem.batch_index, scan.problem.position,
+        kind = "log_zero_tail" if _all_zero(log_path, scan.valid_bytes) else f"log_{scan.problem.kind}"
+        findings.append(Finding(kind, log_path, scan.problem.batch_index, scan.problem.position,
                                 found=scan.invalid_bytes, detail=f"{scan.problem.detail}; {cut}"))
     elif scan.problem is not None:  # the marker batch itself is kept; everything after it is cut
-        findings.append(Finding("log_invalid_marker", seg.log_path, scan.problem.batch_index, scan.problem.position,
+        findings.append(Finding("log_invalid_marker", log_path, scan.problem.batch_index, scan.problem.position,
                                 found=scan.invalid_bytes, detail=f"{scan.problem.detail}; {cut}"))
     elif scan.stop is StopReason.SHORT_TAIL:
-        kind = "log_zero_tail" if _all_zero(seg.log_path, scan.valid_bytes) else "log_short_tail"
-        findings.append(Finding(kind, seg.log_path, scan.batch_count, scan.valid_bytes, found=scan.invalid_bytes,
+        kind = "log_zero_tail" if _all_zero(log_path, scan.valid_bytes) else "log_short_tail"
+        findings.append(Finding(kind, log_path, scan.batch_count, scan.valid_bytes, found=scan.invalid_bytes,
                                 detail=f"{scan.invalid_bytes} bytes too short for a batch header; {cut}"))
-    if seg.fatal is not None:
-        findings.append(Finding(seg.fatal.kind, seg.log_path, seg.fatal.batch_index, seg.fatal.position,
-                                detail=f"{seg.fatal.detail}; Kafka's recovery would fail here, so no index is rebuilt for this segment"))
+    if fatal is not None:
+        findings.append(_fatal_finding(log_path, fatal))
     return findings
+
+
+def _fatal_finding(log_path: str, fatal: ScanProblem) -> Finding:
+    return Finding(fatal.kind, log_path, fatal.batch_index, fatal.position,
+                   detail=f"{fatal.detail}; Kafka's recovery would fail here, so no index is rebuilt for this segment")
 
 
 def _all_zero(path: str, start: int) -> bool:
@@ -298,8 +326,7 @@ def _flag(findings: list[Finding], kind: str, path: str, mask: np.ndarray, entry
     findings.append(Finding(kind, path, i, i * entry_size, exp, int(found[i]), f"entry {i}: {what}{more}", len(hits)))
 
 
-def _check_offset_index(path: str, seg: SegmentRebuild, entries: np.ndarray, active: bool) -> list[Finding]:
-    base, scan = seg.base_offset, seg.scan
+def _check_offset_index(path: str, base: int, scan: LogScan, entries: np.ndarray, active: bool) -> list[Finding]:
     rel = entries["relative_offset"].astype(np.int64)
     pos = entries["position"].astype(np.int64)
     n = _zero_tail_start(rel, pos)
@@ -328,8 +355,7 @@ def _check_offset_index(path: str, seg: SegmentRebuild, entries: np.ndarray, act
     return findings
 
 
-def _check_time_index(path: str, seg: SegmentRebuild, entries: np.ndarray, active: bool) -> list[Finding]:
-    base, scan = seg.base_offset, seg.scan
+def _check_time_index(path: str, base: int, scan: LogScan, entries: np.ndarray, active: bool) -> list[Finding]:
     ts = entries["timestamp"].astype(np.int64)
     rel = entries["relative_offset"].astype(np.int64)
     n = _zero_tail_start(ts, rel)
@@ -358,17 +384,18 @@ def _check_time_index(path: str, seg: SegmentRebuild, entries: np.ndarray, activ
     return findings
 
 
-def _check_txn_index(path: str, seg: SegmentRebuild, compare: bool) -> tuple[list[Finding], bool | None]:
+def _check_txn_index(path: str, base: int, plan: SegmentPlan, aborted: list[AbortedTxn],
+                     compare: bool) -> tuple[list[Finding], bool | None]:
     """Findings for the ``.txnindex`` and whether it equals the rebuild's (see :class:`SegmentVerify`)."""
-    expected = {(t.producer_id, t.first_offset, t.last_offset) for t in seg.aborted}
-    expected_bytes = _txn_index_bytes(seg) if compare else None
+    expected = {(t.producer_id, t.first_offset, t.last_offset) for t in aborted}
+    expected_bytes = _txn_index_bytes(aborted) if compare else None
     if not os.path.lexists(path):
         if compare and expected:
             return [Finding("txnindex_missing", path, expected=len(expected), found=0,
                             detail=f"absent, but the segment has {len(expected)} aborted transactions")], False
         return [], None
     try:
-        with TransactionIndex(path, seg.base_offset, writable=False) as index:
+        with TransactionIndex(path, base, writable=False) as index:
             length = index.length
             records = index.to_numpy()
     except CorruptIndexError as exc:
@@ -385,11 +412,9 @@ def _check_txn_index(path: str, seg: SegmentRebuild, compare: bool) -> tuple[lis
     prev_last = np.concatenate(([np.iinfo(np.int64).min], last[:-1]))
     _flag(findings, "txn_last_offset_not_increasing", path, last <= prev_last, size, prev_last + 1, last,
           "last offset is not above the previous record's")
-    scan = seg.scan
-    seg_last = int(scan.last_offsets[-1]) if scan.batch_count else seg.base_offset - 1
-    _flag(findings, "txn_outside_segment", path, (last < seg.base_offset) | (last > seg_last), size, None, last,
-          f"last offset is outside the segment's valid offsets {seg.base_offset}..{seg_last}")
-    events = seg.plan.events
+    _flag(findings, "txn_outside_segment", path, (last < base) | (last > plan.last_offset), size, None, last,
+          f"last offset is outside the segment's valid offsets {base}..{plan.last_offset}")
+    events = plan.events
     aborts = events[events["kind"] == EVENT_ABORT]
     marker_keys = set(zip(aborts["producer_id"].tolist(), aborts["offset"].tolist()))
     not_marker = np.array([(p, o) not in marker_keys for p, o in zip(pid.tolist(), last.tolist())], dtype=bool)
@@ -427,8 +452,8 @@ def _time_index_bytes(plan: SegmentPlan) -> bytes:
     return _encode(TimeIndex.DTYPE, plan.time_timestamps, plan.time_offsets - plan.base_offset)
 
 
-def _txn_index_bytes(seg: SegmentRebuild) -> bytes:
-    out = np.zeros(len(seg.aborted), dtype=TransactionIndex.DTYPE)
-    for i, t in enumerate(seg.aborted):
+def _txn_index_bytes(aborted: list[AbortedTxn]) -> bytes:
+    out = np.zeros(len(aborted), dtype=TransactionIndex.DTYPE)
+    for i, t in enumerate(aborted):
         out[i] = (0, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
     return out.tobytes()
