@@ -140,16 +140,33 @@ def verify_partition(
 
 def verify_planned(planned: PartitionRebuild) -> PartitionVerify:
     """:func:`verify_partition` on an already planned partition (the Spark jobs plan per segment)."""
-    directory = planned.partition_dir
+    segs = planned.segments
+    last_base = segs[-1].base_offset if segs else None
+    per_file = [check_segment_files(s.log_path, s.base_offset, s.scan, s.plan, s.base_offset == last_base) for s in segs]
+    txn = check_partition_transactions([s.log_path for s in segs], [s.base_offset for s in segs], [s.plan for s in segs],
+                                       [(s.aborted, s.fatal if s.fatal is not s.plan.fatal else None) for s in segs])
     segments = []
-    txn_trusted = True  # producer state replayed from the start of the partition without gaps
-    last_base = planned.segments[-1].base_offset if planned.segments else None
-    for seg in planned.segments:
-        result = verify_segment(seg, active=seg.base_offset == last_base, check_transactions=txn_trusted)
-        if seg.fatal is not None and seg.fatal.kind == "unreadable_segment":
-            txn_trusted = False
-        segments.append(result)
-    return PartitionVerify(directory, planned.topic, planned.partition, segments, directory_findings(directory))
+    for seg, (findings, identical), (txn_findings, txn_identical) in zip(segs, per_file, txn):
+        identical[".txnindex"] = txn_identical
+        if seg.fatal is not None and seg.fatal is not seg.plan.fatal:  # the replay failed: no rebuild
+            identical = dict.fromkeys(INDEX_SUFFIXES)
+        segments.append(SegmentVerify(seg.base_offset, seg.log_path, seg.base_offset == last_base,
+                                      findings + txn_findings, identical, seg))
+    return PartitionVerify(planned.partition_dir, planned.topic, planned.partition, segments,
+                           directory_findings(planned.partition_dir))
+
+
+def check_partition_transactions(log_paths: list[str], bases: list[int], plans: list[SegmentPlan],
+                                 replays: list[tuple[list[AbortedTxn], ScanProblem | None]]):
+    """:func:`check_transaction_file` for every segment of a partition, in order. After an unreadable
+    segment the replay has a gap, so later files are checked but not compared with the rebuild."""
+    trusted = True
+    out = []
+    for log_path, base, plan, (aborted, replay_fatal) in zip(log_paths, bases, plans, replays):
+        out.append(check_transaction_file(log_path, base, plan, aborted, replay_fatal, trusted))
+        if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
+            trusted = False
+    return out
 
 
 def directory_findings(partition_dir: str) -> list[Finding]:
@@ -173,17 +190,6 @@ def directory_findings(partition_dir: str) -> list[Finding]:
         elif name not in _KNOWN_FILES and not _KRAFT_SNAPSHOT.match(name):
             findings.append(Finding("unknown_file", path, severity="info", detail=f"{name} is not a Kafka file"))
     return findings
-
-
-def verify_segment(seg: SegmentRebuild, active: bool, check_transactions: bool = True) -> SegmentVerify:
-    """Check one segment's ``.log`` and three index files against its scan, plan and replay."""
-    findings, identical = check_segment_files(seg.log_path, seg.base_offset, seg.scan, seg.plan, active)
-    replay_fatal = seg.fatal if seg.fatal is not None and seg.fatal is not seg.plan.fatal else None
-    txn_findings, identical[".txnindex"] = check_transaction_file(
-        seg.log_path, seg.base_offset, seg.plan, seg.aborted, replay_fatal, check_transactions)
-    if replay_fatal is not None:
-        identical = dict.fromkeys(INDEX_SUFFIXES)
-    return SegmentVerify(seg.base_offset, seg.log_path, active, findings + txn_findings, identical, seg)
 
 
 def check_segment_files(log_path: str, base: int, scan: LogScan, plan: SegmentPlan,
