@@ -1,0 +1,460 @@
+"""The kafka-index command line: every exit-code path, in process through main(argv) and as a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from indexlib.cli import main
+from indexlib.dump import dump_file
+from indexlib.generate import encode_batch_v2, generate_partition
+from indexlib.partition import rebuild_partition, segment_file
+from indexlib.verify import verify_partition
+
+from ..conftest import KAFKA_REAL, PROJECT_ROOT, requires_kafka_real
+
+SUFFIXES = (".index", ".timeindex", ".txnindex")
+NOBODY = 65534
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(err: str, *names: object) -> None:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("kafka-index: error: "), err
+    assert "Traceback" not in err
+    for name in names:
+        assert str(name) in lines[0], (name, err)
+
+
+def snapshot(directory: pathlib.Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.iterdir())}
+
+
+def index_files(directory: pathlib.Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.suffix in SUFFIXES}
+
+
+@pytest.fixture
+def partition(tmp_path) -> pathlib.Path:
+    part = tmp_path / "logs" / "orders-0"
+    generate_partition(part, segments=3, batches_per_segment=60, transactional_producers=2, seed=5)
+    return part
+
+
+@pytest.fixture
+def held_lock(partition):
+    """The log dir's .lock held by another process, as a running broker holds it."""
+    lock = partition.parent / ".lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, os, sys\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+         "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+         "print('locked', flush=True)\n"
+         "sys.stdin.read()\n",
+         str(lock)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        yield lock
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+# --------------------------------------------------------------------------------------------- rebuild
+def test_rebuild_in_place(capsys, partition, tmp_path):
+    expected = rebuild_partition(partition, index_interval_bytes=1000, output_dir=tmp_path / "expected")
+    code, out, err = run(capsys, "rebuild", partition, "--index-interval-bytes", 1000)
+    assert code == 0 and err == ""
+    produced = index_files(partition)
+    assert produced == index_files(tmp_path / "expected" / "orders-0")
+    assert len(produced) == 9  # the generated partition has aborted transactions in every segment
+    lines = out.splitlines()
+    assert lines[0].startswith("rebuild orders-0 (") and "in place" in lines[0]
+    assert "index.interval.bytes=1000" in lines[0]
+    for seg in expected.segments:
+        line = next(x for x in lines if x.startswith(f"segment {seg.base_offset:020d}:"))
+        assert f"{seg.scan.batch_count} batches, {seg.scan.valid_bytes} valid bytes" in line
+        assert f".index {len(seg.plan.offset_offsets)} entries" in line
+        assert f".timeindex {len(seg.plan.time_timestamps)} entries" in line
+        assert f".txnindex {len(seg.aborted)} entr" in line
+    assert lines[-1] == f"done: 3 segments, 9 files written to {partition}"
+
+
+def test_rebuild_output_dir_only_reads_the_input(capsys, partition, tmp_path):
+    run(capsys, "rebuild", partition, "--index-interval-bytes", 500)  # give the input index files
+    before = snapshot(partition)
+    out_dir = tmp_path / "out"
+    code, out, _ = run(capsys, "rebuild", partition, "--output-dir", out_dir)
+    assert code == 0
+    assert snapshot(partition) == before
+    target = out_dir / "orders-0"
+    assert f"into {target}" in out.splitlines()[0]
+    assert sorted(index_files(target)) == sorted(index_files(partition))
+    assert index_files(target) != index_files(partition)  # other interval: other files, input untouched
+    assert not list(target.glob("*.log"))
+
+
+def test_rebuild_backup_dir_keeps_the_previous_files(capsys, partition, tmp_path):
+    run(capsys, "rebuild", partition, "--index-interval-bytes", 500)
+    old = index_files(partition)
+    backup = tmp_path / "backup"
+    code, out, _ = run(capsys, "rebuild", partition, "--backup-dir", backup)
+    assert code == 0
+    assert index_files(backup) == old
+    assert out.splitlines()[-1].endswith(f"9 previous files kept in {backup}")
+
+
+def test_rebuild_reports_a_corrupt_tail_and_leaves_the_log(capsys, partition):
+    log = partition / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    scan_sizes = [b["size"] for b in dump_file(log)["batches"]]
+    bad_at = sum(scan_sizes[:40])
+    data[bad_at + 70] ^= 0xFF
+    log.write_bytes(bytes(data))
+    before = log.stat().st_mtime_ns, log.read_bytes()
+    code, out, _ = run(capsys, "rebuild", partition)
+    assert code == 0
+    assert (log.stat().st_mtime_ns, log.read_bytes()) == before
+    lines = out.splitlines()
+    assert any(x.startswith("segment 00000000000000000000: 40 batches,") for x in lines)
+    tail = next(x for x in lines if "corrupt tail" in x)
+    assert f"crc_mismatch at byte {bad_at} (batch 40)" in tail
+    assert f"{len(data) - bad_at} bytes after the valid data" in tail
+
+
+def test_rebuild_impossible_segment_exits_1(capsys, tmp_path):
+    part = tmp_path / "t-3"
+    part.mkdir()
+    (part / "00000000000000000000.log").write_bytes(
+        b"".join(encode_batch_v2(i * 2, [(None, b"x" * 80, 1000 + i)] * 2) for i in range(5)))
+    # a batch whose last offset lies 2^31 past the segment's base: Kafka's recovery throws
+    (part / "00000000000000000010.log").write_bytes(
+        encode_batch_v2(10, [(None, b"y", 5)]) + encode_batch_v2(10 + 2**31, [(None, b"z", 6)]))
+    code, out, err = run(capsys, "rebuild", part)
+    assert code == 1 and err == ""
+    fatal = next(x for x in out.splitlines() if "FATAL" in x)
+    assert "offset_overflow at byte" in fatal and "(batch 1)" in fatal and "no index file was written" in fatal
+    assert out.splitlines()[-1].endswith("1 segment could not be rebuilt")
+    assert (part / "00000000000000000000.index").exists()
+    assert not (part / "00000000000000000010.index").exists()
+
+
+def test_locked_log_dir_refuses_in_place_and_force_overrides(capsys, partition, held_lock):
+    before = snapshot(partition)
+    code, out, err = run(capsys, "rebuild", partition)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, held_lock, "--force")
+    assert snapshot(partition) == before  # nothing written
+    # --output-dir naming the log dir itself is in place too
+    code, _, err = run(capsys, "rebuild", partition, "--output-dir", partition.parent)
+    assert code == 2 and str(held_lock) in err
+    assert snapshot(partition) == before
+    # another output dir only reads the partition: allowed
+    code, _, _ = run(capsys, "rebuild", partition, "--output-dir", partition.parent.parent / "elsewhere")
+    assert code == 0 and snapshot(partition) == before
+    code, out, err = run(capsys, "rebuild", partition, "--force")
+    assert code == 0
+    assert err.startswith("kafka-index: warning: ") and str(held_lock) in err
+    assert len(index_files(partition)) == 9
+
+
+def test_unlocked_lock_file_does_not_block(capsys, partition):
+    (partition.parent / ".lock").write_bytes(b"")
+    assert run(capsys, "rebuild", partition)[0] == 0
+
+
+# ------------------------------------------------------------------------------------- bad input -> 2
+@pytest.mark.parametrize("command", ["rebuild", "verify"])
+def test_bad_partition_dirs(capsys, tmp_path, partition, command):
+    missing = tmp_path / "nope-0"
+    code, out, err = run(capsys, command, missing)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, missing, "no such directory")
+
+    a_file = partition / "00000000000000000000.log"
+    code, _, err = run(capsys, command, a_file)
+    assert code == 2
+    assert_one_error_line(err, a_file, "not a directory")
+
+    code, _, err = run(capsys, command, partition.parent)  # the log dir, not a partition
+    assert code == 2
+    assert_one_error_line(err, partition.parent, "<topic>-<partition>")
+
+    empty = tmp_path / "empty-7"
+    empty.mkdir()
+    code, _, err = run(capsys, command, empty)
+    assert code == 2
+    assert_one_error_line(err, empty, "no segment")
+
+
+@pytest.mark.parametrize("command", ["rebuild", "verify"])
+@pytest.mark.parametrize(("option", "value", "message"), [
+    ("--index-interval-bytes", "-1", "--index-interval-bytes must be between 0"),
+    ("--segment-index-bytes", "11", "--segment-index-bytes must be between 12"),
+    ("--segment-index-bytes", str(2**31), "--segment-index-bytes must be between 12"),
+])
+def test_bad_settings(capsys, partition, command, option, value, message):
+    before = snapshot(partition)
+    code, out, err = run(capsys, command, partition, option, value)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, message)
+    assert snapshot(partition) == before
+
+
+def test_usage_errors_exit_2(capsys, partition):
+    for argv in ([], ["frobnicate"], ["rebuild"], ["dump"], ["rebuild", str(partition), "--index-interval-bytes", "x"],
+                 ["verify", str(partition), "--json"], ["dump", "a", "b"]):
+        code, out, err = run(capsys, *argv)
+        assert code == 2, argv
+        assert "usage: kafka-index" in err and "Traceback" not in err
+    code, out, _ = run(capsys, "--help")
+    assert code == 0 and "rebuild" in out and "verify" in out and "dump" in out
+
+
+def run_as_unprivileged(argv: list[str]) -> dict:
+    """main(argv) in a forked child that dropped to uid/gid 65534 when root: its code, stdout, stderr."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never return into pytest
+        os.close(read_fd)
+        import io
+
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+            sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
+            code = main(argv)
+            result = {"code": code, "out": sys.stdout.getvalue(), "err": sys.stderr.getvalue()}
+        except BaseException as exc:  # noqa: BLE001
+            result = {"code": None, "out": "", "err": f"raised {type(exc).__name__}: {exc}"}
+        os.write(write_fd, json.dumps(result).encode())
+        os._exit(0)
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as pipe:
+        data = pipe.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@pytest.fixture
+def shared_partition():
+    """A generated partition in a directory another user can enter (pytest's tmp_path is private)."""
+    root = pathlib.Path(tempfile.mkdtemp(prefix="kafka-index-cli-"))
+    os.chmod(root, 0o755)
+    part = root / "orders-0"
+    generate_partition(part, segments=2, batches_per_segment=30, seed=2)
+    os.chmod(part, 0o755)
+    for p in part.iterdir():
+        os.chmod(p, 0o644)
+    yield part
+    shutil.rmtree(root)
+
+
+def test_unreadable_inputs_as_another_user(shared_partition):
+    log = shared_partition / "00000000000000000000.log"
+    assert run_as_unprivileged(["dump", str(log)])["code"] == 0  # readable, not writable: fine
+    os.chmod(log, 0o000)
+    result = run_as_unprivileged(["dump", str(log)])
+    assert result["code"] == 2 and result["out"] == ""
+    assert_one_error_line(result["err"], log, "Permission denied")
+    os.chmod(log, 0o644)
+
+    os.chmod(shared_partition, 0o311)  # can enter, cannot list
+    result = run_as_unprivileged(["verify", str(shared_partition)])
+    assert result["code"] == 2
+    assert_one_error_line(result["err"], shared_partition, "Permission denied")
+    os.chmod(shared_partition, 0o755)
+
+    # in place, the directory is not writable by that user: a clear error, nothing written
+    result = run_as_unprivileged(["rebuild", str(shared_partition)])
+    assert result["code"] == 2, result
+    assert_one_error_line(result["err"], shared_partition, "Permission denied", "--output-dir")
+    assert not list(shared_partition.glob("*.index"))
+    # rebuilding elsewhere needs only read access
+    out_dir = shared_partition.parent / "out"
+    out_dir.mkdir(mode=0o777)
+    os.chmod(out_dir, 0o777)
+    result = run_as_unprivileged(["rebuild", str(shared_partition), "--output-dir", str(out_dir)])
+    assert result["code"] == 0, result
+    assert len(list((out_dir / "orders-0").glob("*.index"))) == 2
+
+
+# ---------------------------------------------------------------------------------------------- verify
+def test_verify_healthy(capsys, partition):
+    run(capsys, "rebuild", partition)
+    code, out, err = run(capsys, "verify", partition)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0].startswith("verify orders-0 (") and "3 segments" in lines[0]
+    assert "no findings" in lines
+    assert "identical to rebuild:" in lines
+    segment_lines = [x for x in lines if x.startswith("  000")]
+    assert len(segment_lines) == 3
+    assert all(".index identical, .timeindex identical, .txnindex identical" in x for x in segment_lines)
+    assert "(active)" in segment_lines[-1] and "(inactive)" in segment_lines[0]
+    assert lines[-1] == "verdict: healthy (3 segments, no errors)"
+
+
+def test_verify_damaged_index_exits_1_with_a_finding_row(capsys, partition, tmp_path):
+    run(capsys, "rebuild", partition)
+    index = partition / "00000000000000000000.index"
+    os.truncate(index, index.stat().st_size - 3)  # not a multiple of 8
+    before = snapshot(partition)
+    report_path = tmp_path / "report.json"
+    code, out, err = run(capsys, "verify", partition, "--json", report_path)
+    assert code == 1 and err == ""
+    assert snapshot(partition) == before  # verify only reads
+    lines = out.splitlines()
+    header = next(i for i, x in enumerate(lines) if x.startswith("SEVERITY"))
+    assert lines[header].split() == ["SEVERITY", "KIND", "FILE", "ENTRY", "EXPECTED", "FOUND", "DETAIL"]
+    rows = [x for x in lines[header + 1:] if x.startswith("error ")]
+    assert any("00000000000000000000.index" in x for x in rows)
+    assert any(".index differs" in x for x in lines if x.startswith("  00000000000000000000"))
+    assert lines[-1].startswith("verdict: NOT healthy: ")
+    report = json.loads(report_path.read_text())
+    assert report["healthy"] is False
+    assert report["settings"] == {"index_interval_bytes": 4096, "segment_index_bytes": 10485760}
+    expected = verify_partition(partition).to_dict()
+    assert {k: report[k] for k in expected} == json.loads(json.dumps(expected))
+    findings = [f for s in report["segments"] for f in s["findings"]] + report["findings"]
+    assert any(f["file"].endswith("00000000000000000000.index") and f["severity"] == "error" for f in findings)
+
+
+def test_verify_json_to_stdout_is_pure_json(capsys, partition):
+    code, out, err = run(capsys, "verify", partition, "--json", "-")  # no index files yet: findings
+    assert code == 1
+    report = json.loads(out)
+    assert report["topic"] == "orders" and report["partition"] == 0 and report["healthy"] is False
+    assert len(report["segments"]) == 3
+    assert "verdict: NOT healthy" in err.splitlines()[-1]  # the text report went to stderr
+
+
+def test_verify_json_to_an_unwritable_place(capsys, partition, tmp_path):
+    target = tmp_path / "no-such-dir" / "r.json"
+    code, _, err = run(capsys, "verify", partition, "--json", target)
+    assert code == 2
+    assert_one_error_line(err, target)
+
+
+# ------------------------------------------------------------------------------------------------ dump
+def test_dump_text_and_json(capsys, partition):
+    run(capsys, "rebuild", partition, "--index-interval-bytes", 800)
+    index = partition / "00000000000000000000.index"
+    code, out, err = run(capsys, "dump", index)
+    assert code == 0 and err == ""
+    entries = dump_file(index)["entries"]
+    assert out.splitlines()[2:] == [f"offset: {e['offset']} position: {e['position']}" for e in entries]
+    code, out, _ = run(capsys, "dump", index, "--json")
+    assert code == 0 and json.loads(out) == dump_file(index)
+    log = partition / "00000000000000000000.log"
+    code, out, _ = run(capsys, "dump", log, "--json")
+    assert code == 0 and json.loads(out)["batch_count"] == 60
+    code, out, _ = run(capsys, "dump", partition / "00000000000000000000.timeindex")
+    assert code == 0 and out.splitlines()[2].startswith("timestamp: ")
+
+
+def test_dump_with_problems_exits_1(capsys, partition):
+    log = partition / "00000000000000000000.log"
+    with open(log, "ab") as f:
+        f.write(b"\x00" * 40)  # a zero tail, as a preallocated log after a crash
+    code, out, err = run(capsys, "dump", log)
+    assert code == 1 and err == ""
+    assert "Problem: size_below_minimum" in out
+    index = partition / "00000000000000000000.index"
+    index.write_bytes(struct.pack(">ii", 5, 100) + b"\x01")
+    code, out, _ = run(capsys, "dump", index, "--json")
+    assert code == 1 and json.loads(out)["partial_entry_bytes"] == 1
+
+
+def test_dump_bad_input_exits_2(capsys, tmp_path, partition):
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(os.urandom(100))
+    fifo = tmp_path / "00000000000000000000.index"
+    os.mkfifo(fifo)
+    directory = tmp_path / "00000000000000000000.log"
+    directory.mkdir()
+    snapshot_file = tmp_path / "00000000000000000000.snapshot"
+    snapshot_file.write_bytes(b"x")
+    cases = [
+        (garbage, "not a Kafka segment file name"),
+        (snapshot_file, "not a Kafka segment file name"),
+        (tmp_path / "00000000000000000000.timeindex", "No such file"),
+        (fifo, "not a regular file"),
+        (directory, "is a directory"),
+    ]
+    for path, message in cases:
+        code, out, err = run(capsys, "dump", path)
+        assert code == 2 and out == "", path
+        assert_one_error_line(err, path, message)
+
+
+# ------------------------------------------------------------------------------------------ subprocess
+def python_m(*argv: object, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "indexlib", *map(str, argv)], capture_output=True, text=True,
+                          cwd=PROJECT_ROOT, timeout=120, **kwargs)
+
+
+def test_entry_point_as_a_subprocess(partition, tmp_path):
+    done = python_m("rebuild", partition, "--output-dir", tmp_path / "out")
+    assert done.returncode == 0 and done.stderr == "" and done.stdout.startswith("rebuild orders-0")
+    index = tmp_path / "out" / "orders-0" / "00000000000000000000.index"
+    done = python_m("dump", index, "--json")
+    assert done.returncode == 0 and json.loads(done.stdout) == dump_file(index)
+    done = python_m("verify", partition)
+    assert done.returncode == 1 and "verdict: NOT healthy" in done.stdout  # no index files in place
+    done = python_m("dump", tmp_path / "nope.index")
+    assert done.returncode == 2 and done.stdout == ""
+    assert_one_error_line(done.stderr, tmp_path / "nope.index")
+    done = python_m("rebuild", partition, "--index-interval-bytes", "-5")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    done = python_m()
+    assert done.returncode == 2 and "usage: kafka-index" in done.stderr
+
+
+def test_closed_pipe_ends_quietly(tmp_path):
+    part = tmp_path / "big-0"
+    generate_partition(part, segments=1, batches_per_segment=20000, records_per_batch=(1, 1),
+                       value_bytes=(1, 1), seed=1)
+    proc = subprocess.Popen([sys.executable, "-m", "indexlib", "dump", str(part / "00000000000000000000.log")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=PROJECT_ROOT)
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert first.startswith(b"Dumping ")
+    assert err == "" and proc.returncode == 0
+
+
+# ----------------------------------------------------------------------------------------- real Kafka
+@requires_kafka_real
+def test_real_partition_rebuild_to_output_and_verify(capsys, tmp_path):
+    part = KAFKA_REAL / "local-apache-kafka-4.1.0" / "txn-0"
+    before = snapshot(part)
+    code, out, _ = run(capsys, "rebuild", part, "--output-dir", tmp_path)
+    assert code == 0
+    assert snapshot(part) == before
+    assert index_files(tmp_path / "txn-0") == index_files(part)  # Kafka 4.1.0's own files, byte for byte
+    assert ".txnindex 26 entries" in out
+    code, out, _ = run(capsys, "verify", part)
+    assert code == 0 and out.splitlines()[-1].startswith("verdict: healthy")
+    code, out, _ = run(capsys, "dump", part / "00000000000000000011.txnindex")
+    assert code == 0 and len(out.splitlines()) == 2 + 26
