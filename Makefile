@@ -14,7 +14,7 @@ $(VENV)/.stamp-base: pyproject.toml
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-base
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[spark-test]'
 	touch $@
 
 demo: $(VENV)/.stamp-base

@@ -1,4 +1,4 @@
-"""``python -m indexlib``: the ``kafka-index`` command line (see :mod:`indexlib.cli`)."""
+"""``python -m indexlib``: the library's own command line (see :mod:`indexlib.cli`)."""
 
 from __future__ import annotations
 

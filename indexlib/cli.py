@@ -1,4 +1,4 @@
-"""The ``kafka-index`` command line (``python -m indexlib``): rebuild, verify and dump, on one machine.
+"""The library's own command line, ``python -m indexlib`` (no Spark): rebuild, verify and dump, on one machine.
 
 ::
 
@@ -13,7 +13,7 @@ recovery would fail on it), or a dumped file has problems (listed); 2 bad usage 
 or unreadable path, a file where a directory is expected, a directory that is not ``<topic>-<partition>``
 or holds no segment, a bad setting, a file that cannot be dumped, a log dir held by a running broker).
 
-Errors are one line on stderr, ``kafka-index: error: <file>: <problem>``, never a traceback (set
+Errors are one line on stderr, ``python -m indexlib: error: <file>: <problem>``, never a traceback (set
 ``KAFKA_INDEX_DEBUG=1`` to get the traceback of an unexpected error).
 """
 
@@ -32,7 +32,7 @@ from .partition import PartitionRebuild, parse_partition_dir, rebuild_partition,
 from .publish import log_dir_is_locked
 from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 
-PROG = "kafka-index"
+PROG = "python -m indexlib"
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2

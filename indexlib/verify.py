@@ -229,7 +229,7 @@ def check_transaction_file(log_path: str, base: int, plan: SegmentPlan, aborted:
     the replay could not start from the partition's beginning)."""
     findings = []
     if replay_fatal is not None:
-        findings.append(_fatal_finding(log_path, replay_fatal))
+        findings.append(fatal_finding(log_path, replay_fatal))
     path = segment_file(os.path.dirname(log_path), base, ".txnindex")
     if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
         return findings, None
@@ -256,11 +256,11 @@ def log_findings(log_path: str, scan: LogScan, fatal: ScanProblem | None) -> lis
         findings.append(Finding(kind, log_path, scan.batch_count, scan.valid_bytes, found=scan.invalid_bytes,
                                 detail=f"{scan.invalid_bytes} bytes too short for a batch header; {cut}"))
     if fatal is not None:
-        findings.append(_fatal_finding(log_path, fatal))
+        findings.append(fatal_finding(log_path, fatal))
     return findings
 
 
-def _fatal_finding(log_path: str, fatal: ScanProblem) -> Finding:
+def fatal_finding(log_path: str, fatal: ScanProblem) -> Finding:
     return Finding(fatal.kind, log_path, fatal.batch_index, fatal.position,
                    detail=f"{fatal.detail}; Kafka's recovery would fail here, so no index is rebuilt for this segment")
 

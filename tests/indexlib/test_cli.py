@@ -1,4 +1,4 @@
-"""The kafka-index command line: every exit-code path, in process through main(argv) and as a subprocess."""
+"""The python -m indexlib command line: every exit-code path, in process through main(argv) and as a subprocess."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 def assert_one_error_line(err: str, *names: object) -> None:
     lines = err.splitlines()
     assert len(lines) == 1, err
-    assert lines[0].startswith("kafka-index: error: "), err
+    assert lines[0].startswith("python -m indexlib: error: "), err
     assert "Traceback" not in err
     for name in names:
         assert str(name) in lines[0], (name, err)
@@ -171,7 +171,7 @@ def test_locked_log_dir_refuses_in_place_and_force_overrides(capsys, partition, 
     assert code == 0 and snapshot(partition) == before
     code, out, err = run(capsys, "rebuild", partition, "--force")
     assert code == 0
-    assert err.startswith("kafka-index: warning: ") and str(held_lock) in err
+    assert err.startswith("python -m indexlib: warning: ") and str(held_lock) in err
     assert len(index_files(partition)) == 9
 
 
@@ -223,7 +223,7 @@ def test_usage_errors_exit_2(capsys, partition):
                  ["verify", str(partition), "--json"], ["dump", "a", "b"]):
         code, out, err = run(capsys, *argv)
         assert code == 2, argv
-        assert "usage: kafka-index" in err and "Traceback" not in err
+        assert "usage: python -m indexlib" in err and "Traceback" not in err
     code, out, _ = run(capsys, "--help")
     assert code == 0 and "rebuild" in out and "verify" in out and "dump" in out
 
@@ -427,7 +427,7 @@ def test_entry_point_as_a_subprocess(partition, tmp_path):
     done = python_m("rebuild", partition, "--index-interval-bytes", "-5")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     done = python_m()
-    assert done.returncode == 2 and "usage: kafka-index" in done.stderr
+    assert done.returncode == 2 and "usage: python -m indexlib" in done.stderr
 
 
 def test_closed_pipe_ends_quietly(tmp_path):

@@ -1,0 +1,406 @@
+"""``kafka-index``: the command line of the Spark jobs and of the everyday tools.
+
+Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submit jobs/<mode>.py``),
+``dump``, ``lookup`` (one file, no Spark) and ``audit`` (queries of the Delta audit table, no Spark).
+Exit codes: 0 healthy / done, 1 findings or failures, 2 bad usage or bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+
+PROG = "kafka-index"
+
+
+class UsageError(Exception):
+    """Bad usage or bad input: one message, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        print(f"{PROG}: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
+    p.add_argument("--log-dir", action="append", dest="log_dirs", metavar="DIR",
+                   help="a Kafka log dir (repeatable; Kafka's log.dirs)")
+    p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches this regex")
+    p.add_argument("--partitions", metavar="LIST", help="only these partition numbers, e.g. 0,3,5-7")
+    p.add_argument("--topic-config", metavar="FILE", help="JSON/YAML: topic -> Kafka topic configs")
+    p.add_argument("--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)")
+    p.add_argument("--index-interval-bytes", type=_nonneg_int, metavar="N")
+    p.add_argument("--segment-index-bytes", type=_nonneg_int, metavar="N")
+    p.add_argument("--audit-table", metavar="PATH", help="Delta audit table path/URI; 'none' disables auditing")
+    p.add_argument("--json", metavar="FILE", dest="json_file", help="write the machine-readable report here ('-': stdout)")
+    p.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
+    p.add_argument("--run-id", metavar="ID", help="run id for the audit table (default: generated)")
+    p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
+    p.add_argument("--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    if mode == "rebuild":
+        p.add_argument("--output-dir", metavar="DIR", help="write into DIR/<topic>-<partition>/; log dirs untouched")
+    if mode == "repair":
+        p.add_argument("--dry-run", action="store_true", help="verify and report what would be repaired; write nothing")
+        p.add_argument("--truncate-corrupt-tail", action="store_true",
+                       help="also cut a corrupt .log tail (saved to the backup dir first); off by default")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for mode, text in (("verify", "check every index file against its .log (read-only)"),
+                       ("rebuild", "rewrite every selected index file as Kafka's recovery would"),
+                       ("repair", "verify, then rebuild only what is wrong, with backups")):
+        _job_options(sub.add_parser(mode, help=text, description=text), mode)
+    dump = sub.add_parser("dump", help="print an index file or a .log's batch headers")
+    dump.add_argument("file")
+    dump.add_argument("--json", action="store_true", dest="as_json")
+    lookup = sub.add_parser("lookup", help="find an offset or timestamp through a segment's indexes")
+    lookup.add_argument("--segment", required=True, metavar="PATH.log")
+    what = lookup.add_mutually_exclusive_group(required=True)
+    what.add_argument("--offset", type=int)
+    what.add_argument("--timestamp", type=int, metavar="MS")
+    lookup.add_argument("--ceiling", action="store_true", help="use the smallest entry at or above the target")
+    lookup.add_argument("--json", action="store_true", dest="as_json")
+    audit = sub.add_parser("audit", help="query the Delta audit table")
+    audit.add_argument("--audit-table", metavar="PATH")
+    audit.add_argument("--config", metavar="FILE")
+    q = audit.add_mutually_exclusive_group()
+    q.add_argument("--latest", action="store_true", help="the latest run's summary (default)")
+    q.add_argument("--repaired", action="store_true", help="segments repaired in the time window")
+    q.add_argument("--failing", action="store_true", help="segments with findings or failures in the time window")
+    q.add_argument("--partition", metavar="TOPIC-N", help="history of one partition")
+    q.add_argument("--sql", help="free SQL over the table, registered as 'audit'")
+    audit.add_argument("--since", help="window start (ISO date/time, UTC); default 7 days ago")
+    audit.add_argument("--until", help="window end (ISO date/time, UTC); default now")
+    audit.add_argument("--json", action="store_true", dest="as_json")
+    return parser
+
+
+# ------------------------------------------------------------------------------------- progress
+class ConsoleProgress:
+    """A one-line progress bar on stderr (segments, bytes, throughput), updated from Spark accumulators."""
+
+    def __init__(self, stream=sys.stderr, interval: float = 0.5):
+        self.stream, self.interval = stream, interval
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self, total: int, total_bytes: int, poll) -> None:
+        self.total, self.total_bytes, self.poll, self.t0 = total, total_bytes, poll, time.monotonic()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _line(self) -> str:
+        done, done_bytes = self.poll()
+        elapsed = max(time.monotonic() - self.t0, 1e-9)
+        width = 30
+        filled = int(width * done / self.total) if self.total else width
+        return (f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} segments, "
+                f"{done_bytes / 2**20:,.0f}/{self.total_bytes / 2**20:,.0f} MiB, {done_bytes / 2**20 / elapsed:,.0f} MiB/s")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.stream.write(self._line())
+            self.stream.flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self.stream.write(self._line() + "\n")
+            self.stream.flush()
+
+
+# ----------------------------------------------------------------------------------------- jobs
+def spark_session(settings, app_name: str):
+    """The session: spark-submit's master when launched by it, else the configured one (``local[*]``)."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded local Spark
+        builder = builder.master(settings.spark_master)
+        for key, value in settings.spark_conf.items():
+            builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run_job(args) -> int:
+    from .config import resolve_settings
+    from .discovery import LogDirError, discover, parse_partition_filter
+    from .pipeline import LockedLogDirError, RunOptions, run
+
+    try:
+        settings = resolve_settings(
+            config_file=args.config, server_properties=args.server_properties, topic_config=args.topic_config,
+            log_dirs=args.log_dirs, index_interval_bytes=args.index_interval_bytes,
+            segment_index_bytes=args.segment_index_bytes, audit_table=args.audit_table, backup_dir=args.backup_dir)
+        if not settings.log_dirs:
+            raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")
+        try:
+            topics = re.compile(args.topics) if args.topics else None
+        except re.error as exc:
+            raise UsageError(f"--topics: invalid regex {args.topics!r}: {exc}") from None
+        partitions = parse_partition_filter(args.partitions)
+        output_dir = getattr(args, "output_dir", None)
+        if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
+            raise UsageError(f"{output_dir}: --output-dir exists and is not a directory")
+        found = discover(settings.log_dirs, topics, partitions)
+    except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    options = RunOptions(args.command, args.run_id, output_dir, getattr(args, "dry_run", False),
+                         getattr(args, "truncate_corrupt_tail", False), args.force)
+    for path, reason in found.skipped:
+        print(f"skipped {path}: {reason}", file=sys.stderr)
+    if not found.partitions:
+        print(f"{PROG}: no partition matched in {', '.join(settings.log_dirs)}", file=sys.stderr)
+    spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
+    local = spark.sparkContext.master.startswith("local")
+    progress = ConsoleProgress() if (local and not args.no_progress and sys.stderr.isatty()) else None
+    try:
+        report = run(spark, found, settings, options, progress)
+    except LockedLogDirError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    _print_report(report)
+    if args.json_file:
+        _write_json(args.json_file, report_dict(report))
+    if settings.audit_table:
+        from . import audit
+
+        writer = audit.write(settings.audit_table, audit.rows_for(report), spark)
+        print(f"audit: {len(report.outcomes) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}")
+    return report.exit_code
+
+
+def report_dict(report) -> dict:
+    return {
+        "run_id": report.run_id, "mode": report.mode, "exit_code": report.exit_code,
+        "started": report.started.isoformat(), "finished": report.finished.isoformat(),
+        "log_dirs": report.settings.log_dirs,
+        "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+        "partition_findings": {k: [f.to_dict() for f in v] for k, v in report.partition_findings.items() if v},
+        "segments": [{
+            "log_dir": o.task.log_dir, "topic": o.task.topic, "partition": o.task.partition,
+            "base_offset": o.task.base_offset, "log_path": o.task.log_path, "bytes": o.file_size,
+            "batches": o.batches, "valid_bytes": o.valid_bytes, "invalid_bytes": o.invalid_bytes,
+            "index_interval_bytes": o.task.index_interval_bytes, "segment_index_bytes": o.task.segment_index_bytes,
+            "findings": [f.to_dict() for f in o.findings], "identical": o.identical, "action": o.action,
+            "written": o.written, "backups": o.backups, "error": o.error, "seconds": round(o.seconds, 4),
+        } for o in report.outcomes],
+        "remaining_findings": [f.to_dict() for f in report.remaining_findings],
+    }
+
+
+def _write_json(target: str, data: dict) -> None:
+    text = json.dumps(data, indent=2, default=str)
+    if target == "-":
+        print(text)
+    else:
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+def _table(headers: list[str], rows: list[list]) -> str:
+    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _print_report(report) -> None:
+    from .pipeline import summary_rows
+
+    findings = [f for fs in report.partition_findings.values() for f in fs] + [f for o in report.outcomes for f in o.findings]
+    if findings:
+        print(_table(["kind", "file", "entry", "expected", "found", "detail"],
+                     [[f.kind if f.severity == "error" else f"{f.kind} (info)", os.path.relpath(f.file), f.entry,
+                       f.expected, f.found, f.detail[:100]] for f in findings]))
+        print()
+    rows = summary_rows(report)
+    print(_table(["partition", "segments", "MiB", "findings", "kinds", "files written", "action"],
+                 [[r["partition"], r["segments"], f"{r['bytes'] / 2**20:.1f}", r["findings"], ",".join(sorted(r["kinds"])),
+                   r["written"], ",".join(sorted(r["actions"])) or "-"] for r in rows]))
+    total = sum(o.file_size for o in report.outcomes)
+    seconds = (report.finished - report.started).total_seconds()
+    left = report.remaining_findings
+    verdict = "healthy" if report.exit_code == 0 else f"{len(left)} finding(s) remain" if left else "failures"
+    print(f"\n{report.mode} {report.run_id}: {len(report.outcomes)} segments, {total / 2**20:,.1f} MiB in {seconds:.1f} s; {verdict}")
+
+
+# ------------------------------------------------------------------------------ dump / lookup
+def run_dump(args) -> int:
+    """``kafka-index dump`` is the library's ``python -m indexlib dump`` (one implementation)."""
+    from indexlib.cli import main as indexlib_main
+
+    return indexlib_main(["dump", args.file] + (["--json"] if args.as_json else []))
+
+
+def lookup(segment: str, offset: int | None = None, timestamp: int | None = None, ceiling: bool = False) -> dict:
+    """The index entries used and the exact batch found for an offset or timestamp in one segment."""
+    import numpy as np
+
+    from indexlib import OffsetIndex, TimeIndex
+    from indexlib.partition import segment_file
+    from indexlib.records import scan_log
+
+    name = os.path.basename(segment)
+    if not re.fullmatch(r"\d{20}\.log", name):
+        raise ValueError(f"{segment}: not a segment file (expected <20-digit base offset>.log)")
+    base = int(name[:20])
+    directory = os.path.dirname(segment) or "."
+    scan = scan_log(segment)
+    answer: dict = {"segment": segment, "base_offset": base}
+    with OffsetIndex(segment_file(directory, base, ".index"), base, writable=False) as index:
+        target_offset = offset
+        if timestamp is not None:
+            with TimeIndex(segment_file(directory, base, ".timeindex"), base, writable=False) as times:
+                entry = times.lookup_ceiling(timestamp) if ceiling else times.lookup(timestamp)
+            answer["timeindex_entry"] = None if entry is None else {"timestamp": entry.timestamp, "offset": entry.offset}
+            target_offset = base if entry is None or entry.timestamp < 0 else entry.offset
+        entry = index.lookup_ceiling(target_offset) if (ceiling and timestamp is None) else index.lookup(target_offset)
+        answer["index_entry"] = None if entry is None else {"offset": entry.offset, "position": entry.position}
+    start = entry.position if entry is not None else 0
+    if ceiling and timestamp is None and entry is None:
+        start = 0
+    after = scan.positions >= start
+    if timestamp is not None:
+        hits = np.flatnonzero(after & (scan.max_timestamps >= timestamp))
+    else:
+        hits = np.flatnonzero(after & (scan.last_offsets >= offset)) if not ceiling else np.flatnonzero(scan.last_offsets >= offset)
+    if len(hits):
+        i = int(hits[0])
+        answer["batch"] = {"position": int(scan.positions[i]), "base_offset": int(scan.base_offsets[i]),
+                           "last_offset": int(scan.last_offsets[i]), "max_timestamp": int(scan.max_timestamps[i]),
+                           "size": int(scan.sizes[i]), "bytes_scanned_from_entry": int(scan.positions[i]) - start}
+    else:
+        answer["batch"] = None
+    return answer
+
+
+def run_lookup(args) -> int:
+    try:
+        answer = lookup(args.segment, args.offset, args.timestamp, args.ceiling)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"{PROG}: error: {reason if args.segment in reason else f'{args.segment}: {reason}'}", file=sys.stderr)
+        return 2
+    if args.as_json:
+        print(json.dumps(answer, indent=2))
+        return 0
+    what = f"offset {args.offset}" if args.offset is not None else f"timestamp {args.timestamp}"
+    if "timeindex_entry" in answer:
+        print(f"time index entry: {answer['timeindex_entry']}")
+    print(f"offset index entry: {answer['index_entry']}")
+    batch = answer["batch"]
+    if batch is None:
+        print(f"{what}: not in this segment")
+        return 1
+    print(f"{what}: batch at byte {batch['position']} (offsets {batch['base_offset']}..{batch['last_offset']}, "
+          f"max timestamp {batch['max_timestamp']}, {batch['size']} bytes), "
+          f"{batch['bytes_scanned_from_entry']} bytes after the index entry")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ audit
+def run_audit(args) -> int:
+    from . import audit
+    from .config import ConfigError, load_config_file
+
+    try:
+        table = args.audit_table or load_config_file(args.config)["audit_table"]
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if not table or table.lower() == "none":
+        print(f"{PROG}: error: no audit table configured (give --audit-table PATH)", file=sys.stderr)
+        return 2
+    try:
+        if args.sql:
+            sql = args.sql
+        elif args.repaired or args.failing:
+            until = _parse_time(args.until) if args.until else datetime.now(timezone.utc)
+            since = _parse_time(args.since) if args.since else until - timedelta(days=7)
+            sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing")
+        elif args.partition:
+            match = re.fullmatch(r"(.+)-(\d+)", args.partition)
+            if not match:
+                raise UsageError(f"--partition: expected TOPIC-N, got {args.partition!r}")
+            sql = audit.partition_history_sql(match.group(1), int(match.group(2)))
+        else:
+            sql = audit.latest_run_sql()
+        result = audit.query(table, sql)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # deltalake's TableNotFoundError, DataFusion SQL errors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"{PROG}: error: audit table {table}: {first}", file=sys.stderr)
+        return 2
+    rows = result.to_pylist()
+    if args.as_json:
+        print(json.dumps(rows, indent=2, default=str))
+    else:
+        print(_table(result.column_names, [[_short(r[c]) for c in result.column_names] for r in rows]))
+        print(f"({len(rows)} rows)")
+    return 0
+
+
+def _short(value) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "" if value is None else str(value)
+
+
+def _parse_time(text: str) -> datetime:
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"not an ISO date/time: {text!r}") from None
+    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command in ("verify", "rebuild", "repair"):
+        return run_job(args)
+    if args.command == "dump":
+        return run_dump(args)
+    if args.command == "lookup":
+        return run_lookup(args)
+    return run_audit(args)
+
+
+def job_main(mode: str, argv: list[str] | None = None) -> int:
+    """Entry of ``jobs/<mode>.py`` (``spark-submit jobs/verify.py --log-dir ...``)."""
+    return main([mode] + list(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

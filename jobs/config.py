@@ -1,0 +1,220 @@
+"""Settings of a run: ``conf/defaults.yaml`` (or ``--config``), a broker's ``server.properties``, a
+``--topic-config`` file and the command line, merged with one precedence rule.
+
+Precedence, highest first: command line > ``--topic-config`` (per topic) > ``--server-properties`` >
+config file > Kafka's defaults. Every file is validated; a problem raises :class:`ConfigError` naming
+the file, the key and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from indexlib.rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+
+DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "conf" / "defaults.yaml"
+
+KAFKA_DEFAULTS = {
+    "index_interval_bytes": DEFAULT_INDEX_INTERVAL_BYTES,
+    "segment_index_bytes": DEFAULT_SEGMENT_INDEX_BYTES,
+    "audit_table": "kafka-index-audit",
+    "backup_dir": None,
+    "spark": {"master": "local[*]", "app_name": "kafka-index-rebuild", "conf": {}},
+}
+_SPARK_KEYS = {"master": str, "app_name": str, "conf": dict}
+#: topic config name -> our setting name (Kafka's spelling in --topic-config files)
+TOPIC_KEYS = {"index.interval.bytes": "index_interval_bytes", "segment.index.bytes": "segment_index_bytes"}
+#: broker property -> our setting name
+BROKER_KEYS = {"log.index.interval.bytes": "index_interval_bytes", "log.index.size.max.bytes": "segment_index_bytes"}
+
+
+class ConfigError(ValueError):
+    """A configuration file or value that cannot be used; the message names the file and key."""
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    """The two topic configs that decide an index's bytes."""
+
+    index_interval_bytes: int
+    segment_index_bytes: int
+
+
+@dataclass
+class Settings:
+    """Everything a run needs, resolved. ``for_topic`` applies the per-topic layer."""
+
+    log_dirs: list[str]
+    defaults: IndexSettings
+    topic_overrides: dict[str, dict[str, int]] = field(default_factory=dict)
+    cli_overrides: dict[str, int] = field(default_factory=dict)
+    audit_table: str | None = None
+    backup_dir: str | None = None
+    spark_master: str = "local[*]"
+    spark_app_name: str = "kafka-index-rebuild"
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+    def for_topic(self, topic: str) -> IndexSettings:
+        values = {
+            "index_interval_bytes": self.defaults.index_interval_bytes,
+            "segment_index_bytes": self.defaults.segment_index_bytes,
+        }
+        values.update(self.topic_overrides.get(topic, {}))
+        values.update(self.cli_overrides)
+        return IndexSettings(**values)
+
+
+def _check_int(source: str, key: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{source}: {key} must be an integer, got {value!r}")
+    if value < minimum:
+        raise ConfigError(f"{source}: {key} must be >= {minimum}, got {value}")
+    return value
+
+
+def check_index_setting(source: str, name: str, value) -> int:
+    """Validate one index setting (``index_interval_bytes`` >= 0, ``segment_index_bytes`` >= 12)."""
+    return _check_int(source, name, value, 0 if name == "index_interval_bytes" else 12)
+
+
+def _read_text(path: str | os.PathLike[str], what: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: {what} is a directory, expected a file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError(f"{path}: cannot read {what}: {reason}") from None
+
+
+def _load_mapping(path: str | os.PathLike[str], what: str) -> dict:
+    """A JSON or YAML file holding a mapping."""
+    text = _read_text(path, what)
+    try:
+        if str(path).endswith(".json"):
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except Exception as exc:  # json.JSONDecodeError, yaml.YAMLError
+        raise ConfigError(f"{path}: malformed {what}: {str(exc).splitlines()[0]}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: {what} must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def load_config_file(path: str | os.PathLike[str] | None = None) -> dict:
+    """The config file (default ``conf/defaults.yaml``) merged over Kafka's defaults, validated."""
+    merged = json.loads(json.dumps(KAFKA_DEFAULTS))
+    source = str(path or DEFAULTS_FILE)
+    if path is None and not DEFAULTS_FILE.exists():
+        return merged
+    data = _load_mapping(source, "config file")
+    for key, value in data.items():
+        if key not in merged:
+            raise ConfigError(f"{source}: unknown key {key!r} (known: {', '.join(sorted(merged))})")
+        if key in ("index_interval_bytes", "segment_index_bytes"):
+            merged[key] = check_index_setting(source, key, value)
+        elif key in ("audit_table", "backup_dir"):
+            if value is not None and not isinstance(value, str):
+                raise ConfigError(f"{source}: {key} must be a string or null, got {value!r}")
+            merged[key] = value
+        elif key == "spark":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: spark must be a mapping, got {value!r}")
+            for sub, sub_value in value.items():
+                if sub not in _SPARK_KEYS:
+                    raise ConfigError(f"{source}: unknown key spark.{sub} (known: {', '.join(sorted(_SPARK_KEYS))})")
+                if not isinstance(sub_value, _SPARK_KEYS[sub]):
+                    raise ConfigError(f"{source}: spark.{sub} must be a {_SPARK_KEYS[sub].__name__}, got {sub_value!r}")
+                merged["spark"][sub] = sub_value
+            merged["spark"]["conf"] = {str(k): str(v) for k, v in merged["spark"]["conf"].items()}
+    return merged
+
+
+def load_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, int]]:
+    """``log.dirs`` (or ``log.dir``) and the index settings of a broker's ``server.properties``."""
+    props: dict[str, str] = {}
+    for number, raw in enumerate(_read_text(path, "server properties").splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"{path}:{number}: expected key=value, got {raw!r}")
+        props[line[:sep].strip()] = line[sep + 1:].strip()
+    log_dirs = [d.strip() for d in props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip()]
+    settings = {}
+    for prop, name in BROKER_KEYS.items():
+        if prop in props:
+            try:
+                value = int(props[prop])
+            except ValueError:
+                raise ConfigError(f"{path}: {prop} must be an integer, got {props[prop]!r}") from None
+            settings[name] = check_index_setting(f"{path}: {prop}", name, value)
+    return log_dirs, settings
+
+
+def load_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
+    """``{topic: {index_interval_bytes: .., segment_index_bytes: ..}}`` from a JSON or YAML file that
+    maps topic names to Kafka topic configs (``index.interval.bytes``, ``segment.index.bytes``; other
+    Kafka topic configs are allowed and ignored)."""
+    data = _load_mapping(path, "topic config")
+    out: dict[str, dict[str, int]] = {}
+    for topic, configs in data.items():
+        if not isinstance(configs, dict):
+            raise ConfigError(f"{path}: topic {topic!r} must map to a mapping of topic configs, got {configs!r}")
+        out[str(topic)] = {}
+        for key, value in configs.items():
+            if key in TOPIC_KEYS:
+                if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                    value = int(value)
+                out[str(topic)][TOPIC_KEYS[key]] = check_index_setting(f"{path}: topic {topic!r} {key}", TOPIC_KEYS[key], value)
+    return out
+
+
+def resolve_settings(
+    *,
+    config_file: str | None = None,
+    server_properties: str | None = None,
+    topic_config: str | None = None,
+    log_dirs: list[str] | None = None,
+    index_interval_bytes: int | None = None,
+    segment_index_bytes: int | None = None,
+    audit_table: str | None = None,
+    backup_dir: str | None = None,
+) -> Settings:
+    """Merge every layer (see the module docstring). ``audit_table="none"`` disables auditing."""
+    conf = load_config_file(config_file)
+    base = {"index_interval_bytes": conf["index_interval_bytes"], "segment_index_bytes": conf["segment_index_bytes"]}
+    dirs: list[str] = []
+    if server_properties is not None:
+        broker_dirs, broker_settings = load_server_properties(server_properties)
+        base.update(broker_settings)
+        dirs = broker_dirs
+    if log_dirs:
+        dirs = list(log_dirs)
+    cli = {}
+    for name, value in (("index_interval_bytes", index_interval_bytes), ("segment_index_bytes", segment_index_bytes)):
+        if value is not None:
+            cli[name] = check_index_setting("command line", name.replace("_", "-"), value)
+    table = audit_table if audit_table is not None else conf["audit_table"]
+    if table is not None and table.strip().lower() == "none":
+        table = None
+    return Settings(
+        log_dirs=dirs,
+        defaults=IndexSettings(**base),
+        topic_overrides=load_topic_config(topic_config) if topic_config else {},
+        cli_overrides=cli,
+        audit_table=table,
+        backup_dir=backup_dir if backup_dir is not None else conf["backup_dir"],
+        spark_master=conf["spark"]["master"],
+        spark_app_name=conf["spark"]["app_name"],
+        spark_conf=dict(conf["spark"]["conf"]),
+    )

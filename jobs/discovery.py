@@ -1,0 +1,137 @@
+"""Find the partitions and segments of a broker's log dirs (driver side, metadata only).
+
+A partition dir is ``<topic>-<partition>``; Kafka's ``-delete``, ``-future`` and ``-stray`` dirs are
+skipped and reported, as are ``.deleted`` / ``.cleaned`` / ``.swap`` files inside partitions. Nothing is
+opened for writing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from indexlib.partition import segment_base_offsets, segment_file
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)$")
+_SKIPPED_DIR = re.compile(r"^.+-(?P<kind>delete|future|stray)$")
+
+
+class LogDirError(ValueError):
+    """A log dir that cannot be used (missing, not a directory, unreadable)."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    base_offset: int
+    log_path: str
+    size: int
+    active: bool  # the partition's last segment
+
+
+@dataclass
+class Partition:
+    log_dir: str
+    path: str
+    topic: str
+    partition: int
+    segments: list[Segment]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+
+@dataclass
+class Discovery:
+    partitions: list[Partition] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+
+
+def parse_partition_filter(text: str | None) -> set[int] | None:
+    """``"0,2,5-7"`` -> {0, 2, 5, 6, 7}; ValueError with the offending part."""
+    if text is None:
+        return None
+    chosen: set[int] = set()
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            if "-" in part:
+                lo, hi = (int(x) for x in part.split("-", 1))
+                if lo > hi or lo < 0:
+                    raise ValueError
+                chosen.update(range(lo, hi + 1))
+            else:
+                value = int(part)
+                if value < 0:
+                    raise ValueError
+                chosen.add(value)
+        except ValueError:
+            raise ValueError(f"--partitions: {part!r} is not a partition number or range like 3-7") from None
+    return chosen
+
+
+def discover(log_dirs: list[str], topics: re.Pattern[str] | None = None,
+             partitions: set[int] | None = None) -> Discovery:
+    """Every selected partition of every log dir, with its segments' sizes (ascending base offset)."""
+    found = Discovery()
+    for log_dir in log_dirs:
+        if not os.path.exists(log_dir):
+            raise LogDirError(f"{log_dir}: log dir does not exist")
+        if not os.path.isdir(log_dir):
+            raise LogDirError(f"{log_dir}: expected a log dir (a directory), found a file")
+        try:
+            names = sorted(os.listdir(log_dir))
+        except OSError as exc:
+            raise LogDirError(f"{log_dir}: cannot list the log dir: {exc.strerror}") from None
+        for name in names:
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue  # checkpoints, meta.properties, .lock
+            skipped = _SKIPPED_DIR.match(name)
+            if skipped:
+                found.skipped.append((path, f"a '-{skipped.group('kind')}' dir (Kafka is moving or deleting it)"))
+                continue
+            match = _PARTITION_DIR.match(name)
+            if not match:
+                found.skipped.append((path, "not a <topic>-<partition> dir"))
+                continue
+            topic, number = match.group("topic"), int(match.group("partition"))
+            if topics is not None and not topics.fullmatch(topic):
+                continue
+            if partitions is not None and number not in partitions:
+                continue
+            try:
+                bases = segment_base_offsets(path)
+            except OSError as exc:
+                found.skipped.append((path, f"cannot list: {exc.strerror}"))
+                continue
+            segments = []
+            for i, base in enumerate(bases):
+                log_path = segment_file(path, base, ".log")
+                try:
+                    size = os.stat(log_path).st_size
+                except OSError:
+                    size = 0
+                segments.append(Segment(base, log_path, size, i == len(bases) - 1))
+            for leftover in sorted(os.listdir(path)):
+                if leftover.endswith((".deleted", ".cleaned", ".swap")):
+                    found.skipped.append((os.path.join(path, leftover), "a file Kafka is deleting, cleaning or swapping"))
+            found.partitions.append(Partition(log_dir, path, topic, number, segments))
+    return found
+
+
+def balance_by_bytes(items: list, sizes: list[int], bins: int) -> list[list]:
+    """Greedy longest-first assignment of items to ``bins`` lists with near-equal byte totals."""
+    bins = max(1, min(bins, len(items)))
+    groups: list[list] = [[] for _ in range(bins)]
+    totals = [0] * bins
+    for size, item in sorted(zip(sizes, items), key=lambda pair: -pair[0]):
+        target = totals.index(min(totals))
+        groups[target].append(item)
+        totals[target] += size
+    return [g for g in groups if g]

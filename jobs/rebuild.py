@@ -1,0 +1,20 @@
+"""`spark-submit jobs/rebuild.py --log-dir DIR ...`: the rebuild job (same options as `kafka-index rebuild`)."""
+
+import os
+import sys
+
+if __name__ == "__main__" and __package__ in (None, ""):
+    # Run as a script: import the project's packages, not this directory's modules as top-level ones.
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    sys.path.insert(0, os.path.dirname(here))
+
+from jobs.cli import job_main  # noqa: E402
+
+
+def main(argv=None) -> int:
+    return job_main("rebuild", argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
