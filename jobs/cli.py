@@ -387,7 +387,10 @@ def _parse_time(text: str) -> datetime:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # usage error (2) or --help (0); argparse printed why
+        return exc.code if isinstance(exc.code, int) else 2
     if args.command in ("verify", "rebuild", "repair"):
         return run_job(args)
     if args.command == "dump":

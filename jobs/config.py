@@ -203,7 +203,7 @@ def resolve_settings(
     cli = {}
     for name, value in (("index_interval_bytes", index_interval_bytes), ("segment_index_bytes", segment_index_bytes)):
         if value is not None:
-            cli[name] = check_index_setting("command line", name.replace("_", "-"), value)
+            cli[name] = check_index_setting(f"command line --{name.replace('_', '-')}", name, value)
     table = audit_table if audit_table is not None else conf["audit_table"]
     if table is not None and table.strip().lower() == "none":
         table = None

@@ -1,0 +1,84 @@
+"""Settings layers and their validation (no Spark)."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.config import DEFAULTS_FILE, ConfigError, load_config_file, resolve_settings
+from jobs.discovery import balance_by_bytes, discover, parse_partition_filter
+
+
+def test_shipped_defaults_are_kafkas():
+    conf = load_config_file()
+    assert DEFAULTS_FILE.exists()
+    assert (conf["index_interval_bytes"], conf["segment_index_bytes"]) == (4096, 10485760)
+    assert conf["spark"]["master"] == "local[*]"
+
+
+def test_precedence_command_line_topic_config_server_properties_config(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("index_interval_bytes: 1000\nsegment_index_bytes: 2000\n")
+    props = tmp_path / "server.properties"
+    props.write_text("# broker\nlog.dirs=/a,/b\nlog.index.interval.bytes=3000\nbroker.id=1\n")
+    topics = tmp_path / "t.json"
+    topics.write_text('{"orders": {"index.interval.bytes": 512, "cleanup.policy": "compact"}}')
+    s = resolve_settings(config_file=str(config), server_properties=str(props), topic_config=str(topics))
+    assert s.log_dirs == ["/a", "/b"]
+    assert (s.for_topic("orders").index_interval_bytes, s.for_topic("orders").segment_index_bytes) == (512, 2000)
+    assert (s.for_topic("other").index_interval_bytes, s.for_topic("other").segment_index_bytes) == (3000, 2000)
+    s = resolve_settings(config_file=str(config), server_properties=str(props), topic_config=str(topics),
+                         index_interval_bytes=7, log_dirs=["/c"])
+    assert s.for_topic("orders").index_interval_bytes == 7 and s.log_dirs == ["/c"]
+    assert resolve_settings(audit_table="none").audit_table is None
+
+
+@pytest.mark.parametrize("text, message", [
+    ("index_interval_bytes: -1\n", "must be >= 0"),
+    ("index_interval_bytes: ten\n", "must be an integer"),
+    ("segment_index_bytes: 4\n", "must be >= 12"),
+    ("colour: blue\n", "unknown key 'colour'"),
+    ("spark:\n  mastr: local\n", "unknown key spark.mastr"),
+    ("[1, 2]\n", "must be a mapping"),
+    ("a: [\n", "malformed config file"),
+])
+def test_config_errors_name_the_file_and_key(tmp_path, text, message):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config_file(str(path))
+    assert str(path) in str(info.value)
+
+
+def test_unreadable_files(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config_file(str(tmp_path / "missing.yaml"))
+    with pytest.raises(ConfigError, match="is a directory"):
+        resolve_settings(topic_config=str(tmp_path))
+    bad = tmp_path / "server.properties"
+    bad.write_text("log.index.interval.bytes=abc\n")
+    with pytest.raises(ConfigError, match="log.index.interval.bytes must be an integer"):
+        resolve_settings(server_properties=str(bad))
+
+
+def test_partition_filter_and_byte_balancing():
+    assert parse_partition_filter("0,3,5-7") == {0, 3, 5, 6, 7}
+    with pytest.raises(ValueError, match="'7-5'"):
+        parse_partition_filter("7-5")
+    bins = balance_by_bytes(list("abcdef"), [100, 90, 10, 10, 10, 80], 3)
+    totals = sorted(sum({"a": 100, "b": 90, "c": 10, "d": 10, "e": 10, "f": 80}[x] for x in b) for b in bins)
+    assert max(totals) - min(totals) <= 20
+    assert len(bins) == 3 and sorted(x for b in bins for x in b) == list("abcdef")
+
+
+def test_discovery_skips_kafka_special_dirs(tmp_path):
+    for name in ("orders-0", "orders-1", "orders-0.abc-delete", "orders-2.abc-future", "x-3.q-stray", "notapartition"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "orders-0" / "00000000000000000000.log").write_bytes(b"")
+    (tmp_path / "orders-0" / "00000000000000000000.log.swap").write_bytes(b"")
+    (tmp_path / "meta.properties").write_text("x")
+    found = discover([str(tmp_path)], partitions={0})
+    assert [p.name for p in found.partitions] == ["orders-0"]
+    assert found.partitions[0].segments[0].active
+    reasons = {p.split("/")[-1]: r for p, r in found.skipped}
+    assert set(reasons) == {"orders-0.abc-delete", "orders-2.abc-future", "x-3.q-stray", "notapartition",
+                            "00000000000000000000.log.swap"}
