@@ -15,8 +15,10 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 PROG = "kafka-index"
+LOG4J_FILE = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
 
 
 class UsageError(Exception):
@@ -140,6 +142,8 @@ def spark_session(settings, app_name: str):
     builder = SparkSession.builder.appName(app_name)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded local Spark
         builder = builder.master(settings.spark_master)
+        if LOG4J_FILE.exists():
+            builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={LOG4J_FILE}")
         for key, value in settings.spark_conf.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
