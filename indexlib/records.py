@@ -1,8 +1,10 @@
 """Record-batch reader over a memory-mapped ``.log`` segment, with Kafka's exact iteration rules.
 
 The walk (:func:`scan_log`) is one tight loop that only reads what it must to advance and validate each
-batch (size, magic, CRC); every other header field is then gathered for all batches at once with numpy.
-Nothing of the file is copied into Python bytes. Compressed payloads are never decompressed.
+batch (size, magic, CRC): a fast path for well-formed v2 batches, and a general step with every rule for
+anything else. Every other header field is then gathered for all batches at once with numpy. Nothing of
+the file is copied into Python bytes, and nothing at or past ``end`` is read. Compressed payloads are never
+decompressed.
 
 Iteration rules (Kafka's ``FileLogInputStream`` + ``ensureValid``, kafka-index-format.md 2.2 and 6):
 
@@ -141,6 +143,7 @@ class LogScan:
 
 
 _SIZE_MAGIC_CRC = struct.Struct(">i4xBI")  # at pos+8: size, (leader epoch skipped), magic, crc
+_SIZE_MAGIC = struct.Struct(">i4xB")  # at pos+8: size, magic (Kafka's 17-byte header up to the magic)
 _LEGACY_CRC = struct.Struct(">I")
 
 
@@ -175,27 +178,57 @@ def scan_log(path: str | os.PathLike[str]) -> LogScan:
 
 
 def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
-    """:func:`scan_log` over any buffer of ``end`` bytes (an mmap, bytes)."""
+    """:func:`scan_log` over any buffer of ``end`` bytes (an mmap, bytes).
+
+    The walk has two parts. A fast inner loop accepts the common case only: a magic-2 batch whose
+    whole header lies before ``end``, with size >= 61, that fits, and whose CRC-32C matches. Every
+    other batch (legacy, magic 3..127, the last bytes of the file, anything wrong) falls through to
+    the general step, which applies all of Kafka's rules to that same batch, so the result does not
+    depend on which part accepted a batch. Only Kafka's 17-byte header is read before the batch is
+    known to fit, so no byte at or after ``end`` is read. Whether a v2 control batch was accepted is
+    decided afterwards from the gathered attributes, not in the loop.
+    """
     view = memoryview(buf)
     unpack_smc = _SIZE_MAGIC_CRC.unpack_from
+    unpack_sm = _SIZE_MAGIC.unpack_from
     unpack_u32 = _LEGACY_CRC.unpack_from
     crc_c = crc32c.crc32c
     crc_ieee = zlib.crc32
     positions: list[int] = []
     append = positions.append
     legacy_seen = False
-    control_seen = False
     pos = 0
     stop = StopReason.END
     problem: ScanProblem | None = None
     limit = end - HEADER_SIZE_UP_TO_MAGIC
+    fast_limit = end - V2_HEADER_SIZE  # pos <= fast_limit: the whole v2 header is before ``end``
     try:
         while True:
+            # Fast path. (Written as ``while True`` + ``if ... break`` on purpose: on CPython 3.11 this
+            # shape measured ~1/3 faster per iteration than ``while pos <= fast_limit``.)
+            while True:
+                if pos > fast_limit:
+                    break
+                length, magic, stored_crc = unpack_smc(view, pos + 8)
+                batch_end = pos + LOG_OVERHEAD + length
+                if (
+                    magic == 2
+                    and length >= V2_HEADER_SIZE - LOG_OVERHEAD
+                    and batch_end <= end
+                    and crc_c(view[pos + 21 : batch_end]) == stored_crc
+                ):
+                    append(pos)
+                    pos = batch_end
+                    continue
+                break
+            # General step: Kafka's rules for the one batch at ``pos``.
             if pos >= limit:
                 if pos < end:
                     stop = StopReason.SHORT_TAIL
                 break
-            length, magic, stored_crc = unpack_smc(view, pos + 8)
+            if pos > fast_limit:
+                length, magic = unpack_sm(view, pos + 8)
+            # else the fast loop stopped on this very batch and already read its size and magic
             if length < MIN_SIZE_FIELD:
                 stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
                     "size_below_minimum", pos, len(positions),
@@ -220,6 +253,7 @@ def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
                         _base_offset_at(view, pos),
                     )
                     break
+                stored_crc = unpack_u32(view, pos + 17)[0]
                 if crc_c(view[pos + 21 : batch_end]) != stored_crc:
                     stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
                         "crc_mismatch", pos, len(positions),
@@ -228,8 +262,6 @@ def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
                         _base_offset_at(view, pos),
                     )
                     break
-                if view[pos + 22] & ATTR_CONTROL:
-                    control_seen = True
             else:
                 legacy_seen = True
                 crc_stored = unpack_u32(view, pos + 12)[0]
@@ -251,8 +283,8 @@ def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
             append(pos)
             pos = batch_end
         scan = _gather(view, path, end, positions, legacy_seen, stop, problem)
-        if control_seen:
-            _check_markers(view, scan)
+        if scan.batch_count and ((scan.attributes & ATTR_CONTROL) != 0).any():
+            _check_markers(view, scan)  # it looks at v2 control batches only
         return scan
     finally:
         view.release()
@@ -260,6 +292,16 @@ def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
 
 def _base_offset_at(view: memoryview, pos: int) -> int:
     return struct.unpack_from(">q", view, pos)[0]
+
+
+def _strided(view, end: int, dtype) -> np.ndarray:
+    """A read-only array with one ``dtype`` item starting at every byte ``p`` with ``p + itemsize <= end``.
+
+    Fancy-indexing it with batch positions copies whole headers at once (a fixed-size copy per item),
+    without building an index per byte.
+    """
+    dtype = np.dtype(dtype)
+    return np.ndarray((end - dtype.itemsize + 1,), dtype, buffer=view, strides=(1,))
 
 
 def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
@@ -274,12 +316,14 @@ def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
     raw = np.frombuffer(view, dtype=np.uint8, count=end)
     magic = raw[pos + 16].view(np.int8)
     is_v2 = magic >= 2
-    headers = np.zeros(n, dtype=V2_HEADER_DTYPE)
-    v2_pos = pos[is_v2]
-    if len(v2_pos):
-        # The last v2 header always fits: a v2 batch is at least 61 bytes long.
-        gathered = raw[v2_pos[:, None] + np.arange(V2_HEADER_SIZE)]
-        headers[is_v2] = gathered.view(V2_HEADER_DTYPE).reshape(-1)
+    # The last v2 header always fits: a v2 batch is at least 61 bytes long.
+    if not legacy_seen:  # every accepted batch is v2
+        headers = _strided(view, end, f"V{V2_HEADER_SIZE}")[pos].view(V2_HEADER_DTYPE)
+    else:
+        headers = np.zeros(n, dtype=V2_HEADER_DTYPE)
+        v2_pos = pos[is_v2]
+        if len(v2_pos):
+            headers[is_v2] = _strided(view, end, f"V{V2_HEADER_SIZE}")[v2_pos].view(V2_HEADER_DTYPE)
     sizes = headers["length"].astype(np.int64) + LOG_OVERHEAD
     base_offsets = headers["base_offset"].astype(np.int64)
     last_offsets = base_offsets + headers["last_offset_delta"].astype(np.int64)
@@ -288,10 +332,11 @@ def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
     producer_ids = headers["producer_id"].astype(np.int64)
     producer_epochs = headers["producer_epoch"].astype(np.int16)
     records_counts = headers["records_count"].astype(np.int32)
+    del headers
     if legacy_seen:
         legacy = ~is_v2
         lp = pos[legacy]
-        offsets = raw[lp[:, None] + np.arange(12)].copy().view([("offset", ">i8"), ("size", ">i4")]).reshape(-1)
+        offsets = _strided(view, end, "V12")[lp].view([("offset", ">i8"), ("size", ">i4")])
         sizes[legacy] = offsets["size"].astype(np.int64) + LOG_OVERHEAD
         base_offsets[legacy] = offsets["offset"]
         last_offsets[legacy] = offsets["offset"]  # the wrapper's offset is the last inner offset
@@ -302,8 +347,8 @@ def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
         ts = np.full(len(lp), -1, dtype=np.int64)
         v1 = magic[legacy] == 1
         if v1.any():
-            tp = lp[v1]
-            ts[v1] = raw[tp[:, None] + 18 + np.arange(8)].copy().view(">i8").reshape(-1)
+            # A v1 entry is at least 12 + 22 bytes, so its timestamp at +18..+26 is inside the file.
+            ts[v1] = _strided(view, end, ">i8")[lp[v1] + 18]
         max_timestamps[legacy] = ts
     marker_types = np.full(n, -1, dtype=np.int16)
     return LogScan(path, end, pos, sizes, base_offsets, last_offsets, max_timestamps, magic,
