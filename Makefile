@@ -4,6 +4,9 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 PY     := $(VENV)/bin/python
+# Airflow lives in its own virtualenv (its pins must not constrain the project's); the DAG tests use it.
+AIRFLOW_VENV := .venv-airflow
+AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=5" "apache-airflow-providers-standard" "pyyaml>=6"
 
 .PHONY: demo test bench clean
 
@@ -20,11 +23,18 @@ $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-base
 demo: $(VENV)/.stamp-base
 	$(PY) -m indexlib.demo
 
-test: $(VENV)/.stamp-test
+$(AIRFLOW_VENV)/.stamp: Makefile
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet $(AIRFLOW_PKGS)
+	touch $@
+
+test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_indexlib.py
+	$(PY) benchmarks/bench_rebuild.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

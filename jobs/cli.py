@@ -58,6 +58,8 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
     p.add_argument("--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--exit-zero-on-findings", action="store_true",
+                   help="exit 0 when the run itself succeeded, even with findings (for schedulers that branch on --json)")
     if mode == "rebuild":
         p.add_argument("--output-dir", metavar="DIR", help="write into DIR/<topic>-<partition>/; log dirs untouched")
     if mode == "repair":
@@ -197,6 +199,8 @@ def run_job(args) -> int:
 
         writer = audit.write(settings.audit_table, audit.rows_for(report), spark)
         print(f"audit: {len(report.outcomes) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}")
+    if args.exit_zero_on_findings and not any(o.error for o in report.outcomes):
+        return 0
     return report.exit_code
 
 
@@ -224,6 +228,7 @@ def _write_json(target: str, data: dict) -> None:
     if target == "-":
         print(text)
     else:
+        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
         with open(target, "w", encoding="utf-8") as f:
             f.write(text + "\n")
 

@@ -1,0 +1,108 @@
+"""Shared by the kafka-index DAGs: their settings and the ``spark-submit`` arguments of the jobs.
+
+No index logic lives here: the DAGs only submit ``jobs/<mode>.py`` and read the JSON report it writes.
+Settings: ``conf/airflow.yaml``, overridden key by key by the Airflow Variable ``kafka_index_rebuild``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+SETTINGS_FILE = PROJECT_DIR / "conf" / "airflow.yaml"
+VARIABLE = "kafka_index_rebuild"
+DEFAULTS = {
+    "log_dirs": [], "repair_enabled": False, "schedule": "@daily", "spark_conn_id": "spark_default",
+    "project_dir": None, "py_files": None, "archives": None, "extra_args": [],
+    "report_dir": "/tmp/kafka-index-reports", "audit_table": None, "backup_dir": None,
+}
+MODES = ("verify", "rebuild", "repair")
+
+
+def load_settings(variable_json: str | None = None) -> dict:
+    """``DEFAULTS`` < ``conf/airflow.yaml`` < the Airflow Variable (JSON). Unknown keys are an error."""
+    settings = dict(DEFAULTS)
+    if SETTINGS_FILE.exists():
+        import yaml
+
+        settings.update(yaml.safe_load(SETTINGS_FILE.read_text()) or {})
+    if variable_json is None:
+        variable_json = _variable()
+    if variable_json:
+        settings.update(json.loads(variable_json))
+    unknown = set(settings) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"kafka-index DAG settings: unknown keys {sorted(unknown)}")
+    if isinstance(settings["log_dirs"], str):
+        settings["log_dirs"] = [d for d in settings["log_dirs"].split(",") if d]
+    settings["project_dir"] = settings["project_dir"] or str(PROJECT_DIR)
+    return settings
+
+
+def _variable() -> str | None:
+    try:
+        from airflow.sdk import Variable
+
+        return Variable.get(VARIABLE, default=None)
+    except Exception:  # no Airflow metadata available while parsing (e.g. a plain import in tests)
+        return None
+
+
+def application(settings: dict, mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    return os.path.join(settings["project_dir"], "jobs", f"{mode}.py")
+
+
+def job_arguments(settings: dict, *, mode: str, log_dirs: list[str], report: str, topics: str | None = None,
+                  partitions: str | None = None, dry_run: bool = False, truncate_corrupt_tail: bool = False,
+                  run_id: str | None = None, exit_zero_on_findings: bool = False) -> list[str]:
+    """The ``jobs/<mode>.py`` arguments (same spelling as ``kafka-index``)."""
+    if not log_dirs:
+        raise ValueError("at least one log dir is needed")
+    args: list[str] = []
+    for d in log_dirs:
+        args += ["--log-dir", d]
+    if topics:
+        args += ["--topics", topics]
+    if partitions:
+        args += ["--partitions", partitions]
+    if settings.get("audit_table"):
+        args += ["--audit-table", settings["audit_table"]]
+    if settings.get("backup_dir") and mode != "verify":
+        args += ["--backup-dir", settings["backup_dir"]]
+    if run_id:
+        args += ["--run-id", run_id]
+    args += ["--json", report, "--no-progress"]
+    if mode == "repair" and dry_run:
+        args.append("--dry-run")
+    if mode == "repair" and truncate_corrupt_tail:
+        args.append("--truncate-corrupt-tail")
+    if exit_zero_on_findings:
+        args.append("--exit-zero-on-findings")
+    return args + [str(a) for a in settings.get("extra_args") or []]
+
+
+def submit_options(settings: dict) -> dict:
+    """Keyword arguments of ``SparkSubmitOperator`` shared by every job."""
+    options = {"conn_id": settings["spark_conn_id"], "verbose": False,
+               "env_vars": {"PYTHONUNBUFFERED": "1"}}
+    if settings.get("py_files"):
+        options["py_files"] = settings["py_files"]
+    if settings.get("archives"):
+        options["archives"] = settings["archives"]
+        options["conf"] = {"spark.pyspark.python": "./env/bin/python"}
+    return options
+
+
+def report_path(settings: dict, dag_id: str, run_id: str, task: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    return os.path.join(settings["report_dir"], dag_id, safe, f"{task}.json")
+
+
+def findings_in(report_file: str) -> int:
+    """Error findings left in a job's JSON report (a missing report is an error)."""
+    with open(report_file, encoding="utf-8") as f:
+        return len(json.load(f)["remaining_findings"])
