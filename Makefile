@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 AIRFLOW_VENV := .venv-airflow
 AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=5" "apache-airflow-providers-standard" "pyyaml>=6"
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench package clean
 
 $(VENV)/.stamp-base: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,12 +16,16 @@ $(VENV)/.stamp-base: pyproject.toml
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-base
+$(VENV)/.stamp-spark: pyproject.toml $(VENV)/.stamp-base
+	$(PY) -m pip install --quiet -e '.[spark]'
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-spark
 	$(PY) -m pip install --quiet -e '.[spark-test]'
 	touch $@
 
-demo: $(VENV)/.stamp-base
-	$(PY) -m indexlib.demo
+demo: $(VENV)/.stamp-spark
+	$(PY) -m jobs.demo
 
 $(AIRFLOW_VENV)/.stamp: Makefile
 	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
@@ -36,5 +40,16 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_indexlib.py
 	$(PY) benchmarks/bench_rebuild.py
 
+# For clusters: the project as a wheel (--py-files) and a packed virtualenv with its C extensions
+# (numpy, crc32c, pyarrow, deltalake) for --archives. pyspark itself comes from the cluster.
+package: $(VENV)/.stamp-base
+	rm -rf dist build/pack-venv
+	$(PY) -m pip wheel --quiet --no-deps -w dist .
+	$(PYTHON) -m venv build/pack-venv
+	build/pack-venv/bin/python -m pip install --quiet --upgrade pip
+	build/pack-venv/bin/python -m pip install --quiet dist/kafka_index_rebuild-*.whl "pyarrow>=15" "pyyaml>=6" "deltalake>=1.0" venv-pack
+	build/pack-venv/bin/venv-pack --quiet -p build/pack-venv -o dist/kafka-index-env.tar.gz --force
+	@ls -l dist
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) $(AIRFLOW_VENV) .pytest_cache .hypothesis dist build

@@ -15,10 +15,11 @@ import sys
 import threading
 import time
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
+
+from .config import conf_dir
 
 PROG = "kafka-index"
-LOG4J_FILE = Path(__file__).resolve().parent.parent / "conf" / "log4j2.properties"
+LOG4J_FILE = conf_dir() / "log4j2.properties"
 
 
 class UsageError(Exception):
@@ -143,6 +144,8 @@ def spark_session(settings, app_name: str):
 
     builder = SparkSession.builder.appName(app_name)
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded local Spark
+        # Python workers must run this interpreter (its packages), not whatever python3 is on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = builder.master(settings.spark_master)
         if LOG4J_FILE.exists():
             builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={LOG4J_FILE}")

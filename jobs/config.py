@@ -10,12 +10,21 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from indexlib.rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 
-DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "conf" / "defaults.yaml"
+def conf_dir() -> Path:
+    """The project's ``conf/``: beside the source tree, else installed with the wheel under ``<prefix>/share``."""
+    source = Path(__file__).resolve().parent.parent / "conf"
+    if source.is_dir():
+        return source
+    return Path(sys.prefix) / "share" / "kafka-index-rebuild" / "conf"
+
+
+DEFAULTS_FILE = conf_dir() / "defaults.yaml"
 
 KAFKA_DEFAULTS = {
     "index_interval_bytes": DEFAULT_INDEX_INTERVAL_BYTES,

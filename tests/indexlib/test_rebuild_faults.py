@@ -247,3 +247,15 @@ def test_recovery_with_corrupt_message(tmp_path):
         assert result.segments[0].scan.last_offsets.tolist() == list(range(k))
         finding = [f for f in verify_partition(part, index_interval_bytes=10).all_findings if f.file.endswith(".log")]
         assert len(finding) == 1 and finding[0].entry == k
+
+
+@pytest.mark.parametrize("tail", [18, 19, 20])
+def test_a_tail_shorter_than_the_size_field_read_is_a_truncated_batch(tmp_path, tail):
+    """18-20 bytes after the last batch: more than Kafka's 17-byte header, less than a full header."""
+    batches = [encode_batch_v2(i, records(1, 100 + i)) for i in range(3)]
+    good = b"".join(batches)
+    log = write_log(tmp_path / "00000000000000000000.log", [good + batches[0][:tail]])
+    scan = scan_log(log)
+    assert scan.batch_count == 3 and scan.valid_bytes == len(good)
+    assert scan.problem.kind == "truncated_batch" and scan.problem.position == len(good)
+    assert scan.invalid_bytes == tail
