@@ -19,10 +19,9 @@ from indexlib.generate import encode_batch_v2, generate_partition
 from indexlib.partition import rebuild_partition, segment_file
 from indexlib.verify import verify_partition
 
-from ..conftest import KAFKA_REAL, PROJECT_ROOT, requires_kafka_real
+from ..conftest import KAFKA_REAL, PROJECT_ROOT, requires_kafka_real, run_as_unprivileged
 
 SUFFIXES = (".index", ".timeindex", ".txnindex")
-NOBODY = 65534
 
 
 def run(capsys, *argv: str) -> tuple[int, str, str]:
@@ -228,31 +227,20 @@ def test_usage_errors_exit_2(capsys, partition):
     assert code == 0 and "rebuild" in out and "verify" in out and "dump" in out
 
 
-def run_as_unprivileged(argv: list[str]) -> dict:
-    """main(argv) in a forked child that dropped to uid/gid 65534 when root: its code, stdout, stderr."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        os.close(read_fd)
+def run_cli_as_unprivileged(argv: list[str]) -> dict:
+    """main(argv) as uid/gid 65534 (when root): its code, stdout and stderr."""
+
+    def captured() -> dict:
         import io
 
+        sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
         try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-            sys.stdout, sys.stderr = io.StringIO(), io.StringIO()
             code = main(argv)
-            result = {"code": code, "out": sys.stdout.getvalue(), "err": sys.stderr.getvalue()}
         except BaseException as exc:  # noqa: BLE001
-            result = {"code": None, "out": "", "err": f"raised {type(exc).__name__}: {exc}"}
-        os.write(write_fd, json.dumps(result).encode())
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
+            return {"code": None, "out": "", "err": f"raised {type(exc).__name__}: {exc}"}
+        return {"code": code, "out": sys.stdout.getvalue(), "err": sys.stderr.getvalue()}
+
+    return run_as_unprivileged(captured)
 
 
 @pytest.fixture
@@ -271,21 +259,21 @@ def shared_partition():
 
 def test_unreadable_inputs_as_another_user(shared_partition):
     log = shared_partition / "00000000000000000000.log"
-    assert run_as_unprivileged(["dump", str(log)])["code"] == 0  # readable, not writable: fine
+    assert run_cli_as_unprivileged(["dump", str(log)])["code"] == 0  # readable, not writable: fine
     os.chmod(log, 0o000)
-    result = run_as_unprivileged(["dump", str(log)])
+    result = run_cli_as_unprivileged(["dump", str(log)])
     assert result["code"] == 2 and result["out"] == ""
     assert_one_error_line(result["err"], log, "Permission denied")
     os.chmod(log, 0o644)
 
     os.chmod(shared_partition, 0o311)  # can enter, cannot list
-    result = run_as_unprivileged(["verify", str(shared_partition)])
+    result = run_cli_as_unprivileged(["verify", str(shared_partition)])
     assert result["code"] == 2
     assert_one_error_line(result["err"], shared_partition, "Permission denied")
     os.chmod(shared_partition, 0o755)
 
     # in place, the directory is not writable by that user: a clear error, nothing written
-    result = run_as_unprivileged(["rebuild", str(shared_partition)])
+    result = run_cli_as_unprivileged(["rebuild", str(shared_partition)])
     assert result["code"] == 2, result
     assert_one_error_line(result["err"], shared_partition, "Permission denied", "--output-dir")
     assert not list(shared_partition.glob("*.index"))
@@ -293,7 +281,7 @@ def test_unreadable_inputs_as_another_user(shared_partition):
     out_dir = shared_partition.parent / "out"
     out_dir.mkdir(mode=0o777)
     os.chmod(out_dir, 0o777)
-    result = run_as_unprivileged(["rebuild", str(shared_partition), "--output-dir", str(out_dir)])
+    result = run_cli_as_unprivileged(["rebuild", str(shared_partition), "--output-dir", str(out_dir)])
     assert result["code"] == 0, result
     assert len(list((out_dir / "orders-0").glob("*.index"))) == 2
 

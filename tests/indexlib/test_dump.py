@@ -21,9 +21,8 @@ from indexlib.dump import FileDump, dump_file, format_dump, iter_json, parse_seg
 from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
 from indexlib.partition import rebuild_partition, segment_file
 
-from ..conftest import KAFKA_REAL, requires_kafka_real
+from ..conftest import KAFKA_REAL, requires_kafka_real, run_as_unprivileged
 
-NOBODY = 65534
 
 
 def records(n: int, ts: int) -> list[tuple[bytes | None, bytes | None, int]]:
@@ -358,29 +357,6 @@ def test_fifo_does_not_hang(tmp_path, suffix):
     thread.join(10)
     assert not thread.is_alive(), "dump_file hung on a FIFO"
     assert isinstance(outcome[0], ValueError) and str(fifo) in str(outcome[0])
-
-
-def run_as_unprivileged(fn) -> dict:
-    """Run ``fn`` in a forked child that dropped to uid/gid 65534 when we are root; return its result."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never return into pytest
-        os.close(read_fd)
-        try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-            result = fn()
-        except BaseException as exc:  # noqa: BLE001
-            result = {"error": f"{type(exc).__name__}: {exc}"}
-        os.write(write_fd, json.dumps(result).encode())
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
 
 
 @pytest.fixture

@@ -11,31 +11,7 @@ import pytest
 
 from indexlib import OffsetIndex, TimeIndex, TransactionIndex, AbortedTxn
 
-NOBODY = 65534
-
-
-def run_as_unprivileged(fn) -> dict:
-    """Run ``fn`` in a forked child that dropped to uid/gid 65534 (when we are root), return its result."""
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(read_fd)
-        try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-            result = fn()
-        except BaseException as exc:  # report, never return into pytest in the child
-            result = {"error": f"{type(exc).__name__}: {exc}"}
-        os.write(write_fd, json.dumps(result).encode())
-        os._exit(0)
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as pipe:
-        data = pipe.read()
-    os.waitpid(pid, 0)
-    return json.loads(data)
-
+from ..conftest import NOBODY, run_as_unprivileged
 
 @pytest.fixture
 def shared_dir():
