@@ -39,6 +39,7 @@ test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_indexlib.py
 	$(PY) benchmarks/bench_rebuild.py
+	$(PY) benchmarks/bench_jobs.py
 
 # For clusters: the project as a wheel (--py-files) and a packed virtualenv with its C extensions
 # (numpy, crc32c, pyarrow, deltalake) for --archives. pyspark itself comes from the cluster.

@@ -1,0 +1,528 @@
+"""Benchmark of the Spark pipeline (``jobs``): throughput against the indexlib core on the same data,
+scaling from ``local[1]`` to ``local[2]``, and the fixed cost of a run; physical limits beside.
+
+Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_jobs.py [--runs R] [--reps K] [--scale S] [--json FILE]``);
+about 4 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
+
+Data, generated once in a temporary directory under ``/dev/shm`` when it exists (so always in memory),
+with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches of 4096 bytes):
+
+* log dir A: one partition ``bench-0`` of 8 segments of 128 MiB (1 GiB); base offsets consecutive
+  (each segment's base = the previous segment's last offset + 1);
+* log dir B: 16 partitions ``bench-0`` .. ``bench-15`` of one 64 MiB segment each (1 GiB);
+* a tiny log dir: one partition ``tiny-0`` of one 1 MiB segment.
+
+Every partition first gets its correct index files (``indexlib.partition.rebuild_partition`` in place),
+checked healthy with ``indexlib.verify.verify_partition``, so a verify is a realistic healthy run.
+``index.interval.bytes=4096``, ``segment.index.bytes=10485760`` (the defaults) everywhere.
+
+Per run, in this order:
+
+* physical limits: one ``cat`` of all the log dir's ``.log`` files to ``/dev/null``; a bare CRC-32C
+  pass over every file mapped as the scan maps it, in 16 KiB and in 4 KiB (batch-size) chunks
+  (``bench_rebuild.crc_pass``);
+* the indexlib core alone, in this process: ``rebuild_partition(p, output_dir=<temp>)`` and
+  ``verify_partition(p)`` over every partition of the log dir, one after the other;
+* the parallel ceiling of the machine without Spark: the pipeline's executor function
+  (``jobs.pipeline.process_segment``, verify work) over all segments in this process, and split by bytes
+  over two forked, warmed-up processes (``multiprocessing``); the ratio is what two processes give at all;
+* Spark: for each master (``local[1]``, ``local[2]``) and each Spark conf ("as shipped": the conf of
+  ``conf/defaults.yaml``; "+ UDS": plus ``spark.python.unix.domain.socket.enabled=true``, Unix domain
+  sockets instead of loopback TCP between the JVM and its Python workers) a FRESH child process builds
+  the session the CLI builds (``jobs.cli.spark_session``, master overridden; the order of the four
+  children alternates between runs), runs a cold tiny verify, warms one Python worker per slot up, then
+  times ``--reps`` warm tiny verifies, ``--reps`` jobs of 16 empty Python tasks and, per log dir, ``--reps`` verifies and ``--reps`` rebuilds into
+  a temp ``--output-dir`` (``discover`` + ``jobs.pipeline.run``, audit disabled; exit code 0 checked).
+  Beside each job's wall time the child records: the executor compute (sum of the per-segment
+  ``seconds`` the executors report); the ideal makespan of the job's bins on the master's slots (the
+  same ``balance_by_bytes`` binning, each bin's compute, tasks handed to free slots in bin order); the
+  CPU seconds the driver, the JVM and the Python workers used during the job (``/proc/<pid>/stat``);
+  the driver-side phase replayed alone (directory listing, producer-state replay, ``.txnindex``
+  checks); for rebuilds, the second Spark job (the writes) replayed alone and the same ``publish``
+  calls made in-process (the write work itself); the size and pickle round trip of the collected
+  outcomes;
+* the fixed cost: the wall time of a whole ``kafka-index verify --log-dir <tiny> --audit-table none
+  --no-progress`` command (process start, imports, JVM and session start, job, exit; default master
+  ``local[*]``), and of ``python -c "import jobs.cli, jobs.pipeline, pyspark.sql"``.
+
+Each child reports the median of its ``--reps``; every figure below is then the median over ``--runs``
+runs, and every ratio is taken within one run (same data, minutes apart) before its median is taken.
+GB = 1e9 bytes, MiB = 2**20 bytes. Prints Markdown. Everything generated is deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import pickle
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)
+sys.path.insert(1, HERE)
+
+from bench_rebuild import crc_pass, machine_line  # noqa: E402
+
+from indexlib.generate import write_uniform_segment  # noqa: E402
+from indexlib.partition import rebuild_partition, segment_file  # noqa: E402
+from indexlib.verify import verify_partition  # noqa: E402
+from jobs.config import resolve_settings  # noqa: E402
+from jobs.discovery import balance_by_bytes, discover  # noqa: E402
+from jobs.pipeline import plan_tasks, process_segment  # noqa: E402
+
+INDEX_INTERVAL_BYTES = 4096
+SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
+BATCH_BYTES = 4096
+MASTERS = ("local[1]", "local[2]")
+UDS = {"spark.python.unix.domain.socket.enabled": "true"}
+# Spark children: (name, master, extra Spark conf). "as shipped" = conf/defaults.yaml's conf; "+ UDS" adds
+# Unix domain sockets between the JVM and the Python workers (SPARK-51688, Spark >= 4.1) instead of TCP.
+CONFS = {"as shipped": {}, "+ UDS": UDS}
+VARIANTS = [(f"{m} {c}", m, c) for c in CONFS for m in MASTERS]
+SCALING_TARGET = 1.7
+OVERHEAD_TARGET = 15.0
+KAFKA_INDEX = os.path.join(os.path.dirname(sys.executable), "kafka-index")
+
+DATASETS = [
+    # key, partitions, segments per partition, segment bytes (times --scale)
+    ("A", 1, 8, 128 << 20),
+    ("B", 16, 1, 64 << 20),
+]
+
+
+def med(values):
+    return statistics.median(values)
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+# ------------------------------------------------------------------------------------------ data
+def make_log_dir(log_dir: str, topic: str, partitions: int, segments: int, segment_bytes: int, seed: int) -> list[str]:
+    """``partitions`` dirs ``<topic>-<n>`` of ``segments`` consecutive segments each, with correct indexes."""
+    dirs = []
+    for n in range(partitions):
+        pdir = os.path.join(log_dir, f"{topic}-{n}")
+        os.makedirs(pdir)
+        base = 0
+        for s in range(segments):
+            count = write_uniform_segment(segment_file(pdir, base, ".log"), base_offset=base, total_bytes=segment_bytes,
+                                          batch_bytes=BATCH_BYTES, seed=seed + 1000 * n + s)
+            base += count  # one record per batch: next base = last offset + 1
+        rebuild_partition(pdir, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES)
+        assert verify_partition(pdir, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES).healthy, pdir
+        dirs.append(pdir)
+    return dirs
+
+
+def log_files(partition_dirs: list[str]) -> list[str]:
+    return [os.path.join(p, name) for p in partition_dirs for name in sorted(os.listdir(p)) if name.endswith(".log")]
+
+
+# ------------------------------------------------------------------------------ parallel ceiling
+def _verify_group(tasks) -> int:
+    for t in tasks:
+        process_segment(t)
+    return len(tasks)
+
+
+def _noop(x):
+    return x
+
+
+def ceiling(log_dir: str, pool) -> tuple[float, float]:
+    """(one process, two forked processes): process_segment (verify work) over every segment."""
+    settings = resolve_settings(log_dirs=[log_dir], audit_table="none")
+    tasks = plan_tasks(discover([log_dir]), settings, True)
+    halves = balance_by_bytes(tasks, [t.size for t in tasks], 2)
+    one = timed(lambda: _verify_group(tasks))
+    two = timed(lambda: pool.map(_verify_group, halves, chunksize=1))
+    return one, two
+
+
+# ------------------------------------------------------------------------------------- the child
+def makespan(durations: list[float], slots: int) -> float:
+    """Tasks handed, in order, to the first free of ``slots`` (Spark's local scheduler, one task per core)."""
+    free = [0.0] * slots
+    for d in durations:
+        i = free.index(min(free))
+        free[i] += d
+    return max(free) if free else 0.0
+
+
+def driver_phase(report) -> float:
+    """The post-collect driver work of ``jobs.pipeline.run`` (verify), replayed alone on its outcomes."""
+    from indexlib.partition import replay_partition
+    from indexlib.producer_state import read_log_start_offset
+    from indexlib.verify import check_partition_transactions, directory_findings
+
+    start = time.perf_counter()
+    by_partition = {}
+    for o in report.outcomes:
+        by_partition.setdefault(o.task.partition_dir, []).append(o)
+    for p in report.partitions:
+        directory_findings(p.path)
+        segs = by_partition.get(p.path, [])
+        log_start = read_log_start_offset(p.log_dir, p.topic, p.partition)
+        replays = replay_partition(p.path, [o.task.base_offset for o in segs], [o.plan for o in segs], log_start)
+        check_partition_transactions([o.task.log_path for o in segs], [o.task.base_offset for o in segs],
+                                     [o.plan for o in segs], replays)
+    return time.perf_counter() - start
+
+
+def tree_cpu(root: int) -> dict[str, float]:
+    """CPU seconds (user + system) so far of ``root`` ("driver"), the JVM under it ("jvm") and the Python
+    workers under the JVM ("workers", with their daemon), from ``/proc/<pid>/stat``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    procs = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        close = stat.rindex(")")
+        fields = stat[close + 2:].split()
+        procs[int(name)] = (int(fields[1]), stat[stat.index("(") + 1:close], (int(fields[11]) + int(fields[12])) / tick)
+    out = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
+    for pid, (ppid, comm, cpu) in procs.items():
+        chain, p = [], pid
+        while p in procs and p != root and p > 1:
+            chain.append(procs[p][1])
+            p = procs[p][0]
+        if pid == root:
+            out["driver"] += cpu
+        elif p == root:
+            out["jvm" if comm == "java" else "workers" if "java" in chain[1:] else "driver"] += cpu
+    return out
+
+
+def child(master: str, spec: dict) -> dict:
+    """One fresh process per master: session, tiny jobs, then the big jobs; returns medians of ``reps``."""
+    from jobs.cli import spark_session
+    from jobs.pipeline import RunOptions, _plan_writes, publish, run
+
+    reps = spec["reps"]
+    out: dict = {"master": master}
+    settings = resolve_settings(log_dirs=[spec["tiny"]], audit_table="none")
+    settings.spark_master = master
+    settings.spark_conf.update(CONFS[spec["conf"]])
+    holder = {}
+    out["session_start"] = timed(lambda: holder.setdefault("spark", spark_session(settings, "bench-jobs")))
+    spark = holder["spark"]
+    sc = spark.sparkContext
+    slots = sc.defaultParallelism
+
+    def job(log_dir: str, mode: str, output_dir: str | None = None):
+        box = {}
+
+        def go():
+            found = discover([log_dir])
+            box["r"] = run(spark, found, settings, RunOptions(mode, output_dir=output_dir))
+
+        cpu0 = tree_cpu(os.getpid())
+        seconds = timed(go)
+        cpu1 = tree_cpu(os.getpid())
+        assert box["r"].exit_code == 0, f"{mode} of {log_dir}: exit code {box['r'].exit_code}"
+        box["r"].cpu = {k: cpu1[k] - cpu0[k] for k in cpu0}
+        return seconds, box["r"]
+
+    def write_stage(report) -> tuple[float, float]:
+        """The rebuild's second Spark job (publish of every segment's files) replayed alone into a fresh
+        dir, and the same publish calls made one after the other in this process (the write work)."""
+        targets = [tempfile.mkdtemp(prefix="w-", dir=spec["root"]) for _ in range(2)]
+        try:
+            writes = _plan_writes(report.outcomes, RunOptions("rebuild", output_dir=targets[0]), report.run_id, settings)
+            stage = timed(lambda: sc.parallelize(writes, min(len(writes), max(1, slots) * 4)).map(
+                lambda pair: (pair[0], publish(pair[1]))).collect())
+            writes = _plan_writes(report.outcomes, RunOptions("rebuild", output_dir=targets[1]), report.run_id, settings)
+            work = timed(lambda: [publish(w) for _, w in writes])
+            return stage, work
+        finally:
+            for t in targets:
+                shutil.rmtree(t, ignore_errors=True)
+
+    out["tiny_cold"] = job(spec["tiny"], "verify")[0]
+    # Start (and import indexlib in) one Python worker per slot, as the big jobs will use them all.
+    pids = sc.parallelize(range(4 * slots), 4 * slots).map(
+        lambda _: (__import__("jobs.pipeline"), os.getpid())[1]).collect()
+    out["workers"] = len(set(pids))
+    out["tiny_warm"] = med([job(spec["tiny"], "verify")[0] for _ in range(max(reps, 5))])
+    # The cost of a Python task itself: a job of 16 tasks that do nothing, and the JVM's CPU during it.
+    empty = []
+    for _ in range(max(reps, 3)):
+        cpu0 = tree_cpu(os.getpid())
+        wall = timed(lambda: sc.parallelize(range(16), 16).map(lambda x: x).collect())
+        empty.append((wall, tree_cpu(os.getpid())["jvm"] - cpu0["jvm"]))
+    out["empty16"] = med([e[0] for e in empty])
+    out["empty16_jvm"] = med([e[1] for e in empty])
+
+    for key, log_dir in spec["log_dirs"].items():
+        for mode in ("verify", "rebuild"):
+            rows = []
+            for _ in range(reps):
+                target = tempfile.mkdtemp(prefix="spark-out-", dir=spec["root"]) if mode == "rebuild" else None
+                try:
+                    wall, report = job(log_dir, mode, target)
+                finally:
+                    if target:
+                        shutil.rmtree(target, ignore_errors=True)
+                tasks = plan_tasks(discover([log_dir]), settings, mode == "verify")
+                bins = balance_by_bytes(tasks, [t.size for t in tasks], max(1, slots) * 4)
+                where = {(t.partition_dir, t.base_offset): i for i, b in enumerate(bins) for t in b}
+                per_bin = [0.0] * len(bins)
+                for o in report.outcomes:
+                    per_bin[where[(o.task.partition_dir, o.task.base_offset)]] += o.seconds
+                stage, work = write_stage(report) if mode == "rebuild" else (None, None)
+                blob_start = time.perf_counter()
+                blob = pickle.dumps(report.outcomes, protocol=pickle.HIGHEST_PROTOCOL)
+                pickle.loads(blob)
+                rows.append({
+                    "wall": wall,
+                    "compute": sum(o.seconds for o in report.outcomes),
+                    "segment_median": med([o.seconds for o in report.outcomes]),
+                    "makespan": makespan(per_bin, slots),
+                    "bins": len(bins),
+                    "driver": driver_phase(report) if mode == "verify" else None,
+                    "pickle_bytes": len(blob),
+                    "pickle_seconds": time.perf_counter() - blob_start,
+                    "write_stage": stage,
+                    "write_work": work,
+                    **{f"cpu_{k}": v for k, v in report.cpu.items()},
+                })
+            out[f"{key}/{mode}"] = {k: (med([r[k] for r in rows]) if rows[0][k] is not None else None) for k in rows[0]}
+            out[f"{key}/{mode}"]["walls"] = [r["wall"] for r in rows]
+    out["session_stop"] = timed(spark.stop)
+    return out
+
+
+def run_child(master: str, conf: str, spec: dict) -> dict:
+    log = tempfile.NamedTemporaryFile(prefix="child-", suffix=".log", dir=spec["root"], delete=False)
+    try:
+        env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env.pop("PYSPARK_GATEWAY_PORT", None)
+        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", master, json.dumps(dict(spec, conf=conf))],
+                              env=env, stdout=subprocess.PIPE, stderr=log, text=True, cwd=spec["root"])
+        if proc.returncode != 0:
+            log.close()
+            with open(log.name) as f:
+                sys.stderr.write(f.read()[-5000:])
+            raise SystemExit(f"child {master} failed with exit code {proc.returncode}")
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+    finally:
+        log.close()
+        os.unlink(log.name)
+
+
+def whole_command(tiny: str, cwd: str) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run([KAFKA_INDEX, "verify", "--log-dir", tiny, "--audit-table", "none", "--no-progress"],
+                          cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seconds = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return seconds
+
+
+def imports_only(cwd: str) -> float:
+    return timed(lambda: subprocess.run([sys.executable, "-c", "import jobs.cli, jobs.pipeline, pyspark.sql"],
+                                        cwd=cwd, check=True))
+
+
+def cpu_times() -> list[int]:
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
+
+
+def background_busy(seconds: float = 3.0) -> float:
+    """Share of the machine's CPU time busy (or stolen) while this benchmark sleeps: the other tenants' load."""
+    a = cpu_times()
+    time.sleep(seconds)
+    d = [y - x for x, y in zip(a, cpu_times())]
+    return (sum(d) - d[3] - d[4]) / max(1, sum(d))
+
+
+# ---------------------------------------------------------------------------------------- report
+def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy: list[float]) -> None:
+    gb = 1e9
+
+    def runs_list(values) -> str:
+        return ", ".join(f"{x:.2f}" for x in values)
+
+    print(f"machine: {machine_line()}; pyspark {data['pyspark']}, Java {data['java']}")
+    print(f"files in: {root} ; runs: {len(runs)} (medians; each Spark child: median of {args.reps} reps) ; "
+          f"index.interval.bytes={INDEX_INTERVAL_BYTES}, segment.index.bytes={SEGMENT_INDEX_BYTES}, batches of {BATCH_BYTES} B")
+    print(f"before each run: load average {'; '.join(load)}; machine CPU busy or stolen while this benchmark "
+          f"slept 3 s (other tenants): {', '.join(f'{b:.0%}' for b in busy)}")
+    print()
+    print("Throughput (GB/s; Spark = `discover` + `jobs.pipeline.run` on a warm session in a fresh process, audit off; "
+          "core = indexlib in one process; ratios per run, then the median):")
+    print()
+    print("| log dir | mode | Spark conf | core, 1 process | Spark local[1] | Spark local[2] | local[2] / core "
+          "| scaling local[1] -> local[2] | target | met | 2 bare processes / 1 (machine ceiling) |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
+    for key, *_ in DATASETS:
+        size, label = data[key]["bytes"], data[key]["label"]
+        for mode in ("verify", "rebuild"):
+            for conf in CONFS:
+                one, two = f"local[1] {conf}", f"local[2] {conf}"
+                core = med([r[f"core/{key}/{mode}"] for r in runs])
+                s1 = med([r[one][f"{key}/{mode}"]["wall"] for r in runs])
+                s2 = med([r[two][f"{key}/{mode}"]["wall"] for r in runs])
+                vs_core = [r[f"core/{key}/{mode}"] / r[two][f"{key}/{mode}"]["wall"] for r in runs]
+                scaling = [r[one][f"{key}/{mode}"]["wall"] / r[two][f"{key}/{mode}"]["wall"] for r in runs]
+                ceil = [r[f"ceiling/{key}"][0] / r[f"ceiling/{key}"][1] for r in runs]
+                sc = med(scaling)
+                print(f"| {key}: {label} | {mode} | {conf} | {size / core / gb:.2f} ({core:.2f} s) "
+                      f"| {size / s1 / gb:.2f} ({s1:.2f} s) | {size / s2 / gb:.2f} ({s2:.2f} s) | {med(vs_core):.2f} "
+                      f"| {sc:.2f}x (runs {runs_list(scaling)}) | >= {SCALING_TARGET}x | {'yes' if sc >= SCALING_TARGET else '**no**'} "
+                      f"| {med(ceil):.2f}x (runs {runs_list(ceil)}) |")
+    print()
+    print("Physical limits in the same runs:")
+    print()
+    print("| log dir | `cat` of the .log files > /dev/null | bare CRC-32C, 16 KiB chunks | bare CRC-32C, 4 KiB chunks "
+          "| pipeline executor function, 1 process | same, 2 forked processes |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for key, *_ in DATASETS:
+        size = data[key]["bytes"]
+        row = [med([r[f"{lim}/{key}"] for r in runs]) for lim in ("cat", "crc16k", "crc4k")]
+        row += [med([r[f"ceiling/{key}"][i] for r in runs]) for i in (0, 1)]
+        print(f"| {key} ({size / 2**20:.0f} MiB, {data[key]['files']} files) | "
+              + " | ".join(f"{size / t / gb:.2f} GB/s ({t:.3f} s)" for t in row) + " |")
+    print()
+    print("Where a Spark job's time goes (medians; compute = sum of the executors' per-segment seconds; "
+          "makespan = those seconds on the master's slots with the pipeline's binning; "
+          "other = wall - makespan: job and task launch, JVM <-> Python worker round trips, (de)serialization, "
+          "collect, driver phase):")
+    print()
+    print("| log dir | mode | Spark | wall | compute (sum) | per segment | bins | makespan | other "
+          "| CPU during the job: driver / JVM / Python workers (cores busy) | driver phase alone "
+          "| rebuild's write job alone / its write work | collected outcomes (pickle size; dumps+loads) |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key, *_ in DATASETS:
+        for mode in ("verify", "rebuild"):
+            for name, _master, _conf in VARIANTS:
+                rows = [r[name][f"{key}/{mode}"] for r in runs]
+                m = {k: med([x[k] for x in rows]) if rows[0][k] is not None else None for k in rows[0] if k != "walls"}
+                other = med([x["wall"] - x["makespan"] for x in rows])
+                driver = f"{m['driver'] * 1e3:.0f} ms" if m["driver"] is not None else "-"
+                writes = f"{m['write_stage']:.3f} s / {m['write_work']:.3f} s" if m["write_stage"] is not None else "-"
+                cpu = m["cpu_driver"] + m["cpu_jvm"] + m["cpu_workers"]
+                print(f"| {key} | {mode} | {name} | {m['wall']:.3f} s | {m['compute']:.3f} s | {m['segment_median'] * 1e3:.0f} ms "
+                      f"| {m['bins']:.0f} | {m['makespan']:.3f} s | {other:.3f} s "
+                      f"| {m['cpu_driver']:.2f} / {m['cpu_jvm']:.2f} / {m['cpu_workers']:.2f} s ({cpu / m['wall']:.2f}) | {driver} | {writes} "
+                      f"| {m['pickle_bytes'] / 2**20:.2f} MiB; {m['pickle_seconds'] * 1e3:.0f} ms |")
+    print()
+    print("Fixed cost of a run (tiny log dir: one partition, one 1 MiB segment):")
+    print()
+    whole = [r["whole"] for r in runs]
+    wm = med(whole)
+    print("| figure | median | target | met |")
+    print("| --- | ---: | ---: | --- |")
+    print(f"| whole `kafka-index verify --log-dir <tiny> --audit-table none --no-progress` (as shipped: local[*]) "
+          f"| {wm:.2f} s (runs {runs_list(whole)}) | <= {OVERHEAD_TARGET:.0f} s | {'yes' if wm <= OVERHEAD_TARGET else '**no**'} |")
+    print(f"| of which: `python -c \"import jobs.cli, jobs.pipeline, pyspark.sql\"` | {med([r['imports'] for r in runs]):.2f} s | - | |")
+    for name, _master, _conf in VARIANTS:
+        g = lambda k: med([r[name][k] for r in runs])  # noqa: E731
+        print(f"| {name}: session start (`jobs.cli.spark_session`: JVM + SparkContext) | {g('session_start'):.2f} s | - | |")
+        print(f"| {name}: first (cold) tiny verify job (starts a Python worker) | {g('tiny_cold'):.3f} s | - | |")
+        print(f"| {name}: tiny verify job on a warm session | {g('tiny_warm'):.3f} s | - | |")
+        print(f"| {name}: a job of 16 empty Python tasks on a warm session (per task; JVM CPU per task) "
+              f"| {g('empty16'):.3f} s ({g('empty16') / 16 * 1e3:.0f} ms; {g('empty16_jvm') / 16 * 1e3:.0f} ms) | - | |")
+        print(f"| {name}: `spark.stop()` | {g('session_stop'):.2f} s | - | |")
+
+
+# ------------------------------------------------------------------------------------------ main
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=3, help="timed jobs per log dir and mode in each Spark child")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the segment sizes (quick checks)")
+    parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
+    parser.add_argument("--child", nargs=2, metavar=("MASTER", "SPEC"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
+        return
+
+    import pyspark
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
+    parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    root = tempfile.mkdtemp(prefix="bench-jobs-", dir=parent)
+    try:
+        data: dict = {"pyspark": pyspark.__version__, "java": java}
+        dirs = {}
+        for i, (key, partitions, segments, seg_bytes) in enumerate(DATASETS):
+            seg_bytes = max(1 << 20, int(seg_bytes * args.scale))
+            label = (f"{partitions} partition{'s' if partitions > 1 else ''} x {segments} segment{'s' if segments > 1 else ''} "
+                     f"of {seg_bytes / 2**20:.0f} MiB")
+            print(f"[{key}] generating {label} ...", file=sys.stderr, flush=True)
+            log_dir = os.path.join(root, f"logs-{key}")
+            os.makedirs(log_dir)
+            pdirs = make_log_dir(log_dir, "bench", partitions, segments, seg_bytes, 100 * i)
+            files = log_files(pdirs)
+            dirs[key] = (log_dir, pdirs, files)
+            data[key] = {"bytes": sum(os.path.getsize(f) for f in files), "files": len(files), "label": label}
+        tiny = os.path.join(root, "logs-tiny")
+        os.makedirs(tiny)
+        make_log_dir(tiny, "tiny", 1, 1, 1 << 20, 7)
+        spec = {"root": root, "tiny": tiny, "reps": args.reps, "log_dirs": {k: v[0] for k, v in dirs.items()}}
+        out_root = tempfile.mkdtemp(prefix="core-out-", dir=root)
+
+        runs, load, busy = [], [], []
+        pool = multiprocessing.get_context("fork").Pool(2)
+        try:
+            for run in range(args.runs):
+                with open("/proc/loadavg") as f:
+                    load.append(" ".join(f.read().split()[:3]))
+                busy.append(background_busy())
+                r: dict = {}
+                pool.map(_noop, range(8), chunksize=1)  # both workers up
+                for key, (log_dir, pdirs, files) in dirs.items():
+                    print(f"[run {run + 1}/{args.runs}] {key}: limits, core, ceiling", file=sys.stderr, flush=True)
+                    with open(os.devnull, "wb") as null:
+                        r[f"cat/{key}"] = timed(lambda: subprocess.run(["cat", *files], stdout=null, check=True))
+                    r[f"crc16k/{key}"] = timed(lambda: [crc_pass(f, 16384) for f in files])
+                    r[f"crc4k/{key}"] = timed(lambda: [crc_pass(f, 4096) for f in files])
+                    out = tempfile.mkdtemp(prefix="out-", dir=out_root)
+                    r[f"core/{key}/rebuild"] = timed(lambda: [rebuild_partition(p, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES,
+                                                                                output_dir=out) for p in pdirs])
+                    shutil.rmtree(out)
+                    box = []
+                    r[f"core/{key}/verify"] = timed(lambda: box.extend(verify_partition(p, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES)
+                                                                       for p in pdirs))
+                    assert all(v.healthy for v in box)
+                    r[f"ceiling/{key}"] = ceiling(log_dir, pool)
+                for name, master, conf in (VARIANTS if run % 2 == 0 else VARIANTS[::-1]):
+                    print(f"[run {run + 1}/{args.runs}] Spark {name} (fresh process)", file=sys.stderr, flush=True)
+                    r[name] = run_child(master, conf, spec)
+                print(f"[run {run + 1}/{args.runs}] whole command", file=sys.stderr, flush=True)
+                r["whole"] = whole_command(tiny, root)
+                r["imports"] = imports_only(root)
+                runs.append(r)
+        finally:
+            pool.close()
+            pool.join()
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"data": data, "runs": runs, "load": load, "busy": busy}, f, indent=1)
+        report(data, runs, args, root, load, busy)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
