@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from .abstract_index import INT32_MAX
 from .dump import format_dump, iter_json, read_dump
-from .partition import PartitionRebuild, parse_partition_dir, rebuild_partition, segment_base_offsets
+from .partition import INDEX_SUFFIXES, PartitionRebuild, parse_partition_dir, rebuild_partition, segment_base_offsets
 from .publish import log_dir_is_locked
 from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 
@@ -36,8 +36,6 @@ PROG = "python -m indexlib"
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
-
-INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 
 
 class InputError(Exception):

@@ -30,3 +30,10 @@ class InvalidTimestampError(KafkaIndexError, ValueError):
 
 class ReadOnlyIndexError(KafkaIndexError, PermissionError):
     """A mutating call on an index opened with ``writable=False``."""
+
+
+def describe_error(exc: BaseException) -> str:
+    """The reason of an error in a few words: an OSError's strerror ("Permission denied"), else its message."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .errors import describe_error
 from .producer_state import initial_state_for, read_log_start_offset, relevant_events, replay_segment
 from .publish import write_offset_index, write_time_index, write_transaction_index
 from .rebuild import (
@@ -112,7 +113,7 @@ def _scan_or_unreadable(path: str) -> LogScan:
         return scan_log(path)
     except (OSError, ValueError) as exc:
         scan = scan_buffer(b"", 0, path)
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = describe_error(exc)
         scan.fatal = ScanProblem("unreadable_segment", 0, 0, f"cannot read {path}: {reason}")
         return scan
 

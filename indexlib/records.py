@@ -24,7 +24,7 @@ import mmap
 import os
 import struct
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 import crc32c
@@ -378,6 +378,16 @@ def _read_varlong(view, pos: int, limit: int) -> tuple[int, int]:
     return _read_zigzag(view, pos, limit, 10)
 
 
+def _length_prefixed(view, p: int, end: int, what: str) -> tuple[int, int, int]:
+    """A control record's varint-length-prefixed key or value: (start, length, position after it)."""
+    length, p = _read_varint(view, p, end)
+    if length < 0:
+        raise ValueError(f"control record has no {what}")
+    if p + length > end:
+        raise ValueError(f"control record {what} runs past the record")
+    return p, length, p + length
+
+
 def parse_marker(view, pos: int, size: int, records_count: int) -> tuple[int, int]:
     """Parse the first record of an uncompressed control batch at ``pos`` as a transaction marker.
 
@@ -395,20 +405,8 @@ def parse_marker(view, pos: int, size: int, records_count: int) -> tuple[int, in
     p += 1  # attributes
     _, p = _read_varlong(view, p, record_end)  # timestamp delta
     _, p = _read_varint(view, p, record_end)  # offset delta
-    key_len, p = _read_varint(view, p, record_end)
-    if key_len < 0:
-        raise ValueError("control record has no key")
-    if p + key_len > record_end:
-        raise ValueError("control record key runs past the record")
-    key = p
-    p += key_len
-    value_len, p = _read_varint(view, p, record_end)
-    if value_len < 0:
-        raise ValueError("control record has no value")
-    if p + value_len > record_end:
-        raise ValueError("control record value runs past the record")
-    value = p
-    p += value_len
+    key, key_len, p = _length_prefixed(view, p, record_end, "key")
+    value, value_len, p = _length_prefixed(view, p, record_end, "value")
     header_count, p = _read_varint(view, p, record_end)
     if header_count < 0:
         raise ValueError(f"invalid header count {header_count}")

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from .abstract_index import AbstractIndex
-from .errors import CorruptIndexError
+from .errors import CorruptIndexError, describe_error
 from .offset_index import OffsetIndex
 from .partition import INDEX_SUFFIXES, PartitionRebuild, SegmentRebuild, plan_partition, segment_file
 from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, EVENT_ABORT, SegmentPlan
@@ -86,8 +86,7 @@ class SegmentVerify:
     @property
     def damaged_files(self) -> list[str]:
         """Suffixes of this segment's index files that have an error finding (what a repair rewrites)."""
-        names = {segment_file(os.path.dirname(self.log_path), self.base_offset, s): s for s in INDEX_SUFFIXES}
-        return sorted({names[f.file] for f in self.findings if f.severity == "error" and f.file in names})
+        return damaged_index_files(os.path.dirname(self.log_path), self.base_offset, self.findings)
 
     def to_dict(self) -> dict:
         return {
@@ -126,6 +125,12 @@ class PartitionVerify:
             "findings": [f.to_dict() for f in self.findings],
             "segments": [s.to_dict() for s in self.segments],
         }
+
+
+def damaged_index_files(partition_dir: str, base_offset: int, findings: list[Finding]) -> list[str]:
+    """Suffixes (``.index``, ...) of one segment's index files named by an error finding, sorted."""
+    names = {segment_file(partition_dir, base_offset, s): s for s in INDEX_SUFFIXES}
+    return sorted({names[f.file] for f in findings if f.severity == "error" and f.file in names})
 
 
 def verify_partition(
@@ -285,7 +290,7 @@ def _read_index(cls: type[AbstractIndex], path: str, base: int) -> tuple[np.ndar
         with cls(path, base, writable=False) as index:
             return index.to_numpy().copy(), index.length, None
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = describe_error(exc)
         return np.empty(0, cls.DTYPE), 0, Finding("unreadable_file", path, detail=f"cannot read {path}: {reason}")
 
 
@@ -407,7 +412,7 @@ def _check_txn_index(path: str, base: int, plan: SegmentPlan, aborted: list[Abor
     except CorruptIndexError as exc:
         return [Finding("txn_bad_version", path, detail=str(exc))], False if compare else None
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = describe_error(exc)
         return [Finding("unreadable_file", path, detail=f"cannot read {path}: {reason}")], False if compare else None
     size = TransactionIndex.RECORD_SIZE
     findings = _length_findings(path, length, size)

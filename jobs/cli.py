@@ -16,6 +16,8 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 
+from indexlib.errors import describe_error
+
 from .config import conf_dir
 
 PROG = "kafka-index"
@@ -158,7 +160,7 @@ def spark_session(settings, app_name: str):
 
 def run_job(args) -> int:
     from .config import resolve_settings
-    from .discovery import LogDirError, discover, parse_partition_filter
+    from .discovery import discover, parse_partition_filter
     from .pipeline import LockedLogDirError, RunOptions, run
 
     try:
@@ -297,13 +299,10 @@ def lookup(segment: str, offset: int | None = None, timestamp: int | None = None
         entry = index.lookup_ceiling(target_offset) if (ceiling and timestamp is None) else index.lookup(target_offset)
         answer["index_entry"] = None if entry is None else {"offset": entry.offset, "position": entry.position}
     start = entry.position if entry is not None else 0
-    if ceiling and timestamp is None and entry is None:
-        start = 0
-    after = scan.positions >= start
-    if timestamp is not None:
-        hits = np.flatnonzero(after & (scan.max_timestamps >= timestamp))
-    else:
-        hits = np.flatnonzero(after & (scan.last_offsets >= offset)) if not ceiling else np.flatnonzero(scan.last_offsets >= offset)
+    # A ceiling entry for an offset lies after the batch holding it: search the whole segment then.
+    searched = scan.positions >= (0 if ceiling and timestamp is None else start)
+    reached = scan.max_timestamps >= timestamp if timestamp is not None else scan.last_offsets >= offset
+    hits = np.flatnonzero(searched & reached)
     if len(hits):
         i = int(hits[0])
         answer["batch"] = {"position": int(scan.positions[i]), "base_offset": int(scan.base_offsets[i]),
@@ -318,7 +317,7 @@ def run_lookup(args) -> int:
     try:
         answer = lookup(args.segment, args.offset, args.timestamp, args.ceiling)
     except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = describe_error(exc)
         print(f"{PROG}: error: {reason if args.segment in reason else f'{args.segment}: {reason}'}", file=sys.stderr)
         return 2
     if args.as_json:

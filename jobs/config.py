@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from indexlib.errors import describe_error
 from indexlib.rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 
 def conf_dir() -> Path:
@@ -95,7 +96,7 @@ def _read_text(path: str | os.PathLike[str], what: str) -> str:
     except IsADirectoryError:
         raise ConfigError(f"{path}: {what} is a directory, expected a file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        reason = describe_error(exc)
         raise ConfigError(f"{path}: cannot read {what}: {reason}") from None
 
 

@@ -30,6 +30,7 @@ from indexlib.verify import (
     Finding,
     check_partition_transactions,
     check_segment_files,
+    damaged_index_files,
     directory_findings,
     fatal_finding,
     log_findings,
@@ -310,8 +311,7 @@ def _plan_writes(outcomes: list[SegmentOutcome], options: RunOptions, run_id: st
                                         t.segment_index_bytes, keep, t.log_path, None)))
             continue
         # repair: only the damaged files (and the .log tail when asked)
-        names = {segment_file(t.partition_dir, t.base_offset, s): s for s in INDEX_SUFFIXES}
-        damaged = tuple(sorted({names[f.file] for f in o.findings if f.severity == "error" and f.file in names}))
+        damaged = tuple(damaged_index_files(t.partition_dir, t.base_offset, o.findings))
         cut = None
         if options.truncate_corrupt_tail and any(f.file == t.log_path and f.kind.startswith("log_") for f in o.findings):
             cut = o.valid_bytes
