@@ -19,6 +19,7 @@ from .rebuild import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
     EVENT_TXN_DATA,
+    PlanSummary,
     SegmentPlan,
     plan_segment,
 )
@@ -118,7 +119,7 @@ def _scan_or_unreadable(path: str) -> LogScan:
         return scan
 
 
-def replay_partition(partition_dir: str, bases: list[int], plans: list[SegmentPlan],
+def replay_partition(partition_dir: str, bases: list[int], plans: list[SegmentPlan | PlanSummary],
                      log_start_offset: int) -> list[tuple[list[AbortedTxn], ScanProblem | None]]:
     """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting state.
 

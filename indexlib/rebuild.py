@@ -51,10 +51,40 @@ class SegmentPlan:
     offset_positions: np.ndarray  # int64 positions
     time_timestamps: np.ndarray  # int64
     time_offsets: np.ndarray  # int64 absolute offsets
-    events: np.ndarray  # EVENT_DTYPE: transactional events, in batch order, for the replay
+    events: np.ndarray  # EVENT_DTYPE: producer events the replay needs, in batch order (compact_events)
     fatal: ScanProblem | None  # where Kafka's recovery would throw (nothing is written then)
     last_offset: int  # last offset of the valid batches (base_offset - 1 when there is none)
     next_v2_offset: int | None  # last offset + 1 of the last v2 batch Kafka's recovery replays, if any
+
+    @property
+    def index_entries(self) -> int:
+        return len(self.offset_offsets)
+
+    @property
+    def timeindex_entries(self) -> int:
+        return len(self.time_offsets)
+
+    def summary(self) -> PlanSummary:
+        """This plan without its index entries (what the partition replay, verify and the audit read)."""
+        return PlanSummary(self.base_offset, self.valid_bytes, self.batch_count, self.index_entries,
+                           self.timeindex_entries, self.events, self.fatal, self.last_offset, self.next_v2_offset)
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """A :class:`SegmentPlan` less its entry arrays: small (no per-batch data beyond :func:`compact_events`),
+    so it can travel from a Spark executor to the driver. Enough for the producer-state replay
+    (:func:`indexlib.partition.replay_partition`) and the ``.txnindex`` checks; not for writing."""
+
+    base_offset: int
+    valid_bytes: int
+    batch_count: int
+    index_entries: int
+    timeindex_entries: int
+    events: np.ndarray
+    fatal: ScanProblem | None
+    last_offset: int
+    next_v2_offset: int | None
 
 
 def plan_segment(
@@ -215,4 +245,35 @@ def transaction_events(scan: LogScan, limit: int) -> np.ndarray:
     kind = np.where(control[idx] & (markers == MARKER_ABORT), EVENT_ABORT, kind)
     kind = np.where(control[idx] & (markers == MARKER_COMMIT), EVENT_COMMIT, kind)
     events["kind"] = kind
-    return events
+    return compact_events(events)
+
+
+def compact_events(events: np.ndarray) -> np.ndarray:
+    """Drop the data events the replay cannot notice: a data event whose producer's previous event in
+    the segment has the same kind (both transactional or both not).
+
+    Lossless for :func:`indexlib.producer_state.replay_segment` from any starting state: after a
+    transactional batch the producer's transaction is open, so a second one changes nothing; after a
+    non-transactional batch it is not open (or the replay already stopped there), so a second one is
+    harmless too. Markers are all kept. Bounds the events per segment by producers x transactions,
+    not by batches (idempotent producers write a producer id on every batch).
+    """
+    if len(events) < 2:
+        return events
+    kind, pid = events["kind"], events["producer_id"]
+    data = kind <= EVENT_TXN_DATA
+    # pass 1 (linear): runs of one producer's same-kind data events
+    repeat = np.zeros(len(events), dtype=bool)
+    repeat[1:] = data[1:] & (pid[1:] == pid[:-1]) & (kind[1:] == kind[:-1])
+    events = events[~repeat]
+    if len(events) < 2:
+        return events
+    # pass 2: the same, between each producer's own consecutive events (interleaved producers)
+    kind, pid = events["kind"], events["producer_id"]
+    order = np.argsort(pid, kind="stable")
+    k, p = kind[order], pid[order]
+    repeat_sorted = np.zeros(len(events), dtype=bool)
+    repeat_sorted[1:] = (k[1:] <= EVENT_TXN_DATA) & (p[1:] == p[:-1]) & (k[1:] == k[:-1])
+    repeat = np.empty_like(repeat_sorted)
+    repeat[order] = repeat_sorted
+    return events[~repeat]

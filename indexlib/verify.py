@@ -37,7 +37,7 @@ from .abstract_index import AbstractIndex
 from .errors import CorruptIndexError, describe_error
 from .offset_index import OffsetIndex
 from .partition import INDEX_SUFFIXES, PartitionRebuild, SegmentRebuild, plan_partition, segment_file
-from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, EVENT_ABORT, SegmentPlan
+from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, EVENT_ABORT, PlanSummary, SegmentPlan
 from .records import LogScan, ScanProblem, StopReason, open_log
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
@@ -161,7 +161,7 @@ def verify_planned(planned: PartitionRebuild) -> PartitionVerify:
                            directory_findings(planned.partition_dir))
 
 
-def check_partition_transactions(log_paths: list[str], bases: list[int], plans: list[SegmentPlan],
+def check_partition_transactions(log_paths: list[str], bases: list[int], plans: list[SegmentPlan | PlanSummary],
                                  replays: list[tuple[list[AbortedTxn], ScanProblem | None]]):
     """:func:`check_transaction_file` for every segment of a partition, in order. After an unreadable
     segment the replay has a gap, so later files are checked but not compared with the rebuild."""
@@ -227,7 +227,7 @@ def check_segment_files(log_path: str, base: int, scan: LogScan, plan: SegmentPl
     return findings, identical
 
 
-def check_transaction_file(log_path: str, base: int, plan: SegmentPlan, aborted: list[AbortedTxn],
+def check_transaction_file(log_path: str, base: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn],
                            replay_fatal: ScanProblem | None, compare: bool = True) -> tuple[list[Finding], bool | None]:
     """The per-partition part of verify (after the sequential replay): the ``.txnindex``, and the
     replay's fatal problem if any. ``compare=False`` skips the comparison with the rebuild (used when
@@ -395,7 +395,7 @@ def _check_time_index(path: str, base: int, scan: LogScan, entries: np.ndarray, 
     return findings
 
 
-def _check_txn_index(path: str, base: int, plan: SegmentPlan, aborted: list[AbortedTxn],
+def _check_txn_index(path: str, base: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn],
                      compare: bool) -> tuple[list[Finding], bool | None]:
     """Findings for the ``.txnindex`` and whether it equals the rebuild's (see :class:`SegmentVerify`)."""
     expected = {(t.producer_id, t.first_offset, t.last_offset) for t in aborted}

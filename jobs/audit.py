@@ -74,7 +74,7 @@ def rows_for(report: RunReport) -> pa.Table:
             "finding_kinds": sorted({f.kind for f in o.findings}),
             "findings_json": json.dumps([f.to_dict() for f in o.findings]),
             "status": status, "action": o.action,
-            "index_entries": len(o.plan.offset_offsets), "timeindex_entries": len(o.plan.time_offsets),
+            "index_entries": o.plan.index_entries, "timeindex_entries": o.plan.timeindex_entries,
             "txnindex_entries": len(o.aborted), "files_written": list(o.written),
             "backup_location": os.path.dirname(o.backups[0]) if o.backups else None,
             "duration_s": o.seconds,

@@ -32,6 +32,7 @@ KAFKA_DEFAULTS = {
     "segment_index_bytes": DEFAULT_SEGMENT_INDEX_BYTES,
     "audit_table": "kafka-index-audit",
     "backup_dir": None,
+    "bytes_per_task": 1 << 30,
     "spark": {"master": "local[*]", "app_name": "kafka-index-rebuild", "conf": {}},
 }
 _SPARK_KEYS = {"master": str, "app_name": str, "conf": dict}
@@ -63,6 +64,7 @@ class Settings:
     cli_overrides: dict[str, int] = field(default_factory=dict)
     audit_table: str | None = None
     backup_dir: str | None = None
+    bytes_per_task: int = 1 << 30
     spark_master: str = "local[*]"
     spark_app_name: str = "kafka-index-rebuild"
     spark_conf: dict[str, str] = field(default_factory=dict)
@@ -131,6 +133,8 @@ def load_config_file(path: str | os.PathLike[str] | None = None) -> dict:
             raise ConfigError(f"{source}: unknown key {key!r} (known: {', '.join(sorted(merged))})")
         if key in ("index_interval_bytes", "segment_index_bytes"):
             merged[key] = check_index_setting(source, key, value)
+        elif key == "bytes_per_task":
+            merged[key] = _check_int(source, key, value, 1)
         elif key in ("audit_table", "backup_dir"):
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{source}: {key} must be a string or null, got {value!r}")
@@ -224,6 +228,7 @@ def resolve_settings(
         cli_overrides=cli,
         audit_table=table,
         backup_dir=backup_dir if backup_dir is not None else conf["backup_dir"],
+        bytes_per_task=conf["bytes_per_task"],
         spark_master=conf["spark"]["master"],
         spark_app_name=conf["spark"]["app_name"],
         spark_conf=dict(conf["spark"]["conf"]),

@@ -7,6 +7,7 @@ opened for writing.
 
 from __future__ import annotations
 
+import heapq
 import os
 import re
 from dataclasses import dataclass, field
@@ -126,12 +127,20 @@ def discover(log_dirs: list[str], topics: re.Pattern[str] | None = None,
 
 
 def balance_by_bytes(items: list, sizes: list[int], bins: int) -> list[list]:
-    """Greedy longest-first assignment of items to ``bins`` lists with near-equal byte totals."""
+    """Greedy longest-first assignment of items to ``bins`` lists with near-equal byte totals (LPT:
+    the fullest list is at most 4/3 of the best possible); empty lists are dropped."""
     bins = max(1, min(bins, len(items)))
     groups: list[list] = [[] for _ in range(bins)]
-    totals = [0] * bins
+    lightest = [(0, b) for b in range(bins)]  # (total bytes, bin) heap
     for size, item in sorted(zip(sizes, items), key=lambda pair: -pair[0]):
-        target = totals.index(min(totals))
+        total, target = heapq.heappop(lightest)
         groups[target].append(item)
-        totals[target] += size
+        heapq.heappush(lightest, (total + size, target))
     return [g for g in groups if g]
+
+
+def task_count(total_bytes: int, slots: int, bytes_per_task: int) -> int:
+    """How many Spark tasks to cut a run into: one per ``bytes_per_task`` of ``.log``, but at least one
+    per slot (every core busy). Few tasks keep Spark's fixed cost per task small against the scan;
+    enough of them let free slots pick up work when segments scan at different speeds."""
+    return max(max(1, slots), -(-total_bytes // max(1, bytes_per_task)))

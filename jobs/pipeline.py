@@ -1,15 +1,18 @@
 """The Spark pipeline behind ``verify``, ``rebuild`` and ``repair``.
 
-Stages: (1) discovery and planning on the driver (metadata only); (2) one Spark task group per bin of
-segments, balanced by bytes, each segment scanned, planned and (verify/repair) checked on an executor,
-which returns a compact :class:`SegmentOutcome` (the scan itself never leaves the executor); (3) the small
-sequential producer-state replay per partition on the driver, and the ``.txnindex`` checks; (4) the
-writes, again as Spark tasks; (5) the audit rows. Executors read the log dirs by path, so they must see
-them (local mode, or the same mount on every node).
+Stages: (1) discovery and planning on the driver (metadata only); (2) one Spark job over bins of
+segments balanced by bytes (:func:`jobs.discovery.task_count` bins): each segment is scanned, planned and
+(verify/repair) checked on an executor, which returns a small :class:`SegmentOutcome` (a
+:class:`PlanSummary`: no index entries, no per-batch data) and keeps the full plans it may have to write
+in Spark's cache (memory, spilling to disk); (3) the small sequential producer-state replay per
+partition on the driver, and the ``.txnindex`` checks; (4) the writes, as a second job over the cached
+bins (a lost cache block is recomputed: planning is deterministic); (5) the audit rows. Executors read
+the log dirs by path, so they must see them (local mode, or the same mount on every node).
 
 Invariants: ``verify`` never opens anything for writing; in-place writes refuse a log dir whose
 ``.lock`` is held unless forced; ``repair`` rewrites only files with an error finding (plus the
-``.log`` tail, when asked, after saving the cut bytes).
+``.log`` tail, when asked, after saving the cut bytes); what reaches the driver per segment is bounded by
+its producers and transactions, never by its batches.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from indexlib import __version__
 from indexlib.partition import INDEX_SUFFIXES, plan_segment_file, publish_segment, replay_partition, segment_file
 from indexlib.producer_state import read_log_start_offset
 from indexlib.publish import fsync_path, log_dir_is_locked
-from indexlib.rebuild import SegmentPlan
+from indexlib.rebuild import PlanSummary, SegmentPlan
 from indexlib.verify import (
     Finding,
     check_partition_transactions,
@@ -38,7 +41,7 @@ from indexlib.verify import (
 from indexlib.values import AbortedTxn
 
 from .config import Settings
-from .discovery import Discovery, Partition, balance_by_bytes
+from .discovery import Discovery, Partition, balance_by_bytes, task_count
 
 MODES = ("verify", "rebuild", "repair")
 
@@ -60,14 +63,19 @@ class SegmentTask:
     index_interval_bytes: int
     segment_index_bytes: int
     check: bool  # run the semantic verify of the existing files
+    keep_plan: str  # which full plans the executor keeps for the writes: "all", "damaged" or "none"
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return self.partition_dir, self.base_offset
 
 
 @dataclass
 class SegmentOutcome:
-    """What an executor returns for one segment (compact: no scan columns)."""
+    """What an executor returns for one segment (small: a plan summary, no scan columns)."""
 
     task: SegmentTask
-    plan: SegmentPlan
+    plan: PlanSummary
     batches: int
     file_size: int
     valid_bytes: int
@@ -83,8 +91,10 @@ class SegmentOutcome:
     error: str | None = None
 
 
-def process_segment(task: SegmentTask) -> SegmentOutcome:
-    """Executor side: scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and ``.timeindex``."""
+def process_segment(task: SegmentTask) -> tuple[SegmentOutcome, SegmentPlan | None]:
+    """Executor side: scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and
+    ``.timeindex``. Returns the outcome for the driver and the full plan when ``task.keep_plan`` asks
+    for it ("damaged": only when the ``.index`` or ``.timeindex`` has an error finding)."""
     started = time.perf_counter()
     scan, plan = plan_segment_file(task.log_path, task.base_offset, task.index_interval_bytes, task.segment_index_bytes)
     if task.check:
@@ -97,41 +107,45 @@ def process_segment(task: SegmentTask) -> SegmentOutcome:
             sizes[suffix] = os.stat(segment_file(task.partition_dir, task.base_offset, suffix)).st_size
         except OSError:
             sizes[suffix] = None
-    return SegmentOutcome(task, plan, scan.batch_count, scan.file_size, scan.valid_bytes, scan.invalid_bytes,
-                          findings, identical, sizes, time.perf_counter() - started)
+    outcome = SegmentOutcome(task, plan.summary(), scan.batch_count, scan.file_size, scan.valid_bytes,
+                             scan.invalid_bytes, findings, identical, sizes, time.perf_counter() - started)
+    keep = task.keep_plan == "all" or (
+        task.keep_plan == "damaged" and bool(damaged_index_files(task.partition_dir, task.base_offset, findings)))
+    return outcome, plan if keep and plan.fatal is None else None
 
 
 @dataclass(frozen=True)
 class WriteTask:
+    segment: SegmentTask
     target_dir: str
-    base_offset: int
-    plan: SegmentPlan
     aborted: list[AbortedTxn]
     suffixes: tuple[str, ...]
     stale_txn: bool
-    segment_index_bytes: int
     backup_dir: str | None
-    log_path: str
     truncate_log_at: int | None  # cut the .log here (after saving the tail to backup_dir)
 
 
-def publish(task: WriteTask) -> tuple[list[str], list[str], str | None]:
-    """Executor side: write one segment's chosen files atomically; returns (written, backups, error)."""
+def publish(task: WriteTask, plan: SegmentPlan | None) -> tuple[list[str], list[str], str | None]:
+    """Executor side: write one segment's chosen files atomically; returns (written, backups, error).
+    ``plan`` is the full plan kept by :func:`process_segment`; without one it is planned again."""
+    seg = task.segment
     written: list[str] = []
     backups: list[str] = []
     try:
         if task.truncate_log_at is not None:
-            backups.append(cut_log_tail(task.log_path, task.truncate_log_at, task.backup_dir))
-            written.append(task.log_path)
+            backups.append(cut_log_tail(seg.log_path, task.truncate_log_at, task.backup_dir))
+            written.append(seg.log_path)
         if task.suffixes:
+            if plan is None:
+                plan = plan_segment_file(seg.log_path, seg.base_offset, seg.index_interval_bytes, seg.segment_index_bytes)[1]
             os.makedirs(task.target_dir, exist_ok=True)
-            w, b = publish_segment(task.target_dir, task.base_offset, task.plan, task.aborted, task.suffixes,
-                                   task.stale_txn, task.segment_index_bytes, task.backup_dir)
+            w, b = publish_segment(task.target_dir, seg.base_offset, plan, task.aborted, task.suffixes,
+                                   task.stale_txn, seg.segment_index_bytes, task.backup_dir)
             written += w
             backups += b
         return written, backups, None
     except (OSError, ValueError) as exc:
-        return written, backups, f"{task.target_dir}/{task.base_offset:020d}: {exc}"
+        return written, backups, f"{task.target_dir}/{seg.base_offset:020d}: {exc}"
 
 
 def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str | None) -> str:
@@ -204,13 +218,14 @@ def check_locks(partitions: list[Partition], force: bool) -> None:
                 f"{log_dir}: the log dir's .lock is held (a running broker?); stop the broker, or pass --force")
 
 
-def plan_tasks(discovery: Discovery, settings: Settings, check: bool) -> list[SegmentTask]:
+def plan_tasks(discovery: Discovery, settings: Settings, check: bool, keep_plan: str = "none") -> list[SegmentTask]:
     tasks = []
     for p in discovery.partitions:
         topic_settings = settings.for_topic(p.topic)
         for s in p.segments:
             tasks.append(SegmentTask(p.log_dir, p.path, p.topic, p.partition, s.base_offset, s.log_path, s.size,
-                                     s.active, topic_settings.index_interval_bytes, topic_settings.segment_index_bytes, check))
+                                     s.active, topic_settings.index_interval_bytes, topic_settings.segment_index_bytes,
+                                     check, keep_plan))
     return tasks
 
 
@@ -224,11 +239,14 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
     if writes_in_place:
         check_locks(discovery.partitions, options.force)
     check = options.mode in ("verify", "repair")
-    tasks = plan_tasks(discovery, settings, check)
+    keep_plan = {"rebuild": "all", "repair": "none" if options.dry_run else "damaged"}.get(options.mode, "none")
+    tasks = plan_tasks(discovery, settings, check, keep_plan)
     sc = spark.sparkContext
     outcomes: list[SegmentOutcome] = []
+    scanned = None
     if tasks:
-        bins = balance_by_bytes(tasks, [t.size for t in tasks], max(1, sc.defaultParallelism) * 4)
+        sizes = [t.size for t in tasks]
+        bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), sc.defaultParallelism, settings.bytes_per_task))
         done = sc.accumulator(0)
         done_bytes = sc.accumulator(0)
 
@@ -238,16 +256,46 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
             done_bytes.add(sum(t.size for t in group))
             return out
 
+        scanned = sc.parallelize(bins, len(bins)).map(run_bin)
+        if keep_plan != "none":
+            from pyspark import StorageLevel
+
+            scanned.persist(StorageLevel.MEMORY_AND_DISK)
         if progress is not None:
-            progress.start(len(tasks), sum(t.size for t in tasks), lambda: (done.value, done_bytes.value))
+            progress.start(len(tasks), sum(sizes), lambda: (done.value, done_bytes.value))
         try:
-            outcomes = sc.parallelize(bins, len(bins)).flatMap(run_bin).collect()
+            outcomes = scanned.flatMap(lambda pairs: [outcome for outcome, _ in pairs]).collect()
         finally:
             if progress is not None:
                 progress.stop()
-    outcomes.sort(key=lambda o: (o.task.log_dir, o.task.topic, o.task.partition, o.task.base_offset))
+    try:
+        outcomes.sort(key=lambda o: (o.task.log_dir, o.task.topic, o.task.partition, o.task.base_offset))
+        partition_findings = _replay_partitions(discovery, outcomes, check)
+        writes = _plan_writes(outcomes, options, run_id, settings)
+        if writes:
+            todo = sc.broadcast(writes)
 
-    # Driver: the sequential per-partition replay and the .txnindex checks.
+            def write_bin(pairs):
+                return [(o.task.key, publish(todo.value[o.task.key], plan)) for o, plan in pairs if o.task.key in todo.value]
+
+            by_key = {o.task.key: o for o in outcomes}
+            for key, (written, backups, error) in scanned.flatMap(write_bin).collect():
+                o = by_key[key]
+                o.written, o.backups, o.error = written, backups, error
+                if error:
+                    o.action = "failed"
+            todo.destroy()
+    finally:
+        if scanned is not None and keep_plan != "none":
+            scanned.unpersist()
+    return RunReport(run_id, options.mode, started, datetime.now(timezone.utc), settings, options, outcomes,
+                     partition_findings, discovery.skipped, discovery.partitions)
+
+
+def _replay_partitions(discovery: Discovery, outcomes: list[SegmentOutcome], check: bool) -> dict[str, list[Finding]]:
+    """Driver: the sequential producer-state replay per partition (sets each outcome's ``aborted``),
+    the ``.txnindex`` checks, and ``cannot_rebuild`` where Kafka's recovery would stop. Returns the
+    partition-level findings (directory contents, a bad log start checkpoint)."""
     partition_findings: dict[str, list[Finding]] = {}
     by_partition: dict[str, list[SegmentOutcome]] = {}
     for o in outcomes:
@@ -279,36 +327,24 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
         for o, (_, replay_fatal) in zip(segs, replays):
             if replay_fatal is not None or o.plan.fatal is not None:
                 o.action = "cannot_rebuild"
-
-    writes = _plan_writes(outcomes, options, run_id, settings)
-    if writes:
-        results = sc.parallelize(writes, min(len(writes), max(1, sc.defaultParallelism) * 4)).map(
-            lambda pair: (pair[0], publish(pair[1]))).collect()
-        for index, (written, backups, error) in results:
-            o = outcomes[index]
-            o.written, o.backups, o.error = written, backups, error
-            if error:
-                o.action = "failed"
-    return RunReport(run_id, options.mode, started, datetime.now(timezone.utc), settings, options, outcomes,
-                     partition_findings, discovery.skipped, discovery.partitions)
+    return partition_findings
 
 
-def _plan_writes(outcomes: list[SegmentOutcome], options: RunOptions, run_id: str, settings: Settings) -> list[tuple[int, WriteTask]]:
-    """Which files each segment gets written; sets each outcome's ``action``."""
-    writes = []
+def _plan_writes(outcomes: list[SegmentOutcome], options: RunOptions, run_id: str, settings: Settings) -> dict[tuple[str, int], WriteTask]:
+    """Which files each segment gets written, by segment key; sets each outcome's ``action``."""
+    writes = {}
     backup_root = settings.backup_dir or os.path.join(os.getcwd(), "kafka-index-backups")
-    for i, o in enumerate(outcomes):
+    for o in outcomes:
         t = o.task
         if o.action == "cannot_rebuild" or options.mode == "verify":
             continue
         backup_dir = os.path.join(backup_root, run_id, os.path.basename(t.partition_dir))
+        stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
         if options.mode == "rebuild":
             target = t.partition_dir if options.output_dir is None else os.path.join(options.output_dir, os.path.basename(t.partition_dir))
-            stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
             o.action = "rebuilt"
             keep = backup_dir if (options.output_dir is None and settings.backup_dir) else None
-            writes.append((i, WriteTask(target, t.base_offset, o.plan, o.aborted, INDEX_SUFFIXES, stale,
-                                        t.segment_index_bytes, keep, t.log_path, None)))
+            writes[t.key] = WriteTask(t, target, o.aborted, INDEX_SUFFIXES, stale, keep, None)
             continue
         # repair: only the damaged files (and the .log tail when asked)
         damaged = tuple(damaged_index_files(t.partition_dir, t.base_offset, o.findings))
@@ -318,11 +354,8 @@ def _plan_writes(outcomes: list[SegmentOutcome], options: RunOptions, run_id: st
         if not damaged and cut is None:
             continue
         o.action = "would_repair" if options.dry_run else "repaired"
-        if options.dry_run:
-            continue
-        stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
-        writes.append((i, WriteTask(t.partition_dir, t.base_offset, o.plan, o.aborted, damaged, stale,
-                                    t.segment_index_bytes, backup_dir, t.log_path, cut)))
+        if not options.dry_run:
+            writes[t.key] = WriteTask(t, t.partition_dir, o.aborted, damaged, stale, backup_dir, cut)
     return writes
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.config import DEFAULTS_FILE, ConfigError, load_config_file, resolve_settings
-from jobs.discovery import balance_by_bytes, discover, parse_partition_filter
+from jobs.discovery import balance_by_bytes, discover, parse_partition_filter, task_count
 
 
 def test_shipped_defaults_are_kafkas():
@@ -68,6 +68,19 @@ def test_partition_filter_and_byte_balancing():
     totals = sorted(sum({"a": 100, "b": 90, "c": 10, "d": 10, "e": 10, "f": 80}[x] for x in b) for b in bins)
     assert max(totals) - min(totals) <= 20
     assert len(bins) == 3 and sorted(x for b in bins for x in b) == list("abcdef")
+
+
+def test_task_count_is_one_per_bytes_per_task_and_at_least_one_per_slot(tmp_path):
+    gib = 1 << 30
+    assert task_count(2 * gib, 2, gib) == 2  # the benchmark's 2 GiB on two cores: one wave
+    assert task_count(2 * gib, 8, gib) == 8  # every slot busy even when the data is small
+    assert task_count(10 * gib + 1, 2, gib) == 11
+    assert task_count(0, 0, gib) == 1
+    assert load_config_file()["bytes_per_task"] == gib
+    config = tmp_path / "c.yaml"
+    config.write_text("bytes_per_task: 0\n")
+    with pytest.raises(ConfigError, match="bytes_per_task must be >= 1"):
+        load_config_file(str(config))
 
 
 def test_discovery_skips_kafka_special_dirs(tmp_path):
