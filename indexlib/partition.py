@@ -14,7 +14,15 @@ import numpy as np
 
 from .errors import describe_error
 from .producer_state import initial_state_for, read_log_start_offset, relevant_events, replay_segment
-from .publish import write_offset_index, write_time_index, write_transaction_index
+from .publish import (
+    discard,
+    fsync_path,
+    install,
+    keep_backup,
+    stage_offset_index,
+    stage_time_index,
+    stage_transaction_index,
+)
 from .rebuild import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
@@ -181,28 +189,61 @@ def rebuild_partition(
     return result
 
 
+def stage_segment(target_dir: str, base_offset: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn],
+                  suffixes, stale_txn: bool, segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+                  tag: str | None = None) -> dict[str, str]:
+    """Stage the chosen index files of one rebuilt segment beside their final names (see
+    :mod:`indexlib.publish`); returns ``{final: staged}`` in ``INDEX_SUFFIXES`` order. Kafka sees nothing
+    until :func:`install_segment`. ``.index``/``.timeindex`` need a full :class:`SegmentPlan`; ``.txnindex``
+    is staged only when there are aborted transactions or ``stale_txn`` (an existing one, which becomes 0
+    bytes as Kafka does). Never call this for a segment whose plan is fatal. On failure nothing is left."""
+    if plan.fatal is not None:
+        raise ValueError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
+    stagers = {
+        ".index": lambda f: stage_offset_index(f, base_offset, plan.offset_offsets, plan.offset_positions, segment_index_bytes, tag),
+        ".timeindex": lambda f: stage_time_index(f, base_offset, plan.time_timestamps, plan.time_offsets, segment_index_bytes, tag),
+        ".txnindex": lambda f: stage_transaction_index(f, base_offset, aborted, tag),
+    }
+    staged: dict[str, str] = {}
+    try:
+        for suffix in INDEX_SUFFIXES:
+            if suffix not in suffixes or (suffix == ".txnindex" and not (aborted or stale_txn)):
+                continue
+            final = segment_file(target_dir, base_offset, suffix)
+            staged[final] = stagers[suffix](final)
+    except BaseException:
+        for path in staged.values():
+            discard(path)
+        raise
+    return staged
+
+
+def install_segment(staged: dict[str, str], backup_dir: str | None = None, sync_dir: bool = True,
+                    written: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """Install staged files over their final names, each old file kept in ``backup_dir`` first (if
+    given); returns (written, backups). Staged files never survive, installed or not. ``written``, if
+    given, is appended to as each file is installed (so a caller knows what was replaced after a failure)."""
+    written = [] if written is None else written
+    backups = []
+    try:
+        for final, path in staged.items():
+            if backup_dir is not None and (kept := keep_backup(final, backup_dir)):
+                backups.append(kept)
+            install(path, final, sync_dir=False)
+            written.append(final)
+    finally:
+        for path in staged.values():
+            discard(path)
+    if sync_dir:
+        for directory in {os.path.dirname(final) for final in written}:
+            fsync_path(directory)
+    return written, backups
+
+
 def publish_segment(target_dir: str, base_offset: int, plan: SegmentPlan, aborted: list[AbortedTxn],
                     suffixes, stale_txn: bool, segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
                     backup_dir: str | None = None) -> tuple[list[str], list[str]]:
-    """Atomically write the chosen index files of one rebuilt segment; returns (written, backups).
-
-    ``.txnindex`` is written only when there are aborted transactions or ``stale_txn`` (an existing
-    one, which becomes 0 bytes as Kafka does). Never call this for a segment whose plan is fatal.
-    """
-    if plan.fatal is not None:
-        raise ValueError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
-    writers = {
-        ".index": lambda f: write_offset_index(f, base_offset, plan.offset_offsets, plan.offset_positions, segment_index_bytes, backup_dir),
-        ".timeindex": lambda f: write_time_index(f, base_offset, plan.time_timestamps, plan.time_offsets, segment_index_bytes, backup_dir),
-        ".txnindex": lambda f: write_transaction_index(f, base_offset, aborted, backup_dir),
-    }
-    written, backups = [], []
-    for suffix in INDEX_SUFFIXES:
-        if suffix not in suffixes or (suffix == ".txnindex" and not (aborted or stale_txn)):
-            continue
-        final = segment_file(target_dir, base_offset, suffix)
-        kept = writers[suffix](final)
-        written.append(final)
-        if kept:
-            backups.append(kept)
-    return written, backups
+    """Stage and install the chosen index files of one rebuilt segment (:func:`stage_segment`, then
+    :func:`install_segment`); returns (written, backups)."""
+    staged = stage_segment(target_dir, base_offset, plan, aborted, suffixes, stale_txn, segment_index_bytes)
+    return install_segment(staged, backup_dir)

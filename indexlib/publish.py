@@ -1,9 +1,10 @@
 """Atomic publishing of rebuilt index files, written through the memory-mapped index classes.
 
 Invariant: a crash at any point leaves either the old file or the new one under the final name, never a
-torn one: each file is written to a temporary name in the same directory, flushed and fsynced, renamed
-over the final name, and the directory is fsynced. An existing file can be kept in a backup directory
-first. Nothing is ever written through a read-only open.
+torn one: each file is first *staged* (written to a hidden temporary name in the same directory, flushed
+and fsynced), then *installed* (renamed over the final name, the directory fsynced). An existing file can
+be kept in a backup directory first. Staging and installing may happen in different processes (the Spark
+jobs stage on executors and install on the driver). Nothing is ever written through a read-only open.
 """
 
 from __future__ import annotations
@@ -54,72 +55,84 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def _temp_name(final: str) -> str:
+def staged_path(final: str, tag: str | None = None) -> str:
+    """The name a new ``final`` is written under before it is installed: hidden, in the same directory
+    (so the rename is atomic), ending in ``.rebuild.tmp`` (verify reports leftovers). ``tag`` (default:
+    this process id) keeps concurrent writers apart; a Spark run uses its run id."""
     directory, name = os.path.split(final)
-    return os.path.join(directory, f".{name}.{os.getpid()}.rebuild.tmp")
+    return os.path.join(directory, f".{name}.{tag if tag is not None else os.getpid()}.rebuild.tmp")
 
 
-def _install(temp: str, final: str, backup_dir: str | None) -> str | None:
-    """fsync ``temp``, keep the old ``final`` in ``backup_dir`` (if given), rename, fsync the directory."""
-    fsync_path(temp)
-    backup = None
-    if backup_dir is not None and os.path.lexists(final):
-        os.makedirs(backup_dir, exist_ok=True)
-        backup = os.path.join(backup_dir, os.path.basename(final))
-        shutil.copy2(final, backup)
-        fsync_path(backup)
-    os.replace(temp, final)
-    fsync_path(os.path.dirname(final) or ".")
-    return backup
+def discard(path: str) -> None:
+    """Remove ``path`` if it exists (a staged file that will not be installed, an unused backup)."""
+    if os.path.lexists(path):
+        os.unlink(path)
 
 
 @contextmanager
-def _publishing(final: str, backup_dir: str | None):
-    """Yield a temporary path beside ``final``; on success install it (see :func:`_install`) and record
-    the backup path in the yielded list; the temporary file never survives."""
-    temp = _temp_name(final)
-    outcome: list[str | None] = []
+def _staging(final: str, tag: str | None):
+    """Yield the staged path of ``final``; the body writes it; then it is fsynced. On failure it is removed."""
+    staged = staged_path(final, tag)
+    discard(staged)  # a retried task's leftover
     try:
-        yield temp, outcome
-        outcome.append(_install(temp, final, backup_dir))
-    finally:
-        if os.path.lexists(temp):
-            os.unlink(temp)
+        yield staged
+        fsync_path(staged)
+    except BaseException:
+        discard(staged)
+        raise
 
 
-def write_offset_index(final: str, base_offset: int, offsets: np.ndarray, positions: np.ndarray,
-                       segment_index_bytes: int, backup_dir: str | None = None) -> str | None:
-    """Publish a trimmed ``.index`` holding exactly these entries. Returns the backup path, if any."""
-    with _publishing(final, backup_dir) as (temp, outcome):
-        with OffsetIndex(temp, base_offset, max_index_size=segment_index_bytes) as index:
+def keep_backup(final: str, backup_dir: str) -> str | None:
+    """Copy ``final`` (if it exists) into ``backup_dir``, fsynced; returns the copy's path."""
+    if not os.path.lexists(final):
+        return None
+    os.makedirs(backup_dir, exist_ok=True)
+    backup = os.path.join(backup_dir, os.path.basename(final))
+    shutil.copy2(final, backup)
+    fsync_path(backup)
+    return backup
+
+
+def install(staged: str, final: str, sync_dir: bool = True) -> None:
+    """Rename a staged file over ``final`` (atomic), then fsync the directory (``sync_dir=False``: the
+    caller fsyncs it once after several installs)."""
+    os.replace(staged, final)
+    if sync_dir:
+        fsync_path(os.path.dirname(final) or ".")
+
+
+def stage_offset_index(final: str, base_offset: int, offsets: np.ndarray, positions: np.ndarray,
+                       segment_index_bytes: int, tag: str | None = None) -> str:
+    """Write a trimmed ``.index`` holding exactly these entries under ``staged_path(final, tag)``; returns that path."""
+    with _staging(final, tag) as staged:
+        with OffsetIndex(staged, base_offset, max_index_size=segment_index_bytes) as index:
             index.reset()
             index.append_many(offsets, positions)
             index.flush()
-    return outcome[0]
+    return staged
 
 
-def write_time_index(final: str, base_offset: int, timestamps: np.ndarray, offsets: np.ndarray,
-                     segment_index_bytes: int, backup_dir: str | None = None) -> str | None:
-    """Publish a trimmed ``.timeindex``; the last pair is the forced final entry (no full check)."""
-    with _publishing(final, backup_dir) as (temp, outcome):
-        with TimeIndex(temp, base_offset, max_index_size=segment_index_bytes) as index:
+def stage_time_index(final: str, base_offset: int, timestamps: np.ndarray, offsets: np.ndarray,
+                     segment_index_bytes: int, tag: str | None = None) -> str:
+    """Stage a trimmed ``.timeindex``; the last pair is the forced final entry (no full check)."""
+    with _staging(final, tag) as staged:
+        with TimeIndex(staged, base_offset, max_index_size=segment_index_bytes) as index:
             index.reset()
             if len(timestamps):
                 index.append_many(timestamps[:-1], offsets[:-1])
                 index.maybe_append(int(timestamps[-1]), int(offsets[-1]), skip_full_check=True)
             index.flush()
-    return outcome[0]
+    return staged
 
 
-def write_transaction_index(final: str, base_offset: int, aborted: list[AbortedTxn],
-                            backup_dir: str | None = None) -> str | None:
-    """Publish a ``.txnindex`` with these records (an empty list gives a 0-byte file)."""
-    with _publishing(final, backup_dir) as (temp, outcome):
-        with TransactionIndex(temp, base_offset) as index:
+def stage_transaction_index(final: str, base_offset: int, aborted: list[AbortedTxn], tag: str | None = None) -> str:
+    """Stage a ``.txnindex`` with these records (an empty list gives a 0-byte file)."""
+    with _staging(final, tag) as staged:
+        with TransactionIndex(staged, base_offset) as index:
             index.reset()
             for txn in aborted:
                 index.append(txn)
             index.flush()
-        if not os.path.lexists(temp):  # nothing appended: create the empty file explicitly
-            open(temp, "wb").close()
-    return outcome[0]
+        if not os.path.lexists(staged):  # nothing appended: create the empty file explicitly
+            open(staged, "wb").close()
+    return staged

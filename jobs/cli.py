@@ -213,6 +213,7 @@ def report_dict(report) -> dict:
     return {
         "run_id": report.run_id, "mode": report.mode, "exit_code": report.exit_code,
         "started": report.started.isoformat(), "finished": report.finished.isoformat(),
+        "phase_seconds": {k: round(v, 4) for k, v in report.phase_seconds.items()},
         "log_dirs": report.settings.log_dirs,
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
         "partition_findings": {k: [f.to_dict() for f in v] for k, v in report.partition_findings.items() if v},
@@ -255,6 +256,10 @@ def _print_report(report) -> None:
                      [[f.kind if f.severity == "error" else f"{f.kind} (info)", os.path.relpath(f.file), f.entry,
                        f.expected, f.found, f.detail[:100]] for f in findings]))
         print()
+    failures = [o.error for o in report.outcomes if o.error]
+    if failures:
+        print("failed writes (each file is either unchanged or wholly replaced; see written in --json):")
+        print("\n".join(f"  {error}" for error in failures) + "\n")
     rows = summary_rows(report)
     print(_table(["partition", "segments", "MiB", "findings", "kinds", "files written", "action"],
                  [[r["partition"], r["segments"], f"{r['bytes'] / 2**20:.1f}", r["findings"], ",".join(sorted(r["kinds"])),

@@ -1,18 +1,21 @@
 """The Spark pipeline behind ``verify``, ``rebuild`` and ``repair``.
 
-Stages: (1) discovery and planning on the driver (metadata only); (2) one Spark job over bins of
+Stages: (1) discovery and planning on the driver (metadata only); (2) ONE Spark job over bins of
 segments balanced by bytes (:func:`jobs.discovery.task_count` bins): each segment is scanned, planned and
-(verify/repair) checked on an executor, which returns a small :class:`SegmentOutcome` (a
-:class:`PlanSummary`: no index entries, no per-batch data) and keeps the full plans it may have to write
-in Spark's cache (memory, spilling to disk); (3) the small sequential producer-state replay per
-partition on the driver, and the ``.txnindex`` checks; (4) the writes, as a second job over the cached
-bins (a lost cache block is recomputed: planning is deterministic); (5) the audit rows. Executors read
-the log dirs by path, so they must see them (local mode, or the same mount on every node).
+(verify/repair) checked on an executor, which *stages* the ``.index``/``.timeindex`` files it will
+rewrite (written and fsynced under hidden temporary names, the old files copied to the backup dir) and
+returns a small :class:`SegmentOutcome` (a :class:`PlanSummary`: no index entries, no per-batch data);
+(3) on the driver, the sequential producer-state replay per partition and the ``.txnindex`` checks;
+(4) on the driver, the commit: staged files renamed over the old ones (or discarded where the replay
+found that Kafka's recovery would stop), ``.txnindex`` files written, a corrupt ``.log`` tail cut when
+asked; (5) the audit rows. Executors and driver use the log dirs by path, so all of them must see them
+(local mode, or the same mount on every node).
 
 Invariants: ``verify`` never opens anything for writing; in-place writes refuse a log dir whose
 ``.lock`` is held unless forced; ``repair`` rewrites only files with an error finding (plus the
-``.log`` tail, when asked, after saving the cut bytes); what reaches the driver per segment is bounded by
-its producers and transactions, never by its batches.
+``.log`` tail, when asked, after saving the cut bytes); Kafka never sees a file of a segment that
+cannot be rebuilt; what reaches the driver per segment is bounded by its producers and transactions,
+never by its batches.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from indexlib import __version__
-from indexlib.partition import INDEX_SUFFIXES, plan_segment_file, publish_segment, replay_partition, segment_file
+from indexlib.partition import INDEX_SUFFIXES, install_segment, plan_segment_file, replay_partition, segment_file, stage_segment
 from indexlib.producer_state import read_log_start_offset
-from indexlib.publish import fsync_path, log_dir_is_locked
-from indexlib.rebuild import PlanSummary, SegmentPlan
+from indexlib.publish import discard, fsync_path, keep_backup, log_dir_is_locked
+from indexlib.rebuild import PlanSummary
 from indexlib.verify import (
     Finding,
     check_partition_transactions,
@@ -63,11 +66,10 @@ class SegmentTask:
     index_interval_bytes: int
     segment_index_bytes: int
     check: bool  # run the semantic verify of the existing files
-    keep_plan: str  # which full plans the executor keeps for the writes: "all", "damaged" or "none"
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return self.partition_dir, self.base_offset
+    stage: str = "none"  # which .index/.timeindex to stage: "all", "damaged" (error findings) or "none"
+    target_dir: str | None = None  # where staged files go (the partition dir, or under --output-dir)
+    backup_dir: str | None = None  # copy the files to be replaced here first
+    run_id: str | None = None  # tags staged file names
 
 
 @dataclass
@@ -84,6 +86,7 @@ class SegmentOutcome:
     identical: dict[str, bool | None]
     index_sizes: dict[str, int | None]
     seconds: float
+    staged: dict[str, str] = field(default_factory=dict)  # final path -> staged path, not installed yet
     aborted: list[AbortedTxn] = field(default_factory=list)
     action: str = "none"
     written: list[str] = field(default_factory=list)
@@ -91,10 +94,13 @@ class SegmentOutcome:
     error: str | None = None
 
 
-def process_segment(task: SegmentTask) -> tuple[SegmentOutcome, SegmentPlan | None]:
+STAGED_BY_EXECUTORS = (".index", ".timeindex")  # the files that need the full plan; .txnindex needs the replay
+
+
+def process_segment(task: SegmentTask) -> SegmentOutcome:
     """Executor side: scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and
-    ``.timeindex``. Returns the outcome for the driver and the full plan when ``task.keep_plan`` asks
-    for it ("damaged": only when the ``.index`` or ``.timeindex`` has an error finding)."""
+    ``.timeindex``; stage the ``.index``/``.timeindex`` the run will write (``task.stage``), backing up
+    the old ones. A staging failure is recorded in ``error`` with nothing left staged."""
     started = time.perf_counter()
     scan, plan = plan_segment_file(task.log_path, task.base_offset, task.index_interval_bytes, task.segment_index_bytes)
     if task.check:
@@ -109,43 +115,31 @@ def process_segment(task: SegmentTask) -> tuple[SegmentOutcome, SegmentPlan | No
             sizes[suffix] = None
     outcome = SegmentOutcome(task, plan.summary(), scan.batch_count, scan.file_size, scan.valid_bytes,
                              scan.invalid_bytes, findings, identical, sizes, time.perf_counter() - started)
-    keep = task.keep_plan == "all" or (
-        task.keep_plan == "damaged" and bool(damaged_index_files(task.partition_dir, task.base_offset, findings)))
-    return outcome, plan if keep and plan.fatal is None else None
-
-
-@dataclass(frozen=True)
-class WriteTask:
-    segment: SegmentTask
-    target_dir: str
-    aborted: list[AbortedTxn]
-    suffixes: tuple[str, ...]
-    stale_txn: bool
-    backup_dir: str | None
-    truncate_log_at: int | None  # cut the .log here (after saving the tail to backup_dir)
-
-
-def publish(task: WriteTask, plan: SegmentPlan | None) -> tuple[list[str], list[str], str | None]:
-    """Executor side: write one segment's chosen files atomically; returns (written, backups, error).
-    ``plan`` is the full plan kept by :func:`process_segment`; without one it is planned again."""
-    seg = task.segment
-    written: list[str] = []
-    backups: list[str] = []
+    if task.stage == "none" or plan.fatal is not None:
+        return outcome
+    if task.stage == "all":
+        suffixes = STAGED_BY_EXECUTORS
+    else:
+        suffixes = tuple(s for s in damaged_index_files(task.partition_dir, task.base_offset, findings) if s in STAGED_BY_EXECUTORS)
+    if not suffixes:
+        return outcome
     try:
-        if task.truncate_log_at is not None:
-            backups.append(cut_log_tail(seg.log_path, task.truncate_log_at, task.backup_dir))
-            written.append(seg.log_path)
-        if task.suffixes:
-            if plan is None:
-                plan = plan_segment_file(seg.log_path, seg.base_offset, seg.index_interval_bytes, seg.segment_index_bytes)[1]
-            os.makedirs(task.target_dir, exist_ok=True)
-            w, b = publish_segment(task.target_dir, seg.base_offset, plan, task.aborted, task.suffixes,
-                                   task.stale_txn, seg.segment_index_bytes, task.backup_dir)
-            written += w
-            backups += b
-        return written, backups, None
+        os.makedirs(task.target_dir, exist_ok=True)
+        outcome.staged = stage_segment(task.target_dir, task.base_offset, plan, [], suffixes, False,
+                                       task.segment_index_bytes, task.run_id)
+        if task.backup_dir is not None:
+            outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
     except (OSError, ValueError) as exc:
-        return written, backups, f"{task.target_dir}/{seg.base_offset:020d}: {exc}"
+        _discard_all(outcome)
+        outcome.error = f"{task.target_dir}/{task.base_offset:020d}: {exc}"
+    return outcome
+
+
+def _discard_all(outcome: SegmentOutcome) -> None:
+    """Drop what an outcome staged and the backups made for it (nothing was replaced)."""
+    for path in list(outcome.staged.values()) + outcome.backups:
+        discard(path)
+    outcome.staged, outcome.backups = {}, []
 
 
 def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str | None) -> str:
@@ -187,6 +181,7 @@ class RunReport:
     partition_findings: dict[str, list[Finding]]
     skipped: list[tuple[str, str]]
     partitions: list[Partition]
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # "scan" (the Spark job), "replay", "commit"
 
     @property
     def remaining_findings(self) -> list[Finding]:
@@ -203,7 +198,7 @@ class RunReport:
         if self.mode == "verify" or (self.mode == "repair" and self.options.dry_run):
             return 1 if (self.remaining_findings or failed) else 0
         if self.mode == "rebuild":
-            return 1 if failed or any(o.plan.fatal is not None or o.action == "failed" for o in self.outcomes) else 0
+            return 1 if failed or any(o.action in ("cannot_rebuild", "failed") for o in self.outcomes) else 0
         return 1 if (self.remaining_findings or failed) else 0
 
 
@@ -218,15 +213,29 @@ def check_locks(partitions: list[Partition], force: bool) -> None:
                 f"{log_dir}: the log dir's .lock is held (a running broker?); stop the broker, or pass --force")
 
 
-def plan_tasks(discovery: Discovery, settings: Settings, check: bool, keep_plan: str = "none") -> list[SegmentTask]:
+def plan_tasks(discovery: Discovery, settings: Settings, options: RunOptions, run_id: str | None = None) -> list[SegmentTask]:
+    """One task per segment, with what the executor should check and stage for this run's mode."""
+    check = options.mode in ("verify", "repair")
+    stage = {"rebuild": "all", "repair": "none" if options.dry_run else "damaged"}.get(options.mode, "none")
     tasks = []
     for p in discovery.partitions:
         topic_settings = settings.for_topic(p.topic)
+        target = p.path if options.output_dir is None else os.path.join(options.output_dir, p.name)
+        backup = _backup_dir(settings, options, run_id, p)
         for s in p.segments:
             tasks.append(SegmentTask(p.log_dir, p.path, p.topic, p.partition, s.base_offset, s.log_path, s.size,
                                      s.active, topic_settings.index_interval_bytes, topic_settings.segment_index_bytes,
-                                     check, keep_plan))
+                                     check, stage, target, backup, run_id))
     return tasks
+
+
+def _backup_dir(settings: Settings, options: RunOptions, run_id: str | None, p: Partition) -> str | None:
+    """``<backup root>/<run id>/<topic>-<partition>``: always for repair; for an in-place rebuild only
+    when a backup dir is configured; never for verify or ``--output-dir``."""
+    if options.mode == "repair" or (options.mode == "rebuild" and options.output_dir is None and settings.backup_dir):
+        root = settings.backup_dir or os.path.join(os.getcwd(), "kafka-index-backups")
+        return os.path.join(root, run_id or "dry-run", p.name)
+    return None
 
 
 def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, progress=None) -> RunReport:
@@ -238,12 +247,11 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
     writes_in_place = (options.mode == "rebuild" and options.output_dir is None) or (options.mode == "repair" and not options.dry_run)
     if writes_in_place:
         check_locks(discovery.partitions, options.force)
-    check = options.mode in ("verify", "repair")
-    keep_plan = {"rebuild": "all", "repair": "none" if options.dry_run else "damaged"}.get(options.mode, "none")
-    tasks = plan_tasks(discovery, settings, check, keep_plan)
+    tasks = plan_tasks(discovery, settings, options, run_id)
     sc = spark.sparkContext
     outcomes: list[SegmentOutcome] = []
-    scanned = None
+    clock = time.perf_counter()
+    phases: dict[str, float] = {}
     if tasks:
         sizes = [t.size for t in tasks]
         bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), sc.defaultParallelism, settings.bytes_per_task))
@@ -256,40 +264,26 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
             done_bytes.add(sum(t.size for t in group))
             return out
 
-        scanned = sc.parallelize(bins, len(bins)).map(run_bin)
-        if keep_plan != "none":
-            from pyspark import StorageLevel
-
-            scanned.persist(StorageLevel.MEMORY_AND_DISK)
         if progress is not None:
             progress.start(len(tasks), sum(sizes), lambda: (done.value, done_bytes.value))
         try:
-            outcomes = scanned.flatMap(lambda pairs: [outcome for outcome, _ in pairs]).collect()
+            outcomes = sc.parallelize(bins, len(bins)).flatMap(run_bin).collect()
         finally:
             if progress is not None:
                 progress.stop()
+    outcomes.sort(key=lambda o: (o.task.log_dir, o.task.topic, o.task.partition, o.task.base_offset))
+    phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
     try:
-        outcomes.sort(key=lambda o: (o.task.log_dir, o.task.topic, o.task.partition, o.task.base_offset))
-        partition_findings = _replay_partitions(discovery, outcomes, check)
-        writes = _plan_writes(outcomes, options, run_id, settings)
-        if writes:
-            todo = sc.broadcast(writes)
-
-            def write_bin(pairs):
-                return [(o.task.key, publish(todo.value[o.task.key], plan)) for o, plan in pairs if o.task.key in todo.value]
-
-            by_key = {o.task.key: o for o in outcomes}
-            for key, (written, backups, error) in scanned.flatMap(write_bin).collect():
-                o = by_key[key]
-                o.written, o.backups, o.error = written, backups, error
-                if error:
-                    o.action = "failed"
-            todo.destroy()
+        partition_findings = _replay_partitions(discovery, outcomes, options.mode in ("verify", "repair"))
+        phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
+        _commit(outcomes, options)
+        phases["commit"] = time.perf_counter() - clock
     finally:
-        if scanned is not None and keep_plan != "none":
-            scanned.unpersist()
+        for o in outcomes:  # an interrupted commit: nothing staged may stay behind
+            if o.staged:
+                _discard_all(o)
     return RunReport(run_id, options.mode, started, datetime.now(timezone.utc), settings, options, outcomes,
-                     partition_findings, discovery.skipped, discovery.partitions)
+                     partition_findings, discovery.skipped, discovery.partitions, phases)
 
 
 def _replay_partitions(discovery: Discovery, outcomes: list[SegmentOutcome], check: bool) -> dict[str, list[Finding]]:
@@ -330,33 +324,54 @@ def _replay_partitions(discovery: Discovery, outcomes: list[SegmentOutcome], che
     return partition_findings
 
 
-def _plan_writes(outcomes: list[SegmentOutcome], options: RunOptions, run_id: str, settings: Settings) -> dict[tuple[str, int], WriteTask]:
-    """Which files each segment gets written, by segment key; sets each outcome's ``action``."""
-    writes = {}
-    backup_root = settings.backup_dir or os.path.join(os.getcwd(), "kafka-index-backups")
+def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
+    """Driver, after the replay: decide each segment's action and make its writes visible. Staged files
+    are installed (renamed; each directory fsynced once at the end), or discarded with their backups
+    where the segment cannot be rebuilt or failed; ``.txnindex`` files are written here (they need the
+    replay); a corrupt ``.log`` tail is cut when asked (after saving it)."""
+    if options.mode == "verify":
+        return
+    touched: set[str] = set()
     for o in outcomes:
         t = o.task
-        if o.action == "cannot_rebuild" or options.mode == "verify":
+        if o.action == "cannot_rebuild" or o.error is not None:
+            _discard_all(o)
+            if o.error is not None:
+                o.action = "failed"
             continue
-        backup_dir = os.path.join(backup_root, run_id, os.path.basename(t.partition_dir))
         stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
         if options.mode == "rebuild":
-            target = t.partition_dir if options.output_dir is None else os.path.join(options.output_dir, os.path.basename(t.partition_dir))
-            o.action = "rebuilt"
-            keep = backup_dir if (options.output_dir is None and settings.backup_dir) else None
-            writes[t.key] = WriteTask(t, target, o.aborted, INDEX_SUFFIXES, stale, keep, None)
+            txn, cut = True, None
+        else:
+            damaged = damaged_index_files(t.partition_dir, t.base_offset, o.findings)
+            txn = ".txnindex" in damaged
+            cut = None
+            if options.truncate_corrupt_tail and any(f.file == t.log_path and f.kind.startswith("log_") for f in o.findings):
+                cut = o.valid_bytes
+            if not damaged and cut is None:
+                continue
+        o.action = "would_repair" if options.dry_run else ("rebuilt" if options.mode == "rebuild" else "repaired")
+        if options.dry_run:
             continue
-        # repair: only the damaged files (and the .log tail when asked)
-        damaged = tuple(damaged_index_files(t.partition_dir, t.base_offset, o.findings))
-        cut = None
-        if options.truncate_corrupt_tail and any(f.file == t.log_path and f.kind.startswith("log_") for f in o.findings):
-            cut = o.valid_bytes
-        if not damaged and cut is None:
-            continue
-        o.action = "would_repair" if options.dry_run else "repaired"
-        if not options.dry_run:
-            writes[t.key] = WriteTask(t, t.partition_dir, o.aborted, damaged, stale, backup_dir, cut)
-    return writes
+        try:
+            if cut is not None:
+                o.backups.append(cut_log_tail(t.log_path, cut, t.backup_dir))
+                o.written.append(t.log_path)
+            if txn:
+                os.makedirs(t.target_dir, exist_ok=True)
+                staged_txn = stage_segment(t.target_dir, t.base_offset, o.plan, o.aborted, (".txnindex",), stale,
+                                           t.segment_index_bytes, t.run_id)
+                o.staged.update(staged_txn)
+                if t.backup_dir is not None:
+                    o.backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
+            staged, o.staged = o.staged, {}
+            install_segment(staged, sync_dir=False, written=o.written)  # backups were kept when staging
+        except (OSError, ValueError) as exc:
+            o.error = f"{t.target_dir}/{t.base_offset:020d}: {exc}"
+            o.action = "failed"
+        touched.update(os.path.dirname(f) for f in o.written)
+    for directory in sorted(touched):
+        fsync_path(directory)
 
 
 def summary_rows(report: RunReport) -> list[dict]:

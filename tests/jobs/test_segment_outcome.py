@@ -1,18 +1,19 @@
 """What an executor sends to the driver per segment stays small however many batches the segment has
-(Spark's ``spark.driver.maxResultSize`` must never be what limits a run), and the full plans stay on the
-executors only where a write may need them. No Spark: the executor function is called directly."""
+(Spark's ``spark.driver.maxResultSize`` must never be what limits a run), and the executor stages
+exactly the files the run will write, invisible to Kafka until the driver commits them. No Spark: the executor function is called directly."""
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import pytest
 
 from indexlib.generate import encode_batch_v2, encode_control_batch
-from indexlib.partition import plan_partition, rebuild_partition, segment_file
+from indexlib.partition import plan_partition, rebuild_partition, replay_partition, segment_file
 from jobs.config import resolve_settings
 from jobs.discovery import discover
-from jobs.pipeline import plan_tasks, process_segment
+from jobs.pipeline import RunOptions, plan_tasks, process_segment
 
 BATCHES = 20_000
 
@@ -44,41 +45,54 @@ def busy_partition(tmp_path):
     return part
 
 
-def tasks_for(part, keep_plan):
-    settings = resolve_settings(log_dirs=[str(part.parent)], index_interval_bytes=64)
-    return plan_tasks(discover([str(part.parent)]), settings, check=True, keep_plan=keep_plan)
+def tasks_for(part, mode, **options):
+    settings = resolve_settings(log_dirs=[str(part.parent)], index_interval_bytes=64, backup_dir=str(part.parent.parent / "backups"))
+    return plan_tasks(discover([str(part.parent)]), settings, RunOptions(mode, **options), "run-1")
 
 
-def test_the_outcome_for_the_driver_does_not_grow_with_batches(busy_partition):
-    (task,) = tasks_for(busy_partition, "all")
-    outcome, plan = process_segment(task)
-    assert outcome.batches == BATCHES and outcome.findings == []
-    assert plan.index_entries > BATCHES * 0.9  # the full plan is big ...
-    assert len(pickle.dumps(plan)) > 30 * BATCHES
+def test_the_outcome_for_the_driver_does_not_grow_with_batches(busy_partition, tmp_path):
+    (task,) = tasks_for(busy_partition, "rebuild", output_dir=str(tmp_path / "out"))
+    outcome = process_segment(task)
+    assert outcome.batches == BATCHES and outcome.findings == [] and outcome.error is None
+    library = plan_partition(str(busy_partition), index_interval_bytes=64).segments[0].plan
+    assert library.index_entries > BATCHES * 0.9  # the full plan is big ...
+    assert len(pickle.dumps(library)) > 30 * BATCHES
     # ... what the driver gets is not: 3 idempotent producers -> 3 events, 200 transactions -> 400 events
     assert len(outcome.plan.events) <= 3 + 2 * (BATCHES // 100) + 1
     assert len(pickle.dumps(outcome)) < 32 * 1024
-    assert (outcome.plan.index_entries, outcome.plan.timeindex_entries) == (plan.index_entries, plan.timeindex_entries)
+    assert (outcome.plan.index_entries, outcome.plan.timeindex_entries) == (library.index_entries, library.timeindex_entries)
+    # the executor staged both files under hidden names in the output dir; nothing is visible yet
+    out = tmp_path / "out" / "busy-0"
+    assert sorted(outcome.staged) == [str(out / "00000000000000000000.index"), str(out / "00000000000000000000.timeindex")]
+    assert sorted(p.name for p in out.iterdir()) == sorted(os.path.basename(p) for p in outcome.staged.values())
+    for final, staged in outcome.staged.items():
+        assert staged.endswith(".run-1.rebuild.tmp")
+        assert open(staged, "rb").read() == (busy_partition / os.path.basename(final)).read_bytes()
+    assert outcome.backups == []  # --output-dir never backs up
 
 
 def test_the_replay_from_summaries_equals_the_library_rebuild(busy_partition):
-    (task,) = tasks_for(busy_partition, "none")
-    outcome, plan = process_segment(task)
-    assert plan is None
-    from indexlib.partition import replay_partition
-
+    (task,) = tasks_for(busy_partition, "verify")
+    outcome = process_segment(task)
+    assert outcome.staged == {} and outcome.findings == []
     ((aborted, fatal),) = replay_partition(str(busy_partition), [0], [outcome.plan], 0)
     library = plan_partition(str(busy_partition), index_interval_bytes=64)
     assert fatal is None and len(aborted) == BATCHES // 200
     assert aborted == library.segments[0].aborted
 
 
-def test_damaged_keeps_the_full_plan_only_for_a_damaged_index(busy_partition):
-    (task,) = tasks_for(busy_partition, "damaged")
-    assert process_segment(task)[1] is None
+def test_repair_stages_only_a_damaged_index_and_backs_it_up(busy_partition):
+    (task,) = tasks_for(busy_partition, "repair")
+    assert process_segment(task).staged == {}
     index = segment_file(str(busy_partition), 0, ".index")
+    good = open(index, "rb").read()
     with open(index, "r+b") as f:
         f.seek(80)
         f.write(b"\xff" * 8)
-    outcome, plan = process_segment(task)
-    assert {f.kind for f in outcome.findings} and plan is not None and plan.index_entries == outcome.plan.index_entries
+    damaged = open(index, "rb").read()
+    outcome = process_segment(task)
+    assert list(outcome.staged) == [index]
+    assert open(outcome.staged[index], "rb").read() == good
+    assert open(index, "rb").read() == damaged  # not installed: that is the driver's commit
+    (backup,) = outcome.backups
+    assert backup.endswith("backups/run-1/busy-0/00000000000000000000.index") and open(backup, "rb").read() == damaged

@@ -1,0 +1,101 @@
+"""How the Spark jobs write: executors stage, the driver commits after the producer-state replay. On
+generated partitions (no fixtures needed), real local Spark, in process through ``jobs.cli.main``."""
+
+from __future__ import annotations
+
+import json
+
+from indexlib.generate import encode_batch_v2, generate_partition
+from indexlib.partition import plan_partition, rebuild_partition, segment_file
+from jobs.cli import main
+
+TS = 1_700_000_000_000
+
+
+def run_cli(*args) -> int:
+    return main([str(a) for a in args])
+
+
+def files(directory) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file()}
+
+
+def segments_by_base(report) -> dict[int, dict]:
+    return {s["base_offset"]: s for s in json.loads(report.read_text())["segments"]}
+
+
+def write_segments(part, segments: list[list[tuple[bool, int]]]) -> None:
+    """Segments of one-record batches ``(transactional, producer id)``, offsets contiguous."""
+    part.mkdir(parents=True)
+    offset = 0
+    for batches in segments:
+        data = b""
+        base = offset
+        for transactional, pid in batches:
+            data += encode_batch_v2(offset, [(None, b"x" * 300, TS + offset)], producer_id=pid, producer_epoch=0,
+                                    base_sequence=offset, transactional=transactional)
+            offset += 1
+        (part / f"{base:020d}.log").write_bytes(data)
+
+
+def test_a_segment_kafka_would_refuse_gets_nothing_and_leaves_nothing(spark, tmp_path):
+    """Segment 1 holds a plain batch of producer 5 while its transaction from segment 0 is open (Kafka's
+    recovery throws InvalidTxnStateException there). Its executor staged files before the replay could
+    know; the commit must throw them away, backups included, and still rebuild segment 0."""
+    logs, backups = tmp_path / "logs", tmp_path / "backups"
+    part = logs / "orders-0"
+    write_segments(part, [[(True, 5), (False, 7)] * 10, [(False, 7), (False, 5), (False, 7)] * 5])
+    for base in (0, 20):
+        for suffix in (".index", ".timeindex"):
+            with open(segment_file(str(part), base, suffix), "wb") as f:
+                f.write(b"\x00" * 24)  # existing (wrong) files, so there is something to back up
+    before = files(part)
+    report = tmp_path / "r.json"
+    assert run_cli("rebuild", "--log-dir", logs, "--index-interval-bytes", 0, "--backup-dir", backups, "--run-id", "rb",
+                   "--audit-table", "none", "--json", report, "--no-progress") == 1
+    segs = segments_by_base(report)
+    assert segs[20]["action"] == "cannot_rebuild" and segs[20]["written"] == [] and segs[20]["backups"] == []
+    assert "non_transactional_in_open_transaction" in {f["kind"] for f in segs[20]["findings"]}
+    assert segs[0]["action"] == "rebuilt"
+    after = files(part)
+    assert set(after) == set(before)  # no staged file left behind
+    for name in before:
+        if name.startswith(f"{20:020d}"):
+            assert after[name] == before[name], name  # the refused segment is untouched
+    expected = plan_partition(str(part), index_interval_bytes=0).segments[0].plan
+    assert len(after[f"{0:020d}.index"]) == 8 * expected.index_entries > 0
+    kept = sorted(p.name for p in (backups / "rb" / "orders-0").iterdir())
+    assert kept == [f"{0:020d}.index", f"{0:020d}.timeindex"]  # only segment 0's replaced files
+
+
+def test_write_failures_are_reported_and_leave_nothing_half_written(spark, tmp_path, capsys):
+    """One partition cannot be staged (its output dir is a file: the executor fails), another cannot be
+    installed (a directory sits at a final name: the driver's rename fails). Both are ``failed``, the
+    rest is written, and no staged file survives."""
+    logs, out = tmp_path / "logs", tmp_path / "out"
+    for n in range(3):
+        generate_partition(logs / f"orders-{n}", segments=2, batches_per_segment=40, seed=n)
+    out.mkdir()
+    (out / "orders-0").write_text("in the way")
+    (out / "orders-1").mkdir()
+    (out / "orders-1" / f"{0:020d}.timeindex").mkdir()
+    report = tmp_path / "r.json"
+    assert run_cli("rebuild", "--log-dir", logs, "--output-dir", out, "--audit-table", "none", "--json", report,
+                   "--no-progress") == 1
+    printed = capsys.readouterr().out
+    assert "failed writes" in printed and f"{out / 'orders-0'}/{0:020d}" in printed
+    data = json.loads(report.read_text())
+    actions = {(f"{s['topic']}-{s['partition']}", s["base_offset"]): s for s in data["segments"]}
+    failed = sorted(k for k, s in actions.items() if s["action"] == "failed")
+    assert failed == sorted([k for k in actions if k[0] == "orders-0"] + [("orders-1", 0)])
+    assert all(s["error"] and (str(out / "orders-0") in s["error"] or str(out / "orders-1") in s["error"])
+               for s in actions.values() if s["action"] == "failed")
+    assert (out / "orders-0").read_text() == "in the way"
+    # orders-1's .index went in before its .timeindex could not; the report says so
+    assert actions[("orders-1", 0)]["written"] == [str(out / "orders-1" / f"{0:020d}.index")]
+    assert (out / "orders-1" / f"{0:020d}.timeindex").is_dir()
+    leftovers = [p for p in out.rglob("*") if p.name.endswith(".rebuild.tmp")]
+    assert leftovers == []
+    ref = tmp_path / "ref"
+    rebuild_partition(logs / "orders-2", output_dir=ref)
+    assert files(out / "orders-2") == files(ref / "orders-2")
