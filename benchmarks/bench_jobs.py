@@ -2,23 +2,29 @@
 scaling from ``local[1]`` to ``local[2]``, and the fixed cost of a run; physical limits beside.
 
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_jobs.py [--runs R] [--reps K] [--scale S] [--json FILE]``);
-about 4 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
+about 5 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
 
 Data, generated once in a temporary directory under ``/dev/shm`` when it exists (so always in memory),
 with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches of 4096 bytes):
 
-* log dir A: one partition ``bench-0`` of 8 segments of 128 MiB (1 GiB); base offsets consecutive
+* log dir A: one partition ``bench-a-0`` of 8 segments of 128 MiB (1 GiB); base offsets consecutive
   (each segment's base = the previous segment's last offset + 1);
-* log dir B: 16 partitions ``bench-0`` .. ``bench-15`` of one 64 MiB segment each (1 GiB);
+* log dir B: 16 partitions ``bench-b-0`` .. ``bench-b-15`` of one 64 MiB segment each (1 GiB);
 * a tiny log dir: one partition ``tiny-0`` of one 1 MiB segment.
 
+A and B hold different topics, as a broker's log dirs do (a partition lives in one log dir), so that
+one job can take both: the rebuild's ``--output-dir`` is laid out by partition name.
 Every partition first gets its correct index files (``indexlib.partition.rebuild_partition`` in place),
 checked healthy with ``indexlib.verify.verify_partition``, so a verify is a realistic healthy run.
 ``index.interval.bytes=4096``, ``segment.index.bytes=10485760`` (the defaults) everywhere.
 
+Three Spark jobs are measured per mode: A alone, B alone, and "A+B": ONE job over both log dirs
+(``discover([A, B])``, 2 GiB; the job the issue's acceptance text names). For A+B the core figure is
+core A + core B and the ceiling is A's plus B's, all measured in the same run.
+
 Per run, in this order:
 
-* physical limits: one ``cat`` of all the log dir's ``.log`` files to ``/dev/null``; a bare CRC-32C
+* physical limits, per log dir: one ``cat`` of all its ``.log`` files to ``/dev/null``; a bare CRC-32C
   pass over every file mapped as the scan maps it, in 16 KiB and in 4 KiB (batch-size) chunks
   (``bench_rebuild.crc_pass``);
 * the indexlib core alone, in this process: ``rebuild_partition(p, output_dir=<temp>)`` and
@@ -27,23 +33,26 @@ Per run, in this order:
   (``jobs.pipeline.process_segment``, verify work) over all segments in this process, and split by bytes
   over two forked, warmed-up processes (``multiprocessing``); the ratio is what two processes give at all;
 * Spark: for each master (``local[1]``, ``local[2]``) and each Spark conf ("as shipped": the conf of
-  ``conf/defaults.yaml``; "+ UDS": plus ``spark.python.unix.domain.socket.enabled=true``, Unix domain
-  sockets instead of loopback TCP between the JVM and its Python workers) a FRESH child process builds
-  the session the CLI builds (``jobs.cli.spark_session``, master overridden; the order of the four
-  children alternates between runs), runs a cold tiny verify, warms one Python worker per slot up, then
-  times ``--reps`` warm tiny verifies, ``--reps`` jobs of 16 empty Python tasks and, per log dir, ``--reps`` verifies and ``--reps`` rebuilds into
-  a temp ``--output-dir`` (``discover`` + ``jobs.pipeline.run``, audit disabled; exit code 0 checked).
-  Beside each job's wall time the child records: the executor compute (sum of the per-segment
-  ``seconds`` the executors report); the ideal makespan of the job's bins on the master's slots (the
-  same ``balance_by_bytes`` binning, each bin's compute, tasks handed to free slots in bin order); the
-  CPU seconds the driver, the JVM and the Python workers used during the job (``/proc/<pid>/stat``);
-  the driver-side phase replayed alone (directory listing, producer-state replay, ``.txnindex``
-  checks); for rebuilds, the second Spark job (the writes) replayed alone and the same ``publish``
-  calls made in-process (the write work itself); the size and pickle round trip of the collected
-  outcomes;
+  ``conf/defaults.yaml``, which enables ``spark.python.unix.domain.socket.enabled``, Unix domain sockets
+  between the JVM and its Python workers; "TCP": that set back to ``false``, Spark's default loopback
+  TCP, shown for comparison) a FRESH child process builds the session the CLI builds
+  (``jobs.cli.spark_session``, master overridden; the order of the four children alternates between
+  runs), runs a cold tiny verify, warms one Python worker per slot up, then times ``--reps`` warm tiny
+  verifies, ``--reps`` jobs of 16 empty Python tasks and, for A, B and A+B, ``--reps`` verifies and
+  ``--reps`` rebuilds into a temp ``--output-dir`` (``discover`` + ``jobs.pipeline.run``, audit
+  disabled; exit code 0 checked). A run is one Spark job (executors scan, plan, check and, for a
+  rebuild, stage the ``.index``/``.timeindex`` files), then the driver's producer-state replay and
+  ``.txnindex`` checks, then the driver's commit (renames of the staged files, ``.txnindex`` writes).
+  Beside each run's wall time the child records: the pipeline's own ``RunReport.phase_seconds``
+  ("scan": the Spark job including collect; "replay"; "commit"); the executor compute (sum of the
+  per-segment ``seconds`` the executors report: scan, plan, check and, for a rebuild, the staging
+  writes); the ideal makespan of the job's bins on the master's slots (the pipeline's binning,
+  ``balance_by_bytes`` into ``jobs.discovery.task_count(bytes, slots, bytes_per_task)`` bins, each bin's
+  compute, bins handed to free slots in order); the CPU seconds the driver, the JVM and the Python workers
+  used during the run (``/proc/<pid>/stat``); the size and pickle round trip of the collected outcomes;
 * the fixed cost: the wall time of a whole ``kafka-index verify --log-dir <tiny> --audit-table none
   --no-progress`` command (process start, imports, JVM and session start, job, exit; default master
-  ``local[*]``), and of ``python -c "import jobs.cli, jobs.pipeline, pyspark.sql"``.
+  ``local[*]``, conf as shipped), and of ``python -c "import jobs.cli, jobs.pipeline, pyspark.sql"``.
 
 Each child reports the median of its ``--reps``; every figure below is then the median over ``--runs``
 runs, and every ratio is taken within one run (same data, minutes apart) before its median is taken.
@@ -75,27 +84,31 @@ from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.partition import rebuild_partition, segment_file  # noqa: E402
 from indexlib.verify import verify_partition  # noqa: E402
 from jobs.config import resolve_settings  # noqa: E402
-from jobs.discovery import balance_by_bytes, discover  # noqa: E402
-from jobs.pipeline import plan_tasks, process_segment  # noqa: E402
+from jobs.discovery import balance_by_bytes, discover, task_count  # noqa: E402
+from jobs.pipeline import RunOptions, plan_tasks, process_segment  # noqa: E402
 
 INDEX_INTERVAL_BYTES = 4096
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 BATCH_BYTES = 4096
 MASTERS = ("local[1]", "local[2]")
-UDS = {"spark.python.unix.domain.socket.enabled": "true"}
-# Spark children: (name, master, extra Spark conf). "as shipped" = conf/defaults.yaml's conf; "+ UDS" adds
-# Unix domain sockets between the JVM and the Python workers (SPARK-51688, Spark >= 4.1) instead of TCP.
-CONFS = {"as shipped": {}, "+ UDS": UDS}
+# Spark children: (name, master, extra Spark conf). "as shipped" = conf/defaults.yaml's conf, which uses Unix
+# domain sockets between the JVM and the Python workers (SPARK-51688, Spark >= 4.1); "TCP" turns them off
+# again: Spark's default, loopback TCP, shown for comparison.
+CONFS = {"as shipped": {}, "TCP": {"spark.python.unix.domain.socket.enabled": "false"}}
 VARIANTS = [(f"{m} {c}", m, c) for c in CONFS for m in MASTERS]
 SCALING_TARGET = 1.7
 OVERHEAD_TARGET = 15.0
 KAFKA_INDEX = os.path.join(os.path.dirname(sys.executable), "kafka-index")
 
 DATASETS = [
-    # key, partitions, segments per partition, segment bytes (times --scale)
-    ("A", 1, 8, 128 << 20),
-    ("B", 16, 1, 64 << 20),
+    # key, topic, partitions, segments per partition, segment bytes (times --scale)
+    ("A", "bench-a", 1, 8, 128 << 20),
+    ("B", "bench-b", 16, 1, 64 << 20),
 ]
+# One Spark job over several log dirs: key -> the DATASETS keys it takes. A+B is the job the issue names.
+COMBINED = {"A+B": ("A", "B")}
+KEYS = [d[0] for d in DATASETS] + list(COMBINED)
+PHASES = ("scan", "replay", "commit")  # jobs.pipeline.RunReport.phase_seconds
 
 
 def med(values):
@@ -144,7 +157,7 @@ def _noop(x):
 def ceiling(log_dir: str, pool) -> tuple[float, float]:
     """(one process, two forked processes): process_segment (verify work) over every segment."""
     settings = resolve_settings(log_dirs=[log_dir], audit_table="none")
-    tasks = plan_tasks(discover([log_dir]), settings, True)
+    tasks = plan_tasks(discover([log_dir]), settings, RunOptions("verify"))
     halves = balance_by_bytes(tasks, [t.size for t in tasks], 2)
     one = timed(lambda: _verify_group(tasks))
     two = timed(lambda: pool.map(_verify_group, halves, chunksize=1))
@@ -159,26 +172,6 @@ def makespan(durations: list[float], slots: int) -> float:
         i = free.index(min(free))
         free[i] += d
     return max(free) if free else 0.0
-
-
-def driver_phase(report) -> float:
-    """The post-collect driver work of ``jobs.pipeline.run`` (verify), replayed alone on its outcomes."""
-    from indexlib.partition import replay_partition
-    from indexlib.producer_state import read_log_start_offset
-    from indexlib.verify import check_partition_transactions, directory_findings
-
-    start = time.perf_counter()
-    by_partition = {}
-    for o in report.outcomes:
-        by_partition.setdefault(o.task.partition_dir, []).append(o)
-    for p in report.partitions:
-        directory_findings(p.path)
-        segs = by_partition.get(p.path, [])
-        log_start = read_log_start_offset(p.log_dir, p.topic, p.partition)
-        replays = replay_partition(p.path, [o.task.base_offset for o in segs], [o.plan for o in segs], log_start)
-        check_partition_transactions([o.task.log_path for o in segs], [o.task.base_offset for o in segs],
-                                     [o.plan for o in segs], replays)
-    return time.perf_counter() - start
 
 
 def tree_cpu(root: int) -> dict[str, float]:
@@ -213,7 +206,7 @@ def tree_cpu(root: int) -> dict[str, float]:
 def child(master: str, spec: dict) -> dict:
     """One fresh process per master: session, tiny jobs, then the big jobs; returns medians of ``reps``."""
     from jobs.cli import spark_session
-    from jobs.pipeline import RunOptions, _plan_writes, publish, run
+    from jobs.pipeline import run
 
     reps = spec["reps"]
     out: dict = {"master": master}
@@ -226,41 +219,26 @@ def child(master: str, spec: dict) -> dict:
     sc = spark.sparkContext
     slots = sc.defaultParallelism
 
-    def job(log_dir: str, mode: str, output_dir: str | None = None):
+    def job(log_dirs: list[str], mode: str, output_dir: str | None = None):
         box = {}
 
         def go():
-            found = discover([log_dir])
+            found = discover(log_dirs)
             box["r"] = run(spark, found, settings, RunOptions(mode, output_dir=output_dir))
 
         cpu0 = tree_cpu(os.getpid())
         seconds = timed(go)
         cpu1 = tree_cpu(os.getpid())
-        assert box["r"].exit_code == 0, f"{mode} of {log_dir}: exit code {box['r'].exit_code}"
+        assert box["r"].exit_code == 0, f"{mode} of {log_dirs}: exit code {box['r'].exit_code}"
         box["r"].cpu = {k: cpu1[k] - cpu0[k] for k in cpu0}
         return seconds, box["r"]
 
-    def write_stage(report) -> tuple[float, float]:
-        """The rebuild's second Spark job (publish of every segment's files) replayed alone into a fresh
-        dir, and the same publish calls made one after the other in this process (the write work)."""
-        targets = [tempfile.mkdtemp(prefix="w-", dir=spec["root"]) for _ in range(2)]
-        try:
-            writes = _plan_writes(report.outcomes, RunOptions("rebuild", output_dir=targets[0]), report.run_id, settings)
-            stage = timed(lambda: sc.parallelize(writes, min(len(writes), max(1, slots) * 4)).map(
-                lambda pair: (pair[0], publish(pair[1]))).collect())
-            writes = _plan_writes(report.outcomes, RunOptions("rebuild", output_dir=targets[1]), report.run_id, settings)
-            work = timed(lambda: [publish(w) for _, w in writes])
-            return stage, work
-        finally:
-            for t in targets:
-                shutil.rmtree(t, ignore_errors=True)
-
-    out["tiny_cold"] = job(spec["tiny"], "verify")[0]
+    out["tiny_cold"] = job([spec["tiny"]], "verify")[0]
     # Start (and import indexlib in) one Python worker per slot, as the big jobs will use them all.
     pids = sc.parallelize(range(4 * slots), 4 * slots).map(
         lambda _: (__import__("jobs.pipeline"), os.getpid())[1]).collect()
     out["workers"] = len(set(pids))
-    out["tiny_warm"] = med([job(spec["tiny"], "verify")[0] for _ in range(max(reps, 5))])
+    out["tiny_warm"] = med([job([spec["tiny"]], "verify")[0] for _ in range(max(reps, 5))])
     # The cost of a Python task itself: a job of 16 tasks that do nothing, and the JVM's CPU during it.
     empty = []
     for _ in range(max(reps, 3)):
@@ -270,23 +248,24 @@ def child(master: str, spec: dict) -> dict:
     out["empty16"] = med([e[0] for e in empty])
     out["empty16_jvm"] = med([e[1] for e in empty])
 
-    for key, log_dir in spec["log_dirs"].items():
+    for key, log_dirs in spec["log_dirs"].items():
         for mode in ("verify", "rebuild"):
             rows = []
             for _ in range(reps):
                 target = tempfile.mkdtemp(prefix="spark-out-", dir=spec["root"]) if mode == "rebuild" else None
                 try:
-                    wall, report = job(log_dir, mode, target)
+                    wall, report = job(log_dirs, mode, target)
                 finally:
                     if target:
                         shutil.rmtree(target, ignore_errors=True)
-                tasks = plan_tasks(discover([log_dir]), settings, mode == "verify")
-                bins = balance_by_bytes(tasks, [t.size for t in tasks], max(1, slots) * 4)
+                # The pipeline's binning (jobs.pipeline.run): task_count bins balanced by bytes.
+                tasks = plan_tasks(discover(log_dirs), settings, RunOptions(mode))
+                sizes = [t.size for t in tasks]
+                bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), slots, settings.bytes_per_task))
                 where = {(t.partition_dir, t.base_offset): i for i, b in enumerate(bins) for t in b}
                 per_bin = [0.0] * len(bins)
                 for o in report.outcomes:
                     per_bin[where[(o.task.partition_dir, o.task.base_offset)]] += o.seconds
-                stage, work = write_stage(report) if mode == "rebuild" else (None, None)
                 blob_start = time.perf_counter()
                 blob = pickle.dumps(report.outcomes, protocol=pickle.HIGHEST_PROTOCOL)
                 pickle.loads(blob)
@@ -296,14 +275,13 @@ def child(master: str, spec: dict) -> dict:
                     "segment_median": med([o.seconds for o in report.outcomes]),
                     "makespan": makespan(per_bin, slots),
                     "bins": len(bins),
-                    "driver": driver_phase(report) if mode == "verify" else None,
+                    "segments": len(report.outcomes),
+                    **{f"phase_{k}": report.phase_seconds.get(k, 0.0) for k in PHASES},
                     "pickle_bytes": len(blob),
                     "pickle_seconds": time.perf_counter() - blob_start,
-                    "write_stage": stage,
-                    "write_work": work,
                     **{f"cpu_{k}": v for k, v in report.cpu.items()},
                 })
-            out[f"{key}/{mode}"] = {k: (med([r[k] for r in rows]) if rows[0][k] is not None else None) for k in rows[0]}
+            out[f"{key}/{mode}"] = {k: med([r[k] for r in rows]) for k in rows[0]}
             out[f"{key}/{mode}"]["walls"] = [r["wall"] for r in rows]
     out["session_stop"] = timed(spark.stop)
     return out
@@ -361,6 +339,13 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
     def runs_list(values) -> str:
         return ", ".join(f"{x:.2f}" for x in values)
 
+    def label(key: str) -> str:
+        if key in COMBINED:
+            return f"**{key}** (the job the issue names): {data[key]['label']}"
+        return f"{key}: {data[key]['label']}"
+
+    combined = ", ".join(f"{k} = {' + '.join(v)}" for k, v in COMBINED.items())
+    combined_gib = ", ".join(f"{data[k]['bytes'] / 2**30:.2f} GiB" for k in COMBINED)
     print(f"machine: {machine_line()}; pyspark {data['pyspark']}, Java {data['java']}")
     print(f"files in: {root} ; runs: {len(runs)} (medians; each Spark child: median of {args.reps} reps) ; "
           f"index.interval.bytes={INDEX_INTERVAL_BYTES}, segment.index.bytes={SEGMENT_INDEX_BYTES}, batches of {BATCH_BYTES} B")
@@ -368,13 +353,17 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
           f"slept 3 s (other tenants): {', '.join(f'{b:.0%}' for b in busy)}")
     print()
     print("Throughput (GB/s; Spark = `discover` + `jobs.pipeline.run` on a warm session in a fresh process, audit off; "
-          "core = indexlib in one process; ratios per run, then the median):")
+          "core = indexlib in one process; ratios per run, then the median). "
+          f"{combined}: ONE Spark job over both log dirs ({combined_gib}), the job the issue's "
+          "acceptance text names; its core and its 2-process ceiling are A's and B's added up (same run). "
+          "Spark conf \"as shipped\" = `conf/defaults.yaml` (Unix domain sockets to the Python workers); "
+          "\"TCP\" = Spark's default loopback TCP instead, for comparison:")
     print()
     print("| log dir | mode | Spark conf | core, 1 process | Spark local[1] | Spark local[2] | local[2] / core "
           "| scaling local[1] -> local[2] | target | met | 2 bare processes / 1 (machine ceiling) |")
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
-    for key, *_ in DATASETS:
-        size, label = data[key]["bytes"], data[key]["label"]
+    for key in KEYS:
+        size = data[key]["bytes"]
         for mode in ("verify", "rebuild"):
             for conf in CONFS:
                 one, two = f"local[1] {conf}", f"local[2] {conf}"
@@ -385,45 +374,47 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
                 scaling = [r[one][f"{key}/{mode}"]["wall"] / r[two][f"{key}/{mode}"]["wall"] for r in runs]
                 ceil = [r[f"ceiling/{key}"][0] / r[f"ceiling/{key}"][1] for r in runs]
                 sc = med(scaling)
-                print(f"| {key}: {label} | {mode} | {conf} | {size / core / gb:.2f} ({core:.2f} s) "
+                print(f"| {label(key)} | {mode} | {conf} | {size / core / gb:.2f} ({core:.2f} s) "
                       f"| {size / s1 / gb:.2f} ({s1:.2f} s) | {size / s2 / gb:.2f} ({s2:.2f} s) | {med(vs_core):.2f} "
                       f"| {sc:.2f}x (runs {runs_list(scaling)}) | >= {SCALING_TARGET}x | {'yes' if sc >= SCALING_TARGET else '**no**'} "
                       f"| {med(ceil):.2f}x (runs {runs_list(ceil)}) |")
     print()
-    print("Physical limits in the same runs:")
+    print(f"Physical limits in the same runs ({combined}: A's and B's times added up):")
     print()
     print("| log dir | `cat` of the .log files > /dev/null | bare CRC-32C, 16 KiB chunks | bare CRC-32C, 4 KiB chunks "
           "| pipeline executor function, 1 process | same, 2 forked processes |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for key, *_ in DATASETS:
+    for key in KEYS:
         size = data[key]["bytes"]
         row = [med([r[f"{lim}/{key}"] for r in runs]) for lim in ("cat", "crc16k", "crc4k")]
         row += [med([r[f"ceiling/{key}"][i] for r in runs]) for i in (0, 1)]
         print(f"| {key} ({size / 2**20:.0f} MiB, {data[key]['files']} files) | "
               + " | ".join(f"{size / t / gb:.2f} GB/s ({t:.3f} s)" for t in row) + " |")
     print()
-    print("Where a Spark job's time goes (medians; compute = sum of the executors' per-segment seconds; "
-          "makespan = those seconds on the master's slots with the pipeline's binning; "
-          "other = wall - makespan: job and task launch, JVM <-> Python worker round trips, (de)serialization, "
-          "collect, driver phase):")
+    print("Where a Spark run's time goes (medians; compute = sum of the executors' per-segment seconds: scan, plan, check, "
+          "and the staging writes of a rebuild; makespan = those seconds on the master's slots with the pipeline's binning "
+          "(`task_count` bins balanced by bytes); other = wall - makespan: discovery, job and task launch, "
+          "JVM <-> Python worker round trips, (de)serialization, collect, "
+          "driver replay and commit; phases = the pipeline's own `RunReport.phase_seconds`: scan = the Spark job "
+          "incl. collect, replay = driver producer-state replay + `.txnindex` checks, commit = driver renames and "
+          "`.txnindex` writes):")
     print()
     print("| log dir | mode | Spark | wall | compute (sum) | per segment | bins | makespan | other "
-          "| CPU during the job: driver / JVM / Python workers (cores busy) | driver phase alone "
-          "| rebuild's write job alone / its write work | collected outcomes (pickle size; dumps+loads) |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for key, *_ in DATASETS:
+          "| CPU during the run: driver / JVM / Python workers (cores busy) | phases: scan / replay / commit "
+          "| collected outcomes (pickle size; dumps+loads) |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key in KEYS:
         for mode in ("verify", "rebuild"):
             for name, _master, _conf in VARIANTS:
                 rows = [r[name][f"{key}/{mode}"] for r in runs]
-                m = {k: med([x[k] for x in rows]) if rows[0][k] is not None else None for k in rows[0] if k != "walls"}
+                m = {k: med([x[k] for x in rows]) for k in rows[0] if k != "walls"}
                 other = med([x["wall"] - x["makespan"] for x in rows])
-                driver = f"{m['driver'] * 1e3:.0f} ms" if m["driver"] is not None else "-"
-                writes = f"{m['write_stage']:.3f} s / {m['write_work']:.3f} s" if m["write_stage"] is not None else "-"
+                phases = " / ".join(f"{m[f'phase_{p}']:.3f}" for p in PHASES)
                 cpu = m["cpu_driver"] + m["cpu_jvm"] + m["cpu_workers"]
                 print(f"| {key} | {mode} | {name} | {m['wall']:.3f} s | {m['compute']:.3f} s | {m['segment_median'] * 1e3:.0f} ms "
                       f"| {m['bins']:.0f} | {m['makespan']:.3f} s | {other:.3f} s "
-                      f"| {m['cpu_driver']:.2f} / {m['cpu_jvm']:.2f} / {m['cpu_workers']:.2f} s ({cpu / m['wall']:.2f}) | {driver} | {writes} "
-                      f"| {m['pickle_bytes'] / 2**20:.2f} MiB; {m['pickle_seconds'] * 1e3:.0f} ms |")
+                      f"| {m['cpu_driver']:.2f} / {m['cpu_jvm']:.2f} / {m['cpu_workers']:.2f} s ({cpu / m['wall']:.2f}) "
+                      f"| {phases} s | {m['pickle_bytes'] / 2**20:.2f} MiB; {m['pickle_seconds'] * 1e3:.0f} ms |")
     print()
     print("Fixed cost of a run (tiny log dir: one partition, one 1 MiB segment):")
     print()
@@ -465,21 +456,26 @@ def main(argv: list[str] | None = None) -> None:
     try:
         data: dict = {"pyspark": pyspark.__version__, "java": java}
         dirs = {}
-        for i, (key, partitions, segments, seg_bytes) in enumerate(DATASETS):
+        for i, (key, topic, partitions, segments, seg_bytes) in enumerate(DATASETS):
             seg_bytes = max(1 << 20, int(seg_bytes * args.scale))
             label = (f"{partitions} partition{'s' if partitions > 1 else ''} x {segments} segment{'s' if segments > 1 else ''} "
                      f"of {seg_bytes / 2**20:.0f} MiB")
             print(f"[{key}] generating {label} ...", file=sys.stderr, flush=True)
             log_dir = os.path.join(root, f"logs-{key}")
             os.makedirs(log_dir)
-            pdirs = make_log_dir(log_dir, "bench", partitions, segments, seg_bytes, 100 * i)
+            pdirs = make_log_dir(log_dir, topic, partitions, segments, seg_bytes, 100 * i)
             files = log_files(pdirs)
             dirs[key] = (log_dir, pdirs, files)
             data[key] = {"bytes": sum(os.path.getsize(f) for f in files), "files": len(files), "label": label}
+        for key, parts in COMBINED.items():
+            data[key] = {"bytes": sum(data[k]["bytes"] for k in parts), "files": sum(data[k]["files"] for k in parts),
+                         "label": f"{' and '.join(parts)} in ONE job ({len(parts)} log dirs)"}
         tiny = os.path.join(root, "logs-tiny")
         os.makedirs(tiny)
         make_log_dir(tiny, "tiny", 1, 1, 1 << 20, 7)
-        spec = {"root": root, "tiny": tiny, "reps": args.reps, "log_dirs": {k: v[0] for k, v in dirs.items()}}
+        spec = {"root": root, "tiny": tiny, "reps": args.reps,
+                "log_dirs": {**{k: [v[0]] for k, v in dirs.items()},
+                             **{k: [dirs[d][0] for d in parts] for k, parts in COMBINED.items()}}}
         out_root = tempfile.mkdtemp(prefix="core-out-", dir=root)
 
         runs, load, busy = [], [], []
@@ -506,6 +502,12 @@ def main(argv: list[str] | None = None) -> None:
                                                                        for p in pdirs))
                     assert all(v.healthy for v in box)
                     r[f"ceiling/{key}"] = ceiling(log_dir, pool)
+                for key, parts in COMBINED.items():  # a combined job's limits, core and ceiling: its parts' added up
+                    for lim in ("cat", "crc16k", "crc4k"):
+                        r[f"{lim}/{key}"] = sum(r[f"{lim}/{k}"] for k in parts)
+                    for mode in ("verify", "rebuild"):
+                        r[f"core/{key}/{mode}"] = sum(r[f"core/{k}/{mode}"] for k in parts)
+                    r[f"ceiling/{key}"] = tuple(sum(r[f"ceiling/{k}"][i] for k in parts) for i in (0, 1))
                 for name, master, conf in (VARIANTS if run % 2 == 0 else VARIANTS[::-1]):
                     print(f"[run {run + 1}/{args.runs}] Spark {name} (fresh process)", file=sys.stderr, flush=True)
                     r[name] = run_child(master, conf, spec)

@@ -179,6 +179,12 @@ def run_job(args) -> int:
         if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
             raise UsageError(f"{output_dir}: --output-dir exists and is not a directory")
         found = discover(settings.log_dirs, topics, partitions)
+        if output_dir:
+            where: dict[str, str] = {}
+            for p in found.partitions:
+                if where.setdefault(p.name, p.log_dir) != p.log_dir:
+                    raise UsageError(f"{p.name} is in both {where[p.name]} and {p.log_dir}, and --output-dir holds one "
+                                     f"{p.name}/: rebuild these log dirs in separate runs (or separate output dirs)")
     except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2

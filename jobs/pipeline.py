@@ -21,6 +21,7 @@ never by its batches.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import time
 import uuid
@@ -97,10 +98,11 @@ class SegmentOutcome:
 STAGED_BY_EXECUTORS = (".index", ".timeindex")  # the files that need the full plan; .txnindex needs the replay
 
 
-def process_segment(task: SegmentTask) -> SegmentOutcome:
+def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome:
     """Executor side: scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and
-    ``.timeindex``; stage the ``.index``/``.timeindex`` the run will write (``task.stage``), backing up
-    the old ones. A staging failure is recorded in ``error`` with nothing left staged."""
+    ``.timeindex``; stage the ``.index``/``.timeindex`` the run will write (``task.stage``; staged names
+    carry ``tag``, default the run id), backing up the old ones. A staging failure is recorded in
+    ``error`` with nothing left staged. ``seconds`` covers all of it."""
     started = time.perf_counter()
     scan, plan = plan_segment_file(task.log_path, task.base_offset, task.index_interval_bytes, task.segment_index_bytes)
     if task.check:
@@ -114,32 +116,37 @@ def process_segment(task: SegmentTask) -> SegmentOutcome:
         except OSError:
             sizes[suffix] = None
     outcome = SegmentOutcome(task, plan.summary(), scan.batch_count, scan.file_size, scan.valid_bytes,
-                             scan.invalid_bytes, findings, identical, sizes, time.perf_counter() - started)
-    if task.stage == "none" or plan.fatal is not None:
-        return outcome
+                             scan.invalid_bytes, findings, identical, sizes, 0.0)
     if task.stage == "all":
         suffixes = STAGED_BY_EXECUTORS
-    else:
+    elif task.stage == "damaged":
         suffixes = tuple(s for s in damaged_index_files(task.partition_dir, task.base_offset, findings) if s in STAGED_BY_EXECUTORS)
-    if not suffixes:
-        return outcome
-    try:
-        os.makedirs(task.target_dir, exist_ok=True)
-        outcome.staged = stage_segment(task.target_dir, task.base_offset, plan, [], suffixes, False,
-                                       task.segment_index_bytes, task.run_id)
-        if task.backup_dir is not None:
-            outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
-    except (OSError, ValueError) as exc:
-        _discard_all(outcome)
-        outcome.error = f"{task.target_dir}/{task.base_offset:020d}: {exc}"
+    else:
+        suffixes = ()
+    if suffixes and plan.fatal is None:
+        try:
+            os.makedirs(task.target_dir, exist_ok=True)
+            outcome.staged = stage_segment(task.target_dir, task.base_offset, plan, [], suffixes, False,
+                                           task.segment_index_bytes, tag or task.run_id)
+            if task.backup_dir is not None:
+                outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
+        except (OSError, ValueError) as exc:
+            _discard_all(outcome)
+            outcome.error = f"{task.target_dir}/{task.base_offset:020d}: {exc}"
+    outcome.seconds = time.perf_counter() - started
     return outcome
 
 
 def _discard_all(outcome: SegmentOutcome) -> None:
-    """Drop what an outcome staged and the backups made for it (nothing was replaced)."""
-    for path in list(outcome.staged.values()) + outcome.backups:
+    """Drop what an outcome staged and the backups made of the files it would have replaced (nothing
+    was replaced). Any other backup (a cut ``.log`` tail) is kept: it may be the only copy of its bytes."""
+    staged_names = {os.path.basename(final) for final in outcome.staged}
+    for path in outcome.staged.values():
         discard(path)
-    outcome.staged, outcome.backups = {}, []
+    for path in [b for b in outcome.backups if os.path.basename(b) in staged_names]:
+        discard(path)
+    outcome.backups = [b for b in outcome.backups if os.path.basename(b) not in staged_names]
+    outcome.staged = {}
 
 
 def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str | None) -> str:
@@ -247,11 +254,11 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
     writes_in_place = (options.mode == "rebuild" and options.output_dir is None) or (options.mode == "repair" and not options.dry_run)
     if writes_in_place:
         check_locks(discovery.partitions, options.force)
+    clock = time.perf_counter()
+    phases: dict[str, float] = {}
     tasks = plan_tasks(discovery, settings, options, run_id)
     sc = spark.sparkContext
     outcomes: list[SegmentOutcome] = []
-    clock = time.perf_counter()
-    phases: dict[str, float] = {}
     if tasks:
         sizes = [t.size for t in tasks]
         bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), sc.defaultParallelism, settings.bytes_per_task))
@@ -259,7 +266,11 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
         done_bytes = sc.accumulator(0)
 
         def run_bin(group):
-            out = [process_segment(t) for t in group]
+            from pyspark import TaskContext
+
+            # a task attempt's own tag: a speculative or zombie attempt never touches another's staged files
+            tag = f"{run_id}.{TaskContext.get().taskAttemptId()}"
+            out = [process_segment(t, tag) for t in group]
             done.add(len(group))
             done_bytes.add(sum(t.size for t in group))
             return out
@@ -282,8 +293,23 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
         for o in outcomes:  # an interrupted commit: nothing staged may stay behind
             if o.staged:
                 _discard_all(o)
+        _sweep_staged(tasks, run_id)
     return RunReport(run_id, options.mode, started, datetime.now(timezone.utc), settings, options, outcomes,
                      partition_findings, discovery.skipped, discovery.partitions, phases)
+
+
+def _sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
+    """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
+    superseded after staging). Only names this run made: ``.<segment file>.<run id>.<attempt>.rebuild.tmp``."""
+    pattern = re.compile(r"\.\d{20}\.(index|timeindex|txnindex)\." + re.escape(run_id) + r"(\.\d+)?\.rebuild\.tmp")
+    for target in sorted({t.target_dir for t in tasks if t.stage != "none" and t.target_dir}):
+        try:
+            names = os.listdir(target)
+        except OSError:
+            continue
+        for name in names:
+            if pattern.fullmatch(name):
+                discard(os.path.join(target, name))
 
 
 def _replay_partitions(discovery: Discovery, outcomes: list[SegmentOutcome], check: bool) -> dict[str, list[Finding]]:
@@ -332,46 +358,52 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
     if options.mode == "verify":
         return
     touched: set[str] = set()
-    for o in outcomes:
-        t = o.task
-        if o.action == "cannot_rebuild" or o.error is not None:
-            _discard_all(o)
-            if o.error is not None:
-                o.action = "failed"
-            continue
-        stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
-        if options.mode == "rebuild":
-            txn, cut = True, None
-        else:
-            damaged = damaged_index_files(t.partition_dir, t.base_offset, o.findings)
-            txn = ".txnindex" in damaged
-            cut = None
-            if options.truncate_corrupt_tail and any(f.file == t.log_path and f.kind.startswith("log_") for f in o.findings):
-                cut = o.valid_bytes
-            if not damaged and cut is None:
+    try:
+        for o in outcomes:
+            t = o.task
+            if o.action == "cannot_rebuild" or o.error is not None:
+                _discard_all(o)
+                if o.error is not None:
+                    o.action = "failed"
                 continue
-        o.action = "would_repair" if options.dry_run else ("rebuilt" if options.mode == "rebuild" else "repaired")
-        if options.dry_run:
-            continue
-        try:
-            if cut is not None:
-                o.backups.append(cut_log_tail(t.log_path, cut, t.backup_dir))
-                o.written.append(t.log_path)
-            if txn:
-                os.makedirs(t.target_dir, exist_ok=True)
-                staged_txn = stage_segment(t.target_dir, t.base_offset, o.plan, o.aborted, (".txnindex",), stale,
-                                           t.segment_index_bytes, t.run_id)
-                o.staged.update(staged_txn)
-                if t.backup_dir is not None:
-                    o.backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
-            staged, o.staged = o.staged, {}
-            install_segment(staged, sync_dir=False, written=o.written)  # backups were kept when staging
-        except (OSError, ValueError) as exc:
-            o.error = f"{t.target_dir}/{t.base_offset:020d}: {exc}"
-            o.action = "failed"
-        touched.update(os.path.dirname(f) for f in o.written)
-    for directory in sorted(touched):
-        fsync_path(directory)
+            stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
+            if options.mode == "rebuild":
+                txn, cut = True, None
+            else:
+                damaged = damaged_index_files(t.partition_dir, t.base_offset, o.findings)
+                txn = ".txnindex" in damaged
+                cut = None
+                if options.truncate_corrupt_tail and any(f.file == t.log_path and f.kind.startswith("log_") for f in o.findings):
+                    cut = o.valid_bytes
+                if not damaged and cut is None:
+                    continue
+            o.action = "would_repair" if options.dry_run else ("rebuilt" if options.mode == "rebuild" else "repaired")
+            if options.dry_run:
+                continue
+            try:
+                if txn:
+                    os.makedirs(t.target_dir, exist_ok=True)
+                    staged_txn = stage_segment(t.target_dir, t.base_offset, o.plan, o.aborted, (".txnindex",), stale,
+                                               t.segment_index_bytes, t.run_id)
+                    o.staged.update(staged_txn)
+                    if t.backup_dir is not None:
+                        o.backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
+                if cut is not None:  # from here on the saved tail is the only copy of those bytes: never discarded
+                    saved = cut_log_tail(t.log_path, cut, t.backup_dir)
+                    o.backups.append(saved)
+                    o.written.append(t.log_path)
+                staged, o.staged = o.staged, {}
+                install_segment(staged, sync_dir=False, written=o.written)  # backups were kept when staging
+            except (OSError, ValueError) as exc:
+                if o.staged:  # failed before anything was replaced: drop what was staged and backed up for it
+                    _discard_all(o)
+                o.error = f"{t.target_dir}/{t.base_offset:020d}: {exc}"
+                o.action = "failed"
+            finally:
+                touched.update(os.path.dirname(f) for f in o.written)
+    finally:  # the renames made are durable even if the loop was interrupted
+        for directory in sorted(touched):
+            fsync_path(directory)
 
 
 def summary_rows(report: RunReport) -> list[dict]:

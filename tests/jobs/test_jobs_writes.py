@@ -99,3 +99,31 @@ def test_write_failures_are_reported_and_leave_nothing_half_written(spark, tmp_p
     ref = tmp_path / "ref"
     rebuild_partition(logs / "orders-2", output_dir=ref)
     assert files(out / "orders-2") == files(ref / "orders-2")
+
+
+def test_output_dir_refuses_one_partition_from_two_log_dirs(spark, tmp_path, capsys):
+    """Two brokers' mounts in one run: both hold orders-0, and --output-dir has room for one."""
+    for broker in ("b1", "b2"):
+        generate_partition(tmp_path / broker / "orders-0", segments=1, batches_per_segment=10, seed=1)
+    out = tmp_path / "out"
+    assert run_cli("rebuild", "--log-dir", tmp_path / "b1", "--log-dir", tmp_path / "b2", "--output-dir", out,
+                   "--audit-table", "none") == 2
+    err = capsys.readouterr().err
+    assert f"orders-0 is in both {tmp_path / 'b1'} and {tmp_path / 'b2'}" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
+    """A task attempt that died after staging leaves a file no outcome names; the run removes its own
+    such files and nothing else (another run's leftovers are verify's to report)."""
+    logs = tmp_path / "logs"
+    part = logs / "orders-0"
+    generate_partition(part, segments=1, batches_per_segment=30, seed=2)
+    lost = part / f".{0:020d}.index.sweep-run.12345.rebuild.tmp"
+    foreign = part / f".{0:020d}.index.other-run.7.rebuild.tmp"
+    lost.write_bytes(b"half")
+    foreign.write_bytes(b"not ours")
+    assert run_cli("rebuild", "--log-dir", logs, "--run-id", "sweep-run", "--audit-table", "none", "--no-progress") == 0
+    assert not lost.exists() and foreign.read_bytes() == b"not ours"
+    assert sorted(p.name for p in part.iterdir()) == sorted(
+        [foreign.name] + [f"{0:020d}{s}" for s in (".log", ".index", ".timeindex")])

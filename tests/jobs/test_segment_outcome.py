@@ -96,3 +96,24 @@ def test_repair_stages_only_a_damaged_index_and_backs_it_up(busy_partition):
     assert open(index, "rb").read() == damaged  # not installed: that is the driver's commit
     (backup,) = outcome.backups
     assert backup.endswith("backups/run-1/busy-0/00000000000000000000.index") and open(backup, "rb").read() == damaged
+
+
+def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_path):
+    """What a failed commit throws away: the staged files and the backups of the files they would have
+    replaced; a cut .log tail saved in the same backup dir is the only copy of its bytes and stays."""
+    from jobs.pipeline import _discard_all
+
+    (task,) = tasks_for(busy_partition, "rebuild")
+    outcome = process_segment(task)
+    backups = tmp_path / "b"
+    backups.mkdir()
+    tail = backups / "00000000000000000000.log.tail-from-100"
+    tail.write_bytes(b"cut bytes")
+    index_copy = backups / "00000000000000000000.index"
+    index_copy.write_bytes(b"old index")
+    outcome.backups = [str(index_copy), str(tail)]
+    staged = list(outcome.staged.values())
+    _discard_all(outcome)
+    assert outcome.staged == {} and outcome.backups == [str(tail)]
+    assert tail.read_bytes() == b"cut bytes" and not index_copy.exists()
+    assert not any(os.path.exists(p) for p in staged)
