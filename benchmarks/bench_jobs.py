@@ -2,7 +2,7 @@
 scaling from ``local[1]`` to ``local[2]``, and the fixed cost of a run; physical limits beside.
 
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_jobs.py [--runs R] [--reps K] [--scale S] [--json FILE]``);
-about 5 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
+about 13 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
 
 Data, generated once in a temporary directory under ``/dev/shm`` when it exists (so always in memory),
 with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches of 4096 bytes):

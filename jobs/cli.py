@@ -24,6 +24,9 @@ PROG = "kafka-index"
 LOG4J_FILE = conf_dir() / "log4j2.properties"
 
 
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
 class UsageError(Exception):
     """Bad usage or bad input: one message, exit code 2."""
 
@@ -175,6 +178,8 @@ def run_job(args) -> int:
         except re.error as exc:
             raise UsageError(f"--topics: invalid regex {args.topics!r}: {exc}") from None
         partitions = parse_partition_filter(args.partitions)
+        if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
+            raise UsageError(f"--run-id {args.run_id!r}: use letters, digits, '.', '_' and '-' (it names backup dirs and files)")
         output_dir = getattr(args, "output_dir", None)
         if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
             raise UsageError(f"{output_dir}: --output-dir exists and is not a directory")

@@ -259,43 +259,49 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
     tasks = plan_tasks(discovery, settings, options, run_id)
     sc = spark.sparkContext
     outcomes: list[SegmentOutcome] = []
-    if tasks:
-        sizes = [t.size for t in tasks]
-        bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), sc.defaultParallelism, settings.bytes_per_task))
-        done = sc.accumulator(0)
-        done_bytes = sc.accumulator(0)
-
-        def run_bin(group):
-            from pyspark import TaskContext
-
-            # a task attempt's own tag: a speculative or zombie attempt never touches another's staged files
-            tag = f"{run_id}.{TaskContext.get().taskAttemptId()}"
-            out = [process_segment(t, tag) for t in group]
-            done.add(len(group))
-            done_bytes.add(sum(t.size for t in group))
-            return out
-
-        if progress is not None:
-            progress.start(len(tasks), sum(sizes), lambda: (done.value, done_bytes.value))
-        try:
-            outcomes = sc.parallelize(bins, len(bins)).flatMap(run_bin).collect()
-        finally:
-            if progress is not None:
-                progress.stop()
-    outcomes.sort(key=lambda o: (o.task.log_dir, o.task.topic, o.task.partition, o.task.base_offset))
-    phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
     try:
+        if tasks:
+            outcomes = _scan(sc, tasks, run_id, settings.bytes_per_task, progress)
+        phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
         partition_findings = _replay_partitions(discovery, outcomes, options.mode in ("verify", "repair"))
         phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
         _commit(outcomes, options)
         phases["commit"] = time.perf_counter() - clock
-    finally:
-        for o in outcomes:  # an interrupted commit: nothing staged may stay behind
+    finally:  # a failed job or an interrupted commit: nothing staged may stay behind
+        for o in outcomes:
             if o.staged:
                 _discard_all(o)
         _sweep_staged(tasks, run_id)
     return RunReport(run_id, options.mode, started, datetime.now(timezone.utc), settings, options, outcomes,
                      partition_findings, discovery.skipped, discovery.partitions, phases)
+
+
+def _scan(sc, tasks: list[SegmentTask], run_id: str, bytes_per_task: int, progress) -> list[SegmentOutcome]:
+    """The run's one Spark job: :func:`process_segment` over bins of tasks balanced by bytes; the
+    outcomes sorted by log dir, topic, partition, base offset."""
+    sizes = [t.size for t in tasks]
+    bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), sc.defaultParallelism, bytes_per_task))
+    done = sc.accumulator(0)
+    done_bytes = sc.accumulator(0)
+
+    def run_bin(group):
+        from pyspark import TaskContext
+
+        # a task attempt's own tag: a speculative or zombie attempt never touches another's staged files
+        tag = f"{run_id}.{TaskContext.get().taskAttemptId()}"
+        out = [process_segment(t, tag) for t in group]
+        done.add(len(group))
+        done_bytes.add(sum(t.size for t in group))
+        return out
+
+    if progress is not None:
+        progress.start(len(tasks), sum(sizes), lambda: (done.value, done_bytes.value))
+    try:
+        outcomes = sc.parallelize(bins, len(bins)).flatMap(run_bin).collect()
+    finally:
+        if progress is not None:
+            progress.stop()
+    return sorted(outcomes, key=lambda o: (o.task.log_dir, o.task.topic, o.task.partition, o.task.base_offset))
 
 
 def _sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:

@@ -209,6 +209,7 @@ def test_bad_input_gives_one_message_and_exit_2(spark, tmp_path, capsys):
         ["verify", "--log-dir", tmp_path, "--partitions", "x-1"],
         ["verify", "--log-dir", tmp_path, "--topics", "("],
         ["verify", "--log-dir", tmp_path, "--config", tmp_path / "unknown.yaml"],
+        ["repair", "--log-dir", tmp_path, "--run-id", "../escape"],
         ["verify"],
     ]
     (tmp_path / "file").write_text("x")
