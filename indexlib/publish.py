@@ -83,13 +83,19 @@ def _staging(final: str, tag: str | None):
 
 
 def keep_backup(final: str, backup_dir: str) -> str | None:
-    """Copy ``final`` (if it exists) into ``backup_dir``, fsynced; returns the copy's path."""
+    """Copy ``final`` (if it exists) into ``backup_dir``, fsynced; returns the copy's path. An existing
+    backup of the same name is kept as it is: the first copy is the oldest, and a late writer (a retried
+    task, a re-run under the same run id) must not replace it with a file that was already rebuilt."""
     if not os.path.lexists(final):
         return None
     os.makedirs(backup_dir, exist_ok=True)
     backup = os.path.join(backup_dir, os.path.basename(final))
-    shutil.copy2(final, backup)
-    fsync_path(backup)
+    if not os.path.lexists(backup):
+        partial = backup + ".partial"
+        shutil.copy2(final, partial)
+        fsync_path(partial)
+        os.replace(partial, backup)
+        fsync_path(backup_dir)
     return backup
 
 

@@ -24,9 +24,6 @@ PROG = "kafka-index"
 LOG4J_FILE = conf_dir() / "log4j2.properties"
 
 
-RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
 class UsageError(Exception):
     """Bad usage or bad input: one message, exit code 2."""
 
@@ -164,7 +161,7 @@ def spark_session(settings, app_name: str):
 def run_job(args) -> int:
     from .config import resolve_settings
     from .discovery import discover, parse_partition_filter
-    from .pipeline import LockedLogDirError, RunOptions, run
+    from .pipeline import LockedLogDirError, RunOptions, check_run, run
 
     try:
         settings = resolve_settings(
@@ -178,23 +175,16 @@ def run_job(args) -> int:
         except re.error as exc:
             raise UsageError(f"--topics: invalid regex {args.topics!r}: {exc}") from None
         partitions = parse_partition_filter(args.partitions)
-        if args.run_id is not None and not RUN_ID.fullmatch(args.run_id):
-            raise UsageError(f"--run-id {args.run_id!r}: use letters, digits, '.', '_' and '-' (it names backup dirs and files)")
         output_dir = getattr(args, "output_dir", None)
         if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
             raise UsageError(f"{output_dir}: --output-dir exists and is not a directory")
         found = discover(settings.log_dirs, topics, partitions)
-        if output_dir:
-            where: dict[str, str] = {}
-            for p in found.partitions:
-                if where.setdefault(p.name, p.log_dir) != p.log_dir:
-                    raise UsageError(f"{p.name} is in both {where[p.name]} and {p.log_dir}, and --output-dir holds one "
-                                     f"{p.name}/: rebuild these log dirs in separate runs (or separate output dirs)")
+        options = RunOptions(args.command, args.run_id, output_dir, getattr(args, "dry_run", False),
+                             getattr(args, "truncate_corrupt_tail", False), args.force)
+        check_run(found, options)
     except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    options = RunOptions(args.command, args.run_id, output_dir, getattr(args, "dry_run", False),
-                         getattr(args, "truncate_corrupt_tail", False), args.force)
     for path, reason in found.skipped:
         print(f"skipped {path}: {reason}", file=sys.stderr)
     if not found.partitions:

@@ -54,6 +54,27 @@ class LockedLogDirError(RuntimeError):
     """An in-place write was asked for in a log dir that a running broker holds."""
 
 
+#: A run id names a backup dir and tags staged files: no '/', whitespace, control characters or '~'
+#: ('~' separates the task attempt in staged names), no leading '.', at most 200 characters.
+RUN_ID = re.compile(r"[^/\s.~\x00-\x1f][^/\s~\x00-\x1f]{0,199}")
+
+
+def check_run(discovery: Discovery, options: RunOptions) -> None:
+    """Refuse, before anything runs, what a run cannot do safely (``ValueError`` with the reason): a
+    malformed run id; one partition name in two log dirs when writing (its backup dir, or its
+    ``--output-dir`` dir, is named by the partition alone)."""
+    if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
+        raise ValueError(f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
+                         "or leading '.', at most 200 characters")
+    if options.mode == "verify" or (options.mode == "repair" and options.dry_run):
+        return
+    where: dict[str, str] = {}
+    for p in discovery.partitions:
+        if where.setdefault(p.name, p.log_dir) != p.log_dir:
+            raise ValueError(f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
+                             f"named by partition, so {options.mode} these log dirs in separate runs")
+
+
 @dataclass(frozen=True)
 class SegmentTask:
     log_dir: str
@@ -149,8 +170,10 @@ def _discard_all(outcome: SegmentOutcome) -> None:
     outcome.staged = {}
 
 
-def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str | None) -> str:
-    """Save ``log_path[valid_bytes:]`` to ``backup_dir`` (fsynced), then truncate the ``.log`` there."""
+def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str | None, written: list[str], backups: list[str]) -> None:
+    """Save ``log_path[valid_bytes:]`` to ``backup_dir`` (fsynced), then truncate the ``.log`` there.
+    Appends to ``backups`` once the saved tail is durable and to ``written`` once the ``.log`` is cut,
+    so the report stays true if a later step fails."""
     if backup_dir is None:
         raise ValueError(f"{log_path}: cutting a corrupt tail needs a backup dir")
     os.makedirs(backup_dir, exist_ok=True)
@@ -161,9 +184,10 @@ def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str | None) -> str
         dst.flush()
         os.fsync(dst.fileno())
     fsync_path(backup_dir)
+    backups.append(saved)
     os.truncate(log_path, valid_bytes)
+    written.append(log_path)
     fsync_path(log_path)
-    return saved
 
 
 @dataclass
@@ -250,6 +274,7 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
     if options.mode not in MODES:
         raise ValueError(f"unknown mode {options.mode!r}")
     started = datetime.now(timezone.utc)
+    check_run(discovery, options)
     run_id = options.run_id or new_run_id(options.mode)
     writes_in_place = (options.mode == "rebuild" and options.output_dir is None) or (options.mode == "repair" and not options.dry_run)
     if writes_in_place:
@@ -288,7 +313,7 @@ def _scan(sc, tasks: list[SegmentTask], run_id: str, bytes_per_task: int, progre
         from pyspark import TaskContext
 
         # a task attempt's own tag: a speculative or zombie attempt never touches another's staged files
-        tag = f"{run_id}.{TaskContext.get().taskAttemptId()}"
+        tag = f"{run_id}~{TaskContext.get().taskAttemptId()}"
         out = [process_segment(t, tag) for t in group]
         done.add(len(group))
         done_bytes.add(sum(t.size for t in group))
@@ -306,8 +331,8 @@ def _scan(sc, tasks: list[SegmentTask], run_id: str, bytes_per_task: int, progre
 
 def _sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
     """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
-    superseded after staging). Only names this run made: ``.<segment file>.<run id>.<attempt>.rebuild.tmp``."""
-    pattern = re.compile(r"\.\d{20}\.(index|timeindex|txnindex)\." + re.escape(run_id) + r"(\.\d+)?\.rebuild\.tmp")
+    superseded after staging). Only names this run made: ``.<segment file>.<run id>[~<attempt>].rebuild.tmp``."""
+    pattern = re.compile(r"\.\d{20}\.(index|timeindex|txnindex)\." + re.escape(run_id) + r"(~\d+)?\.rebuild\.tmp")
     for target in sorted({t.target_dir for t in tasks if t.stage != "none" and t.target_dir}):
         try:
             names = os.listdir(target)
@@ -395,9 +420,7 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
                     if t.backup_dir is not None:
                         o.backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
                 if cut is not None:  # from here on the saved tail is the only copy of those bytes: never discarded
-                    saved = cut_log_tail(t.log_path, cut, t.backup_dir)
-                    o.backups.append(saved)
-                    o.written.append(t.log_path)
+                    cut_log_tail(t.log_path, cut, t.backup_dir, o.written, o.backups)
                 staged, o.staged = o.staged, {}
                 install_segment(staged, sync_dir=False, written=o.written)  # backups were kept when staging
             except (OSError, ValueError) as exc:

@@ -111,6 +111,12 @@ def test_output_dir_refuses_one_partition_from_two_log_dirs(spark, tmp_path, cap
     err = capsys.readouterr().err
     assert f"orders-0 is in both {tmp_path / 'b1'} and {tmp_path / 'b2'}" in err and "Traceback" not in err
     assert not out.exists()
+    # in place too: both would back up into <backup dir>/<run id>/orders-0/
+    assert run_cli("repair", "--log-dir", tmp_path / "b1", "--log-dir", tmp_path / "b2", "--backup-dir", tmp_path / "bk",
+                   "--audit-table", "none") == 2
+    assert "orders-0 is in both" in capsys.readouterr().err and not (tmp_path / "bk").exists()
+    # reading both is fine
+    assert run_cli("verify", "--log-dir", tmp_path / "b1", "--log-dir", tmp_path / "b2", "--audit-table", "none") == 1
 
 
 def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
@@ -119,8 +125,8 @@ def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
     logs = tmp_path / "logs"
     part = logs / "orders-0"
     generate_partition(part, segments=1, batches_per_segment=30, seed=2)
-    lost = part / f".{0:020d}.index.sweep-run.12345.rebuild.tmp"
-    foreign = part / f".{0:020d}.index.other-run.7.rebuild.tmp"
+    lost = part / f".{0:020d}.index.sweep-run~12345.rebuild.tmp"
+    foreign = part / f".{0:020d}.index.sweep-run.7~3.rebuild.tmp"  # run "sweep-run.7", not ours
     lost.write_bytes(b"half")
     foreign.write_bytes(b"not ours")
     assert run_cli("rebuild", "--log-dir", logs, "--run-id", "sweep-run", "--audit-table", "none", "--no-progress") == 0
