@@ -288,7 +288,7 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
         if tasks:
             outcomes = _scan(sc, tasks, run_id, settings.bytes_per_task, progress)
         phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
-        partition_findings = _replay_partitions(discovery, outcomes, options.mode in ("verify", "repair"))
+        partition_findings = _replay_partitions(discovery, outcomes, options.mode in ("verify", "repair"), run_id)
         phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
         _commit(outcomes, options)
         phases["commit"] = time.perf_counter() - clock
@@ -332,27 +332,31 @@ def _scan(sc, tasks: list[SegmentTask], run_id: str, bytes_per_task: int, progre
 def _sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
     """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
     superseded after staging). Only names this run made: ``.<segment file>.<run id>[~<attempt>].rebuild.tmp``."""
-    pattern = re.compile(r"\.\d{20}\.(index|timeindex|txnindex)\." + re.escape(run_id) + r"(~\d+)?\.rebuild\.tmp")
     for target in sorted({t.target_dir for t in tasks if t.stage != "none" and t.target_dir}):
         try:
             names = os.listdir(target)
         except OSError:
             continue
         for name in names:
-            if pattern.fullmatch(name):
+            if staged_by_run(name, run_id):
                 discard(os.path.join(target, name))
 
 
-def _replay_partitions(discovery: Discovery, outcomes: list[SegmentOutcome], check: bool) -> dict[str, list[Finding]]:
+def staged_by_run(name: str, run_id: str) -> bool:
+    """Whether a file name is one this run stages: ``.<segment file>.<run id>[~<attempt>].rebuild.tmp``."""
+    return re.fullmatch(r"\.\d{20}\.(index|timeindex|txnindex)\." + re.escape(run_id) + r"(~\d+)?\.rebuild\.tmp", name) is not None
+
+
+def _replay_partitions(discovery: Discovery, outcomes: list[SegmentOutcome], check: bool, run_id: str) -> dict[str, list[Finding]]:
     """Driver: the sequential producer-state replay per partition (sets each outcome's ``aborted``),
     the ``.txnindex`` checks, and ``cannot_rebuild`` where Kafka's recovery would stop. Returns the
-    partition-level findings (directory contents, a bad log start checkpoint)."""
+    partition-level findings (directory contents but this run's own staged files, a bad log start checkpoint)."""
     partition_findings: dict[str, list[Finding]] = {}
     by_partition: dict[str, list[SegmentOutcome]] = {}
     for o in outcomes:
         by_partition.setdefault(o.task.partition_dir, []).append(o)
     for p in discovery.partitions:
-        partition_findings[p.path] = directory_findings(p.path) if check else []
+        partition_findings[p.path] = [f for f in directory_findings(p.path) if not staged_by_run(os.path.basename(f.file), run_id)] if check else []
         segs = by_partition.get(p.path, [])
         if not segs:
             continue

@@ -4,6 +4,7 @@ generated partitions (no fixtures needed), real local Spark, in process through 
 from __future__ import annotations
 
 import json
+import os
 
 from indexlib.generate import encode_batch_v2, generate_partition
 from indexlib.partition import plan_partition, rebuild_partition, segment_file
@@ -133,3 +134,18 @@ def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
     assert not lost.exists() and foreign.read_bytes() == b"not ours"
     assert sorted(p.name for p in part.iterdir()) == sorted(
         [foreign.name] + [f"{0:020d}{s}" for s in (".log", ".index", ".timeindex")])
+
+
+def test_repair_does_not_report_its_own_staged_files(spark, tmp_path):
+    """The driver lists the partition dirs after the executors staged: those files are not leftovers."""
+    logs = tmp_path / "logs"
+    part = logs / "orders-0"
+    generate_partition(part, segments=2, batches_per_segment=40, seed=4)
+    rebuild_partition(part)
+    os.unlink(segment_file(str(part), 0, ".index"))
+    report = tmp_path / "r.json"
+    assert run_cli("repair", "--log-dir", logs, "--backup-dir", tmp_path / "b", "--audit-table", "none", "--json", report,
+                   "--no-progress") == 0
+    data = json.loads(report.read_text())
+    assert data["partition_findings"] == {}
+    assert [s["action"] for s in data["segments"]] == ["repaired", "none"]
