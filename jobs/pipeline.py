@@ -401,7 +401,6 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
                 if o.error is not None:
                     o.action = "failed"
                 continue
-            stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
             if options.mode == "rebuild":
                 txn, cut = True, None
             else:
@@ -417,6 +416,7 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
                 continue
             try:
                 if txn:
+                    stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
                     os.makedirs(t.target_dir, exist_ok=True)
                     staged_txn = stage_segment(t.target_dir, t.base_offset, o.plan, o.aborted, (".txnindex",), stale,
                                                t.segment_index_bytes, t.run_id)
