@@ -15,8 +15,9 @@ Invariants checked (a violation is a :class:`Finding` with severity ``"error"``)
   batch holding the entry's offset; on an inactive segment the last entry is the segment's maximum
   timestamp (Kafka appends it when the segment rolls; its retention reads it).
 * ``.txnindex``: length a multiple of 34; version 0; last offsets strictly increasing and inside the
-  segment, each an ABORT marker of that producer; the (producer, first, last) set equals the rebuild's.
-  A 0-byte ``.txnindex`` is the same as an absent one.
+  segment, each an ABORT marker of that producer; the (producer, first, last) set equals the rebuild's,
+  and each such record's last stable offset equals the replay's. A 0-byte ``.txnindex`` is the same as
+  an absent one.
 * missing ``.index`` / ``.timeindex``; an untrimmed zero tail on an inactive segment's index; a corrupt
   or incomplete tail of the ``.log`` (where it starts, how many bytes Kafka's recovery would cut);
   segments whose rebuild Kafka's recovery would refuse; index files without a ``.log``.
@@ -436,6 +437,13 @@ def _check_txn_index(path: str, base: int, plan: SegmentPlan | PlanSummary, abor
         unexpected = np.array([key not in expected for key in found], dtype=bool) & ~not_marker
         _flag(findings, "txn_entry_unexpected", path, unexpected, size, None, first,
               "no aborted transaction with this producer, first and last offset in the rebuild")
+        stable = {(t.producer_id, t.first_offset, t.last_offset): t.last_stable_offset for t in aborted}
+        replayed_lso = np.array([stable.get(key, -1) for key in found], dtype=np.int64)
+        lso = records["last_stable_offset"].astype(np.int64)
+        known = np.array([key in stable for key in found], dtype=bool)
+        _flag(findings, "txn_last_stable_offset_mismatch", path, known & (lso != replayed_lso), size, replayed_lso,
+              lso, "last stable offset differs from the replay's (Kafka stops collecting aborted transactions "
+              "at the first record whose last stable offset reaches the fetch's upper bound)")
         missing = sorted(expected - set(found), key=lambda k: k[2])
         if missing:
             p, f, l = missing[0]

@@ -178,6 +178,45 @@ def test_orphan_and_unknown_files(tmp_path):
 
 # ---------------------------------------------------------------------------------- txnindex damage
 @requires_kafka_real
+@pytest.mark.parametrize("entry, change", [(2, lambda lso: lso + 1), (5, lambda lso: lso - 1),
+                                           (0, lambda lso: 2**62)], ids=["plus-1", "minus-1", "2^62"])
+def test_txnindex_wrong_last_stable_offset_is_found_and_rebuilt(tmp_path, entry, change):
+    """Kafka's collectAbortedTxns stops at the first record whose LSO reaches the fetch's upper bound, so a
+    raised LSO hides later aborted transactions from read_committed consumers. Verify compares every
+    record's LSO with the replay; the rebuild restores Kafka's bytes."""
+    part = copy_partition("txn-0", tmp_path)
+    target = segment_file(str(part), 11, ".txnindex")
+    original = Path(target).read_bytes()
+    data = bytearray(original)
+    lso_at = 34 * entry + 26
+    lso = struct.unpack_from(">q", data, lso_at)[0]
+    struct.pack_into(">q", data, lso_at, change(lso))
+    Path(target).write_bytes(bytes(data))
+
+    report = verify_partition(part)
+    assert not report.healthy
+    found = kinds(report)
+    assert set(found) == {"txn_last_stable_offset_mismatch"}
+    mismatch = found["txn_last_stable_offset_mismatch"]
+    assert (mismatch.file, mismatch.entry, mismatch.position) == (target, entry, 34 * entry)
+    assert (mismatch.expected, mismatch.found, mismatch.count) == (lso, change(lso), 1)
+    segment = next(s for s in report.segments if s.base_offset == 11)
+    assert segment.damaged_files == [".txnindex"] and segment.identical[".txnindex"] is False
+
+    with TransactionIndex(target, 11, writable=False) as index:
+        damaged, _ = index.collect_aborted_txns(0, 811)
+    if change(lso) == 2**62:  # the harm: the consumer is told of one aborted transaction out of 26
+        assert len(damaged) == 1
+
+    rebuild_partition(part)
+    assert Path(target).read_bytes() == original
+    with TransactionIndex(target, 11, writable=False) as index:
+        collected, _ = index.collect_aborted_txns(0, 811)
+        assert collected == index.all_aborted_txns() and len(collected) == 26
+    assert verify_partition(part).healthy
+
+
+@requires_kafka_real
 def test_txnindex_damage(tmp_path):
     part = copy_partition("txn-0", tmp_path)
     target = segment_file(str(part), 11, ".txnindex")

@@ -297,3 +297,33 @@ def test_spark_submit_runs_the_job_file_as_is(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "r.json").read_text())["remaining_findings"] == []
     assert len(audit.read(str(tmp_path / "audit")).to_pylist()) == 3
+
+
+@requires_kafka_real
+def test_repair_rewrites_a_txnindex_whose_last_stable_offset_is_wrong(spark, copy_set, tmp_path):
+    """A raised LSO makes Kafka stop collecting aborted transactions early (read_committed consumers are
+    sent aborted records): verify exits 1 naming the file, repair rewrites only that file to Kafka's bytes."""
+    import struct
+
+    from indexlib import TransactionIndex
+
+    logs = copy_set(LOCAL, ["txn-0"])
+    target = logs / "txn-0/00000000000000000011.txnindex"
+    original = target.read_bytes()
+    data = bytearray(original)
+    struct.pack_into(">q", data, 26, 2**62)  # record 0's last stable offset
+    target.write_bytes(bytes(data))
+    before = snapshot(logs)
+    report = tmp_path / "v.json"
+    assert run_cli("verify", "--log-dir", logs, "--audit-table", "none", "--json", report, "--no-progress") == 1
+    remaining = json.loads(report.read_text())["remaining_findings"]
+    assert [(f["kind"], f["file"], f["found"]) for f in remaining] == [
+        ("txn_last_stable_offset_mismatch", str(target), 2**62)]
+    assert run_cli("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", tmp_path / "b",
+                   "--run-id", "lso", "--no-progress") == 0
+    assert target.read_bytes() == original
+    after = snapshot(logs)
+    assert {k for k in after if after[k] != before[k]} == {"txn-0/00000000000000000011.txnindex"}
+    with TransactionIndex(target, 11, writable=False) as index:
+        collected, _ = index.collect_aborted_txns(0, 811)
+        assert len(collected) == 26 == len(index.all_aborted_txns())
