@@ -76,7 +76,7 @@ def job_arguments(settings: dict, *, mode: str, log_dirs: list[str], report: str
     if run_id:
         args += ["--run-id", run_id]
     args += ["--json", report, "--no-progress"]
-    if mode == "repair" and dry_run:
+    if mode != "verify" and dry_run:  # verify never writes; a dry rebuild or repair writes nothing either
         args.append("--dry-run")
     if mode == "repair" and truncate_corrupt_tail:
         args.append("--truncate-corrupt-tail")

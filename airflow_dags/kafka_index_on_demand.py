@@ -32,7 +32,7 @@ PARAMS = {
                         description="e.g. 0,3,5-7; empty for all"),
     "mode": Param("verify", type="string", enum=list(MODES), title="Mode",
                   description="verify (read-only), rebuild (rewrite every index) or repair (only what is wrong)"),
-    "dry_run": Param(True, type="boolean", title="Dry run", description="repair: report what would change, write nothing"),
+    "dry_run": Param(True, type="boolean", title="Dry run", description="rebuild or repair: report what would change, write nothing"),
     "truncate_corrupt_tail": Param(False, type="boolean", title="Truncate corrupt tail",
                                    description="repair: also cut a corrupt .log tail (saved to the backup dir first)"),
 }

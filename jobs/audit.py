@@ -42,7 +42,7 @@ SCHEMA = pa.schema([
     ("finding_kinds", pa.list_(pa.string())),
     ("findings_json", pa.string()),
     ("status", pa.string()),  # ok | findings | repaired | rebuilt | failed
-    ("action", pa.string()),  # none | rebuilt | repaired | would_repair | cannot_rebuild | failed
+    ("action", pa.string()),  # none | rebuilt | repaired | would_rebuild | would_repair | cannot_rebuild | failed
     ("index_entries", pa.int64()),  # entries of the rebuilt files
     ("timeindex_entries", pa.int64()),
     ("txnindex_entries", pa.int64()),

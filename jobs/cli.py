@@ -65,6 +65,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
                    help="exit 0 when the run itself succeeded, even with findings (for schedulers that branch on --json)")
     if mode == "rebuild":
         p.add_argument("--output-dir", metavar="DIR", help="write into DIR/<topic>-<partition>/; log dirs untouched")
+        p.add_argument("--dry-run", action="store_true", help="report what would be rebuilt; write nothing")
     if mode == "repair":
         p.add_argument("--dry-run", action="store_true", help="verify and report what would be repaired; write nothing")
         p.add_argument("--truncate-corrupt-tail", action="store_true",

@@ -66,7 +66,7 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
         raise ValueError(f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
                          "or leading '.', at most 200 characters")
-    if options.mode == "verify" or (options.mode == "repair" and options.dry_run):
+    if options.read_only:
         return
     where: dict[str, str] = {}
     for p in discovery.partitions:
@@ -199,6 +199,11 @@ class RunOptions:
     truncate_corrupt_tail: bool = False
     force: bool = False
 
+    @property
+    def read_only(self) -> bool:
+        """Verify and every dry run write nothing: no staged file, backup, rename or tail cut."""
+        return self.mode == "verify" or self.dry_run
+
 
 @dataclass
 class RunReport:
@@ -247,7 +252,7 @@ def check_locks(partitions: list[Partition], force: bool) -> None:
 def plan_tasks(discovery: Discovery, settings: Settings, options: RunOptions, run_id: str | None = None) -> list[SegmentTask]:
     """One task per segment, with what the executor should check and stage for this run's mode."""
     check = options.mode in ("verify", "repair")
-    stage = {"rebuild": "all", "repair": "none" if options.dry_run else "damaged"}.get(options.mode, "none")
+    stage = "none" if options.read_only else {"rebuild": "all", "repair": "damaged"}[options.mode]
     tasks = []
     for p in discovery.partitions:
         topic_settings = settings.for_topic(p.topic)
@@ -263,9 +268,11 @@ def plan_tasks(discovery: Discovery, settings: Settings, options: RunOptions, ru
 def _backup_dir(settings: Settings, options: RunOptions, run_id: str | None, p: Partition) -> str | None:
     """``<backup root>/<run id>/<topic>-<partition>``: always for repair; for an in-place rebuild only
     when a backup dir is configured; never for verify or ``--output-dir``."""
+    if options.read_only:
+        return None
     if options.mode == "repair" or (options.mode == "rebuild" and options.output_dir is None and settings.backup_dir):
         root = settings.backup_dir or os.path.join(os.getcwd(), "kafka-index-backups")
-        return os.path.join(root, run_id or "dry-run", p.name)
+        return os.path.join(root, run_id or "unnamed-run", p.name)
     return None
 
 
@@ -276,7 +283,7 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
     started = datetime.now(timezone.utc)
     check_run(discovery, options)
     run_id = options.run_id or new_run_id(options.mode)
-    writes_in_place = (options.mode == "rebuild" and options.output_dir is None) or (options.mode == "repair" and not options.dry_run)
+    writes_in_place = not options.read_only and (options.mode == "repair" or options.output_dir is None)
     if writes_in_place:
         check_locks(discovery.partitions, options.force)
     clock = time.perf_counter()
@@ -411,7 +418,8 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
                     cut = o.valid_bytes
                 if not damaged and cut is None:
                     continue
-            o.action = "would_repair" if options.dry_run else ("rebuilt" if options.mode == "rebuild" else "repaired")
+            done, would = ("rebuilt", "would_rebuild") if options.mode == "rebuild" else ("repaired", "would_repair")
+            o.action = would if options.dry_run else done
             if options.dry_run:
                 continue
             try:

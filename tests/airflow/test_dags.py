@@ -166,3 +166,19 @@ def test_on_demand_dag_touches_only_the_chosen_topic(tmp_path):
     after = {str(p.relative_to(logs)): p.stat().st_mtime_ns for p in logs.rglob("*") if p.is_file()}
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert changed == {"orders-0/00000000000000000000.index", "orders-1/00000000000000000000.timeindex"}
+
+
+def test_on_demand_dry_run_rebuild_writes_nothing(tmp_path):
+    """The form's default "Dry run" with mode=rebuild: the job reports what it would rebuild and no file in
+    the log dir changes (it used to rewrite every index file in place)."""
+    logs, _ = damaged_log_dir(tmp_path)
+    before = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
+    env = airflow_env(tmp_path / "home", {"report_dir": str(tmp_path / "reports"), "audit_table": str(tmp_path / "audit"),
+                                          "backup_dir": str(tmp_path / "backups")})
+    done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "mode": "rebuild"})
+    assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
+    after = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
+    assert after == before
+    assert not (tmp_path / "backups").exists()
+    report = json.loads(next((tmp_path / "reports").rglob("rebuild.json")).read_text())
+    assert {s["action"] for s in report["segments"]} == {"would_rebuild"} and len(report["segments"]) == 6

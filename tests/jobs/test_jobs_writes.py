@@ -149,3 +149,22 @@ def test_repair_does_not_report_its_own_staged_files(spark, tmp_path):
     data = json.loads(report.read_text())
     assert data["partition_findings"] == {}
     assert [s["action"] for s in data["segments"]] == ["repaired", "none"]
+
+
+def test_a_dry_run_rebuild_writes_nothing(spark, tmp_path):
+    """``rebuild --dry-run``, in place and with --output-dir: every segment is reported as it would be
+    rebuilt, and no file, staged file, backup or output dir is created or changed."""
+    logs, out, backups = tmp_path / "logs", tmp_path / "out", tmp_path / "backups"
+    part = logs / "orders-0"
+    generate_partition(part, segments=2, batches_per_segment=40, seed=5)
+    rebuild_partition(part)
+    os.unlink(segment_file(str(part), 0, ".index"))
+    before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in part.iterdir()}
+    for extra in ([], ["--output-dir", out]):
+        report = tmp_path / "r.json"
+        assert run_cli("rebuild", "--dry-run", "--log-dir", logs, "--backup-dir", backups, "--audit-table", "none",
+                       "--json", report, "--no-progress", *extra) == 0
+        data = json.loads(report.read_text())
+        assert [(s["action"], s["written"]) for s in data["segments"]] == [("would_rebuild", [])] * 2
+        assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in part.iterdir()} == before
+        assert not out.exists() and not backups.exists()
