@@ -34,6 +34,8 @@ $(AIRFLOW_VENV)/.stamp: Makefile
 	touch $@
 
 test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q
 
 bench: $(VENV)/.stamp-test

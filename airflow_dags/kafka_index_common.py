@@ -14,9 +14,17 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 SETTINGS_FILE = PROJECT_DIR / "conf" / "airflow.yaml"
 VARIABLE = "kafka_index_rebuild"
 DEFAULTS = {
-    "log_dirs": [], "repair_enabled": False, "schedule": "@daily", "spark_conn_id": "spark_default",
-    "project_dir": None, "py_files": None, "archives": None, "extra_args": [],
-    "report_dir": "/tmp/kafka-index-reports", "audit_table": None, "backup_dir": None,
+    "log_dirs": [],
+    "repair_enabled": False,
+    "schedule": "@daily",
+    "spark_conn_id": "spark_default",
+    "project_dir": None,
+    "py_files": None,
+    "archives": None,
+    "extra_args": [],
+    "report_dir": "/tmp/kafka-index-reports",
+    "audit_table": None,
+    "backup_dir": None,
 }
 MODES = ("verify", "rebuild", "repair")
 
@@ -56,9 +64,19 @@ def application(settings: dict, mode: str) -> str:
     return os.path.join(settings["project_dir"], "jobs", f"{mode}.py")
 
 
-def job_arguments(settings: dict, *, mode: str, log_dirs: list[str], report: str, topics: str | None = None,
-                  partitions: str | None = None, dry_run: bool = False, truncate_corrupt_tail: bool = False,
-                  run_id: str | None = None, exit_zero_on_findings: bool = False) -> list[str]:
+def job_arguments(
+    settings: dict,
+    *,
+    mode: str,
+    log_dirs: list[str],
+    report: str,
+    topics: str | None = None,
+    partitions: str | None = None,
+    dry_run: bool = False,
+    truncate_corrupt_tail: bool = False,
+    run_id: str | None = None,
+    exit_zero_on_findings: bool = False,
+) -> list[str]:
     """The ``jobs/<mode>.py`` arguments (same spelling as ``kafka-index``)."""
     if not log_dirs:
         raise ValueError("at least one log dir is needed")
@@ -87,8 +105,7 @@ def job_arguments(settings: dict, *, mode: str, log_dirs: list[str], report: str
 
 def submit_options(settings: dict) -> dict:
     """Keyword arguments of ``SparkSubmitOperator`` shared by every job."""
-    options = {"conn_id": settings["spark_conn_id"], "verbose": False,
-               "env_vars": {"PYTHONUNBUFFERED": "1"}}
+    options = {"conn_id": settings["spark_conn_id"], "verbose": False, "env_vars": {"PYTHONUNBUFFERED": "1"}}
     if settings.get("py_files"):
         options["py_files"] = settings["py_files"]
     if settings.get("archives"):

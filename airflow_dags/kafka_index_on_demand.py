@@ -23,18 +23,36 @@ SETTINGS = load_settings()
 PARTITIONS_PATTERN = r"^$|^\d+(-\d+)?(,\d+(-\d+)?)*$"
 
 PARAMS = {
-    "log_dirs": Param(SETTINGS["log_dirs"] or ["/var/lib/kafka/data"], type="array", minItems=1,
-                      items={"type": "string", "minLength": 1}, title="Log dirs",
-                      description="Kafka log dirs (log.dirs) to work on; visible to the Spark driver and executors"),
-    "topics": Param(".*", type="string", minLength=1, title="Topics regex",
-                    description="only topics whose whole name matches"),
-    "partitions": Param("", type="string", pattern=PARTITIONS_PATTERN, title="Partitions",
-                        description="e.g. 0,3,5-7; empty for all"),
-    "mode": Param("verify", type="string", enum=list(MODES), title="Mode",
-                  description="verify (read-only), rebuild (rewrite every index) or repair (only what is wrong)"),
-    "dry_run": Param(True, type="boolean", title="Dry run", description="rebuild or repair: report what would change, write nothing"),
-    "truncate_corrupt_tail": Param(False, type="boolean", title="Truncate corrupt tail",
-                                   description="repair: also cut a corrupt .log tail (saved to the backup dir first)"),
+    "log_dirs": Param(
+        SETTINGS["log_dirs"] or ["/var/lib/kafka/data"],
+        type="array",
+        minItems=1,
+        items={"type": "string", "minLength": 1},
+        title="Log dirs",
+        description="Kafka log dirs (log.dirs) to work on; visible to the Spark driver and executors",
+    ),
+    "topics": Param(
+        ".*", type="string", minLength=1, title="Topics regex", description="only topics whose whole name matches"
+    ),
+    "partitions": Param(
+        "", type="string", pattern=PARTITIONS_PATTERN, title="Partitions", description="e.g. 0,3,5-7; empty for all"
+    ),
+    "mode": Param(
+        "verify",
+        type="string",
+        enum=list(MODES),
+        title="Mode",
+        description="verify (read-only), rebuild (rewrite every index) or repair (only what is wrong)",
+    ),
+    "dry_run": Param(
+        True, type="boolean", title="Dry run", description="rebuild or repair: report what would change, write nothing"
+    ),
+    "truncate_corrupt_tail": Param(
+        False,
+        type="boolean",
+        title="Truncate corrupt tail",
+        description="repair: also cut a corrupt .log tail (saved to the backup dir first)",
+    ),
 }
 
 with DAG(
@@ -56,10 +74,17 @@ with DAG(
         report = report_path(SETTINGS, DAG_ID, context["run_id"], p["mode"])
         return {
             "application": application(SETTINGS, p["mode"]),
-            "args": job_arguments(SETTINGS, mode=p["mode"], log_dirs=list(p["log_dirs"]), report=report,
-                                  topics=p["topics"], partitions=p["partitions"] or None, dry_run=p["dry_run"],
-                                  truncate_corrupt_tail=p["truncate_corrupt_tail"],
-                                  run_id=f"{context['run_id']}-{p['mode']}"),
+            "args": job_arguments(
+                SETTINGS,
+                mode=p["mode"],
+                log_dirs=list(p["log_dirs"]),
+                report=report,
+                topics=p["topics"],
+                partitions=p["partitions"] or None,
+                dry_run=p["dry_run"],
+                truncate_corrupt_tail=p["truncate_corrupt_tail"],
+                run_id=f"{context['run_id']}-{p['mode']}",
+            ),
         }
 
     arguments = build_arguments()

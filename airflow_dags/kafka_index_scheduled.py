@@ -37,9 +37,14 @@ with DAG(
         task_id="verify",
         name="kafka-index-verify",
         application=application(SETTINGS, "verify"),
-        application_args=job_arguments(SETTINGS, mode="verify", log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
-                                       report=REPORTS + "/verify.json", run_id="{{ run_id }}-verify",
-                                       exit_zero_on_findings=True),
+        application_args=job_arguments(
+            SETTINGS,
+            mode="verify",
+            log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
+            report=REPORTS + "/verify.json",
+            run_id="{{ run_id }}-verify",
+            exit_zero_on_findings=True,
+        ),
         **submit_options(SETTINGS),
     )
 
@@ -59,8 +64,13 @@ with DAG(
         task_id="repair",
         name="kafka-index-repair",
         application=application(SETTINGS, "repair"),
-        application_args=job_arguments(SETTINGS, mode="repair", log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
-                                       report=REPORTS + "/repair.json", run_id="{{ run_id }}-repair"),
+        application_args=job_arguments(
+            SETTINGS,
+            mode="repair",
+            log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
+            report=REPORTS + "/repair.json",
+            run_id="{{ run_id }}-repair",
+        ),
         **submit_options(SETTINGS),
     )
     healthy = EmptyOperator(task_id="healthy")

@@ -64,7 +64,9 @@ def main(argv: list[str] | None = None) -> None:
                 with cls(path, base, max_index_size=size) as index:
                     getattr(index, append)(keys, values)
 
-            results.append((f"{name} index: bulk write (append_many + close)", median_rate(write, n, runs), "entries/s"))
+            results.append(
+                (f"{name} index: bulk write (append_many + close)", median_rate(write, n, runs), "entries/s")
+            )
 
             def read():
                 with cls(path, base, writable=False) as index:
@@ -73,7 +75,9 @@ def main(argv: list[str] | None = None) -> None:
                     b = view[view.dtype.names[1]].astype(np.int64)
                     assert len(a) == len(b) == n
 
-            results.append((f"{name} index: bulk read (open + to_numpy + native arrays)", median_rate(read, n, runs), "entries/s"))
+            results.append(
+                (f"{name} index: bulk read (open + to_numpy + native arrays)", median_rate(read, n, runs), "entries/s")
+            )
 
             with cls(path, base, writable=False) as index:
                 targets = rng.integers(int(keys[0]), int(keys[-1]) + 1, args.lookups).tolist()
@@ -83,17 +87,31 @@ def main(argv: list[str] | None = None) -> None:
                     for t in targets:
                         lookup(t)
 
-                results.append((f"{name} index: random floor lookups (mostly cold section)", median_rate(random_lookups, len(targets), runs), "lookups/s"))
+                results.append(
+                    (
+                        f"{name} index: random floor lookups (mostly cold section)",
+                        median_rate(random_lookups, len(targets), runs),
+                        "lookups/s",
+                    )
+                )
                 warm = rng.integers(int(keys[n - 1000]), int(keys[-1]) + 1, args.lookups).tolist()
 
                 def warm_lookups():
                     for t in warm:
                         lookup(t)
 
-                results.append((f"{name} index: floor lookups in the warm section", median_rate(warm_lookups, len(warm), runs), "lookups/s"))
+                results.append(
+                    (
+                        f"{name} index: floor lookups in the warm section",
+                        median_rate(warm_lookups, len(warm), runs),
+                        "lookups/s",
+                    )
+                )
 
     bandwidth = memory_bandwidth(n * 12, runs)
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}")
+    print(
+        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
+    )
     print(f"entries per index: {n}, lookups: {args.lookups}, runs: {runs} (median)")
     print()
     print("| operation | median | unit |")

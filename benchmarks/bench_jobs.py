@@ -130,8 +130,13 @@ def make_log_dir(log_dir: str, topic: str, partitions: int, segments: int, segme
         os.makedirs(pdir)
         base = 0
         for s in range(segments):
-            count = write_uniform_segment(segment_file(pdir, base, ".log"), base_offset=base, total_bytes=segment_bytes,
-                                          batch_bytes=BATCH_BYTES, seed=seed + 1000 * n + s)
+            count = write_uniform_segment(
+                segment_file(pdir, base, ".log"),
+                base_offset=base,
+                total_bytes=segment_bytes,
+                batch_bytes=BATCH_BYTES,
+                seed=seed + 1000 * n + s,
+            )
             base += count  # one record per batch: next base = last offset + 1
         rebuild_partition(pdir, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES)
         assert verify_partition(pdir, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES).healthy, pdir
@@ -188,10 +193,14 @@ def tree_cpu(root: int) -> dict[str, float]:
         except OSError:
             continue
         close = stat.rindex(")")
-        fields = stat[close + 2:].split()
-        procs[int(name)] = (int(fields[1]), stat[stat.index("(") + 1:close], (int(fields[11]) + int(fields[12])) / tick)
+        fields = stat[close + 2 :].split()
+        procs[int(name)] = (
+            int(fields[1]),
+            stat[stat.index("(") + 1 : close],
+            (int(fields[11]) + int(fields[12])) / tick,
+        )
     out = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
-    for pid, (ppid, comm, cpu) in procs.items():
+    for pid, (_ppid, comm, cpu) in procs.items():
         chain, p = [], pid
         while p in procs and p != root and p > 1:
             chain.append(procs[p][1])
@@ -235,8 +244,11 @@ def child(master: str, spec: dict) -> dict:
 
     out["tiny_cold"] = job([spec["tiny"]], "verify")[0]
     # Start (and import indexlib in) one Python worker per slot, as the big jobs will use them all.
-    pids = sc.parallelize(range(4 * slots), 4 * slots).map(
-        lambda _: (__import__("jobs.pipeline"), os.getpid())[1]).collect()
+    pids = (
+        sc.parallelize(range(4 * slots), 4 * slots)
+        .map(lambda _: (__import__("jobs.pipeline"), os.getpid())[1])
+        .collect()
+    )
     out["workers"] = len(set(pids))
     out["tiny_warm"] = med([job([spec["tiny"]], "verify")[0] for _ in range(max(reps, 5))])
     # The cost of a Python task itself: a job of 16 tasks that do nothing, and the JVM's CPU during it.
@@ -269,18 +281,20 @@ def child(master: str, spec: dict) -> dict:
                 blob_start = time.perf_counter()
                 blob = pickle.dumps(report.outcomes, protocol=pickle.HIGHEST_PROTOCOL)
                 pickle.loads(blob)
-                rows.append({
-                    "wall": wall,
-                    "compute": sum(o.seconds for o in report.outcomes),
-                    "segment_median": med([o.seconds for o in report.outcomes]),
-                    "makespan": makespan(per_bin, slots),
-                    "bins": len(bins),
-                    "segments": len(report.outcomes),
-                    **{f"phase_{k}": report.phase_seconds.get(k, 0.0) for k in PHASES},
-                    "pickle_bytes": len(blob),
-                    "pickle_seconds": time.perf_counter() - blob_start,
-                    **{f"cpu_{k}": v for k, v in report.cpu.items()},
-                })
+                rows.append(
+                    {
+                        "wall": wall,
+                        "compute": sum(o.seconds for o in report.outcomes),
+                        "segment_median": med([o.seconds for o in report.outcomes]),
+                        "makespan": makespan(per_bin, slots),
+                        "bins": len(bins),
+                        "segments": len(report.outcomes),
+                        **{f"phase_{k}": report.phase_seconds.get(k, 0.0) for k in PHASES},
+                        "pickle_bytes": len(blob),
+                        "pickle_seconds": time.perf_counter() - blob_start,
+                        **{f"cpu_{k}": v for k, v in report.cpu.items()},
+                    }
+                )
             out[f"{key}/{mode}"] = {k: med([r[k] for r in rows]) for k in rows[0]}
             out[f"{key}/{mode}"]["walls"] = [r["wall"] for r in rows]
     out["session_stop"] = timed(spark.stop)
@@ -288,12 +302,19 @@ def child(master: str, spec: dict) -> dict:
 
 
 def run_child(master: str, conf: str, spec: dict) -> dict:
-    log = tempfile.NamedTemporaryFile(prefix="child-", suffix=".log", dir=spec["root"], delete=False)
+    # closed and removed in the finally below (the child writes to it by fd)
+    log = tempfile.NamedTemporaryFile(prefix="child-", suffix=".log", dir=spec["root"], delete=False)  # noqa: SIM115
     try:
         env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
         env.pop("PYSPARK_GATEWAY_PORT", None)
-        proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", master, json.dumps(dict(spec, conf=conf))],
-                              env=env, stdout=subprocess.PIPE, stderr=log, text=True, cwd=spec["root"])
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--child", master, json.dumps(dict(spec, conf=conf))],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            cwd=spec["root"],
+        )
         if proc.returncode != 0:
             log.close()
             with open(log.name) as f:
@@ -307,16 +328,23 @@ def run_child(master: str, conf: str, spec: dict) -> dict:
 
 def whole_command(tiny: str, cwd: str) -> float:
     start = time.perf_counter()
-    proc = subprocess.run([KAFKA_INDEX, "verify", "--log-dir", tiny, "--audit-table", "none", "--no-progress"],
-                          cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.run(
+        [KAFKA_INDEX, "verify", "--log-dir", tiny, "--audit-table", "none", "--no-progress"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
     seconds = time.perf_counter() - start
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return seconds
 
 
 def imports_only(cwd: str) -> float:
-    return timed(lambda: subprocess.run([sys.executable, "-c", "import jobs.cli, jobs.pipeline, pyspark.sql"],
-                                        cwd=cwd, check=True))
+    return timed(
+        lambda: subprocess.run(
+            [sys.executable, "-c", "import jobs.cli, jobs.pipeline, pyspark.sql"], cwd=cwd, check=True
+        )
+    )
 
 
 def cpu_times() -> list[int]:
@@ -328,7 +356,7 @@ def background_busy(seconds: float = 3.0) -> float:
     """Share of the machine's CPU time busy (or stolen) while this benchmark sleeps: the other tenants' load."""
     a = cpu_times()
     time.sleep(seconds)
-    d = [y - x for x, y in zip(a, cpu_times())]
+    d = [y - x for x, y in zip(a, cpu_times(), strict=True)]
     return (sum(d) - d[3] - d[4]) / max(1, sum(d))
 
 
@@ -347,20 +375,28 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
     combined = ", ".join(f"{k} = {' + '.join(v)}" for k, v in COMBINED.items())
     combined_gib = ", ".join(f"{data[k]['bytes'] / 2**30:.2f} GiB" for k in COMBINED)
     print(f"machine: {machine_line()}; pyspark {data['pyspark']}, Java {data['java']}")
-    print(f"files in: {root} ; runs: {len(runs)} (medians; each Spark child: median of {args.reps} reps) ; "
-          f"index.interval.bytes={INDEX_INTERVAL_BYTES}, segment.index.bytes={SEGMENT_INDEX_BYTES}, batches of {BATCH_BYTES} B")
-    print(f"before each run: load average {'; '.join(load)}; machine CPU busy or stolen while this benchmark "
-          f"slept 3 s (other tenants): {', '.join(f'{b:.0%}' for b in busy)}")
+    print(
+        f"files in: {root} ; runs: {len(runs)} (medians; each Spark child: median of {args.reps} reps) ; "
+        f"index.interval.bytes={INDEX_INTERVAL_BYTES}, segment.index.bytes={SEGMENT_INDEX_BYTES}, batches of {BATCH_BYTES} B"
+    )
+    print(
+        f"before each run: load average {'; '.join(load)}; machine CPU busy or stolen while this benchmark "
+        f"slept 3 s (other tenants): {', '.join(f'{b:.0%}' for b in busy)}"
+    )
     print()
-    print("Throughput (GB/s; Spark = `discover` + `jobs.pipeline.run` on a warm session in a fresh process, audit off; "
-          "core = indexlib in one process; ratios per run, then the median). "
-          f"{combined}: ONE Spark job over both log dirs ({combined_gib}), the job the issue's "
-          "acceptance text names; its core and its 2-process ceiling are A's and B's added up (same run). "
-          "Spark conf \"as shipped\" = `conf/defaults.yaml` (Unix domain sockets to the Python workers); "
-          "\"TCP\" = Spark's default loopback TCP instead, for comparison:")
+    print(
+        "Throughput (GB/s; Spark = `discover` + `jobs.pipeline.run` on a warm session in a fresh process, audit off; "
+        "core = indexlib in one process; ratios per run, then the median). "
+        f"{combined}: ONE Spark job over both log dirs ({combined_gib}), the job the issue's "
+        "acceptance text names; its core and its 2-process ceiling are A's and B's added up (same run). "
+        'Spark conf "as shipped" = `conf/defaults.yaml` (Unix domain sockets to the Python workers); '
+        '"TCP" = Spark\'s default loopback TCP instead, for comparison:'
+    )
     print()
-    print("| log dir | mode | Spark conf | core, 1 process | Spark local[1] | Spark local[2] | local[2] / core "
-          "| scaling local[1] -> local[2] | target | met | 2 bare processes / 1 (machine ceiling) |")
+    print(
+        "| log dir | mode | Spark conf | core, 1 process | Spark local[1] | Spark local[2] | local[2] / core "
+        "| scaling local[1] -> local[2] | target | met | 2 bare processes / 1 (machine ceiling) |"
+    )
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for key in KEYS:
         size = data[key]["bytes"]
@@ -374,34 +410,45 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
                 scaling = [r[one][f"{key}/{mode}"]["wall"] / r[two][f"{key}/{mode}"]["wall"] for r in runs]
                 ceil = [r[f"ceiling/{key}"][0] / r[f"ceiling/{key}"][1] for r in runs]
                 sc = med(scaling)
-                print(f"| {label(key)} | {mode} | {conf} | {size / core / gb:.2f} ({core:.2f} s) "
-                      f"| {size / s1 / gb:.2f} ({s1:.2f} s) | {size / s2 / gb:.2f} ({s2:.2f} s) | {med(vs_core):.2f} "
-                      f"| {sc:.2f}x (runs {runs_list(scaling)}) | >= {SCALING_TARGET}x | {'yes' if sc >= SCALING_TARGET else '**no**'} "
-                      f"| {med(ceil):.2f}x (runs {runs_list(ceil)}) |")
+                print(
+                    f"| {label(key)} | {mode} | {conf} | {size / core / gb:.2f} ({core:.2f} s) "
+                    f"| {size / s1 / gb:.2f} ({s1:.2f} s) | {size / s2 / gb:.2f} ({s2:.2f} s) | {med(vs_core):.2f} "
+                    f"| {sc:.2f}x (runs {runs_list(scaling)}) | >= {SCALING_TARGET}x | {'yes' if sc >= SCALING_TARGET else '**no**'} "
+                    f"| {med(ceil):.2f}x (runs {runs_list(ceil)}) |"
+                )
     print()
     print(f"Physical limits in the same runs ({combined}: A's and B's times added up):")
     print()
-    print("| log dir | `cat` of the .log files > /dev/null | bare CRC-32C, 16 KiB chunks | bare CRC-32C, 4 KiB chunks "
-          "| pipeline executor function, 1 process | same, 2 forked processes |")
+    print(
+        "| log dir | `cat` of the .log files > /dev/null | bare CRC-32C, 16 KiB chunks | bare CRC-32C, 4 KiB chunks "
+        "| pipeline executor function, 1 process | same, 2 forked processes |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for key in KEYS:
         size = data[key]["bytes"]
         row = [med([r[f"{lim}/{key}"] for r in runs]) for lim in ("cat", "crc16k", "crc4k")]
         row += [med([r[f"ceiling/{key}"][i] for r in runs]) for i in (0, 1)]
-        print(f"| {key} ({size / 2**20:.0f} MiB, {data[key]['files']} files) | "
-              + " | ".join(f"{size / t / gb:.2f} GB/s ({t:.3f} s)" for t in row) + " |")
+        print(
+            f"| {key} ({size / 2**20:.0f} MiB, {data[key]['files']} files) | "
+            + " | ".join(f"{size / t / gb:.2f} GB/s ({t:.3f} s)" for t in row)
+            + " |"
+        )
     print()
-    print("Where a Spark run's time goes (medians; compute = sum of the executors' per-segment seconds: scan, plan, check, "
-          "and the staging writes of a rebuild; makespan = those seconds on the master's slots with the pipeline's binning "
-          "(`task_count` bins balanced by bytes); other = wall - makespan: discovery, job and task launch, "
-          "JVM <-> Python worker round trips, (de)serialization, collect, "
-          "driver replay and commit; phases = the pipeline's own `RunReport.phase_seconds`: scan = the Spark job "
-          "incl. collect, replay = driver producer-state replay + `.txnindex` checks, commit = driver renames and "
-          "`.txnindex` writes):")
+    print(
+        "Where a Spark run's time goes (medians; compute = sum of the executors' per-segment seconds: scan, plan, check, "
+        "and the staging writes of a rebuild; makespan = those seconds on the master's slots with the pipeline's binning "
+        "(`task_count` bins balanced by bytes); other = wall - makespan: discovery, job and task launch, "
+        "JVM <-> Python worker round trips, (de)serialization, collect, "
+        "driver replay and commit; phases = the pipeline's own `RunReport.phase_seconds`: scan = the Spark job "
+        "incl. collect, replay = driver producer-state replay + `.txnindex` checks, commit = driver renames and "
+        "`.txnindex` writes):"
+    )
     print()
-    print("| log dir | mode | Spark | wall | compute (sum) | per segment | bins | makespan | other "
-          "| CPU during the run: driver / JVM / Python workers (cores busy) | phases: scan / replay / commit "
-          "| collected outcomes (pickle size; dumps+loads) |")
+    print(
+        "| log dir | mode | Spark | wall | compute (sum) | per segment | bins | makespan | other "
+        "| CPU during the run: driver / JVM / Python workers (cores busy) | phases: scan / replay / commit "
+        "| collected outcomes (pickle size; dumps+loads) |"
+    )
     print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key in KEYS:
         for mode in ("verify", "rebuild"):
@@ -411,10 +458,12 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
                 other = med([x["wall"] - x["makespan"] for x in rows])
                 phases = " / ".join(f"{m[f'phase_{p}']:.3f}" for p in PHASES)
                 cpu = m["cpu_driver"] + m["cpu_jvm"] + m["cpu_workers"]
-                print(f"| {key} | {mode} | {name} | {m['wall']:.3f} s | {m['compute']:.3f} s | {m['segment_median'] * 1e3:.0f} ms "
-                      f"| {m['bins']:.0f} | {m['makespan']:.3f} s | {other:.3f} s "
-                      f"| {m['cpu_driver']:.2f} / {m['cpu_jvm']:.2f} / {m['cpu_workers']:.2f} s ({cpu / m['wall']:.2f}) "
-                      f"| {phases} s | {m['pickle_bytes'] / 2**20:.2f} MiB; {m['pickle_seconds'] * 1e3:.0f} ms |")
+                print(
+                    f"| {key} | {mode} | {name} | {m['wall']:.3f} s | {m['compute']:.3f} s | {m['segment_median'] * 1e3:.0f} ms "
+                    f"| {m['bins']:.0f} | {m['makespan']:.3f} s | {other:.3f} s "
+                    f"| {m['cpu_driver']:.2f} / {m['cpu_jvm']:.2f} / {m['cpu_workers']:.2f} s ({cpu / m['wall']:.2f}) "
+                    f"| {phases} s | {m['pickle_bytes'] / 2**20:.2f} MiB; {m['pickle_seconds'] * 1e3:.0f} ms |"
+                )
     print()
     print("Fixed cost of a run (tiny log dir: one partition, one 1 MiB segment):")
     print()
@@ -422,16 +471,24 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
     wm = med(whole)
     print("| figure | median | target | met |")
     print("| --- | ---: | ---: | --- |")
-    print(f"| whole `kafka-index verify --log-dir <tiny> --audit-table none --no-progress` (as shipped: local[*]) "
-          f"| {wm:.2f} s (runs {runs_list(whole)}) | <= {OVERHEAD_TARGET:.0f} s | {'yes' if wm <= OVERHEAD_TARGET else '**no**'} |")
-    print(f"| of which: `python -c \"import jobs.cli, jobs.pipeline, pyspark.sql\"` | {med([r['imports'] for r in runs]):.2f} s | - | |")
+    print(
+        f"| whole `kafka-index verify --log-dir <tiny> --audit-table none --no-progress` (as shipped: local[*]) "
+        f"| {wm:.2f} s (runs {runs_list(whole)}) | <= {OVERHEAD_TARGET:.0f} s | {'yes' if wm <= OVERHEAD_TARGET else '**no**'} |"
+    )
+    print(
+        f'| of which: `python -c "import jobs.cli, jobs.pipeline, pyspark.sql"` | {med([r["imports"] for r in runs]):.2f} s | - | |'
+    )
     for name, _master, _conf in VARIANTS:
         g = lambda k: med([r[name][k] for r in runs])  # noqa: E731
-        print(f"| {name}: session start (`jobs.cli.spark_session`: JVM + SparkContext) | {g('session_start'):.2f} s | - | |")
+        print(
+            f"| {name}: session start (`jobs.cli.spark_session`: JVM + SparkContext) | {g('session_start'):.2f} s | - | |"
+        )
         print(f"| {name}: first (cold) tiny verify job (starts a Python worker) | {g('tiny_cold'):.3f} s | - | |")
         print(f"| {name}: tiny verify job on a warm session | {g('tiny_warm'):.3f} s | - | |")
-        print(f"| {name}: a job of 16 empty Python tasks on a warm session (per task; JVM CPU per task) "
-              f"| {g('empty16'):.3f} s ({g('empty16') / 16 * 1e3:.0f} ms; {g('empty16_jvm') / 16 * 1e3:.0f} ms) | - | |")
+        print(
+            f"| {name}: a job of 16 empty Python tasks on a warm session (per task; JVM CPU per task) "
+            f"| {g('empty16'):.3f} s ({g('empty16') / 16 * 1e3:.0f} ms; {g('empty16_jvm') / 16 * 1e3:.0f} ms) | - | |"
+        )
         print(f"| {name}: `spark.stop()` | {g('session_stop'):.2f} s | - | |")
 
 
@@ -458,8 +515,10 @@ def main(argv: list[str] | None = None) -> None:
         dirs = {}
         for i, (key, topic, partitions, segments, seg_bytes) in enumerate(DATASETS):
             seg_bytes = max(1 << 20, int(seg_bytes * args.scale))
-            label = (f"{partitions} partition{'s' if partitions > 1 else ''} x {segments} segment{'s' if segments > 1 else ''} "
-                     f"of {seg_bytes / 2**20:.0f} MiB")
+            label = (
+                f"{partitions} partition{'s' if partitions > 1 else ''} x {segments} segment{'s' if segments > 1 else ''} "
+                f"of {seg_bytes / 2**20:.0f} MiB"
+            )
             print(f"[{key}] generating {label} ...", file=sys.stderr, flush=True)
             log_dir = os.path.join(root, f"logs-{key}")
             os.makedirs(log_dir)
@@ -468,14 +527,23 @@ def main(argv: list[str] | None = None) -> None:
             dirs[key] = (log_dir, pdirs, files)
             data[key] = {"bytes": sum(os.path.getsize(f) for f in files), "files": len(files), "label": label}
         for key, parts in COMBINED.items():
-            data[key] = {"bytes": sum(data[k]["bytes"] for k in parts), "files": sum(data[k]["files"] for k in parts),
-                         "label": f"{' and '.join(parts)} in ONE job ({len(parts)} log dirs)"}
+            data[key] = {
+                "bytes": sum(data[k]["bytes"] for k in parts),
+                "files": sum(data[k]["files"] for k in parts),
+                "label": f"{' and '.join(parts)} in ONE job ({len(parts)} log dirs)",
+            }
         tiny = os.path.join(root, "logs-tiny")
         os.makedirs(tiny)
         make_log_dir(tiny, "tiny", 1, 1, 1 << 20, 7)
-        spec = {"root": root, "tiny": tiny, "reps": args.reps,
-                "log_dirs": {**{k: [v[0]] for k, v in dirs.items()},
-                             **{k: [dirs[d][0] for d in parts] for k, parts in COMBINED.items()}}}
+        spec = {
+            "root": root,
+            "tiny": tiny,
+            "reps": args.reps,
+            "log_dirs": {
+                **{k: [v[0]] for k, v in dirs.items()},
+                **{k: [dirs[d][0] for d in parts] for k, parts in COMBINED.items()},
+            },
+        }
         out_root = tempfile.mkdtemp(prefix="core-out-", dir=root)
 
         runs, load, busy = [], [], []
@@ -494,12 +562,19 @@ def main(argv: list[str] | None = None) -> None:
                     r[f"crc16k/{key}"] = timed(lambda: [crc_pass(f, 16384) for f in files])
                     r[f"crc4k/{key}"] = timed(lambda: [crc_pass(f, 4096) for f in files])
                     out = tempfile.mkdtemp(prefix="out-", dir=out_root)
-                    r[f"core/{key}/rebuild"] = timed(lambda: [rebuild_partition(p, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES,
-                                                                                output_dir=out) for p in pdirs])
+                    r[f"core/{key}/rebuild"] = timed(
+                        lambda: [
+                            rebuild_partition(p, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES, output_dir=out)
+                            for p in pdirs
+                        ]
+                    )
                     shutil.rmtree(out)
                     box = []
-                    r[f"core/{key}/verify"] = timed(lambda: box.extend(verify_partition(p, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES)
-                                                                       for p in pdirs))
+                    r[f"core/{key}/verify"] = timed(
+                        lambda: box.extend(
+                            verify_partition(p, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES) for p in pdirs
+                        )
+                    )
                     assert all(v.healthy for v in box)
                     r[f"ceiling/{key}"] = ceiling(log_dir, pool)
                 for key, parts in COMBINED.items():  # a combined job's limits, core and ceiling: its parts' added up
@@ -508,7 +583,7 @@ def main(argv: list[str] | None = None) -> None:
                     for mode in ("verify", "rebuild"):
                         r[f"core/{key}/{mode}"] = sum(r[f"core/{k}/{mode}"] for k in parts)
                     r[f"ceiling/{key}"] = tuple(sum(r[f"ceiling/{k}"][i] for k in parts) for i in (0, 1))
-                for name, master, conf in (VARIANTS if run % 2 == 0 else VARIANTS[::-1]):
+                for name, master, conf in VARIANTS if run % 2 == 0 else VARIANTS[::-1]:
                     print(f"[run {run + 1}/{args.runs}] Spark {name} (fresh process)", file=sys.stderr, flush=True)
                     r[name] = run_child(master, conf, spec)
                 print(f"[run {run + 1}/{args.runs}] whole command", file=sys.stderr, flush=True)

@@ -165,8 +165,14 @@ def run_child(partition_dir: str, out_root: str, mode: str) -> dict:
     out = tempfile.mkdtemp(prefix="out-", dir=out_root)
     try:
         env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
-        proc = subprocess.run([sys.executable, "-c", CHILD, partition_dir, out, mode], env=env,
-                              capture_output=True, text=True, check=True, cwd=REPO)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD, partition_dir, out, mode],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=REPO,
+        )
         return json.loads(proc.stdout.strip().splitlines()[-1])
     finally:
         shutil.rmtree(out, ignore_errors=True)
@@ -192,8 +198,9 @@ def run_case(case: Case, root: str, runs: int, verify_partition) -> None:
             shutil.copyfile(written, os.path.join(partition_dir, os.path.basename(written)))
         shutil.rmtree(warm)
         if verify_partition is not None:
-            report = verify_partition(partition_dir, index_interval_bytes=INDEX_INTERVAL_BYTES,
-                                      segment_index_bytes=SEGMENT_INDEX_BYTES)
+            report = verify_partition(
+                partition_dir, index_interval_bytes=INDEX_INTERVAL_BYTES, segment_index_bytes=SEGMENT_INDEX_BYTES
+            )
             assert report.healthy, "verify found problems in a freshly rebuilt partition"
 
         t = case.times
@@ -204,16 +211,28 @@ def run_case(case: Case, root: str, runs: int, verify_partition) -> None:
             t.setdefault("crc_batch", []).append(timed(lambda: crc_pass(log, batch_size)))
             holder = {}
             t.setdefault("scan", []).append(timed(lambda: holder.setdefault("scan", scan_log(log))))
-            t.setdefault("plan", []).append(timed(lambda: plan_segment(holder["scan"], 0, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES)))
-            del holder
+            t.setdefault("plan", []).append(
+                timed(lambda: plan_segment(holder["scan"], 0, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES))
+            )
+            holder.clear()  # frees the scan before the rebuild is timed
             out = tempfile.mkdtemp(prefix="out-", dir=out_root)
-            rebuild = timed(lambda: rebuild_partition(partition_dir, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES, output_dir=out))
+            rebuild = timed(
+                lambda: rebuild_partition(partition_dir, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES, output_dir=out)
+            )
             t.setdefault("rebuild", []).append(rebuild)
             shutil.rmtree(out)
             if verify_partition is not None:
                 box = {}
-                verify = timed(lambda: box.setdefault("r", verify_partition(
-                    partition_dir, index_interval_bytes=INDEX_INTERVAL_BYTES, segment_index_bytes=SEGMENT_INDEX_BYTES)))
+                verify = timed(
+                    lambda: box.setdefault(
+                        "r",
+                        verify_partition(
+                            partition_dir,
+                            index_interval_bytes=INDEX_INTERVAL_BYTES,
+                            segment_index_bytes=SEGMENT_INDEX_BYTES,
+                        ),
+                    )
+                )
                 assert box["r"].healthy
                 t.setdefault("verify", []).append(verify)
                 t.setdefault("ratio", []).append(verify / rebuild)
@@ -236,19 +255,25 @@ def machine_line() -> str:
     except OSError:
         pass
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{platform.machine()} {model}, {os.cpu_count()} cores, {mem:.0f} GiB; Python {platform.python_version()}, "
-            f"numpy {np.__version__}, crc32c {'hardware' if crc32c.hardware_based else 'SOFTWARE'}")
+    return (
+        f"{platform.machine()} {model}, {os.cpu_count()} cores, {mem:.0f} GiB; Python {platform.python_version()}, "
+        f"numpy {np.__version__}, crc32c {'hardware' if crc32c.hardware_based else 'SOFTWARE'}"
+    )
 
 
 def report(cases: list[Case], runs: int, root: str, have_verify: bool) -> None:
     print(f"machine: {machine_line()}")
-    print(f"files in: {root} ; runs: {runs} (medians) ; index.interval.bytes={INDEX_INTERVAL_BYTES}, "
-          f"segment.index.bytes={SEGMENT_INDEX_BYTES}")
+    print(
+        f"files in: {root} ; runs: {runs} (medians) ; index.interval.bytes={INDEX_INTERVAL_BYTES}, "
+        f"segment.index.bytes={SEGMENT_INDEX_BYTES}"
+    )
     print()
     print("Throughput (rebuild = scan + plan + publish with fsync; limits measured in the same run):")
     print()
-    print("| case | rebuild | target | met | scan only | plan only | `cat > /dev/null` | CRC-32C 16 KiB chunks "
-          "| CRC-32C per batch-size chunk | rebuild / cat | rebuild / CRC per batch |")
+    print(
+        "| case | rebuild | target | met | scan only | plan only | `cat > /dev/null` | CRC-32C 16 KiB chunks "
+        "| CRC-32C per batch-size chunk | rebuild / cat | rebuild / CRC per batch |"
+    )
     print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for c in cases:
         t = {k: med(v) for k, v in c.times.items()}
@@ -262,10 +287,12 @@ def report(cases: list[Case], runs: int, root: str, have_verify: bool) -> None:
         rate = n / t["rebuild"] / 1e6 if c.per_batch else size / t["rebuild"] / 1e9
         met = "yes" if rate >= c.target else "**no**"
         unit = "M batches/s" if c.per_batch else "GB/s"
-        print(f"| {c.label} ({n} batches of {size // n} B, {size / 2**20:.0f} MiB) | {fmt(t['rebuild'])} ({t['rebuild']:.3f} s) "
-              f"| >= {c.target} {unit} | {met} | {fmt(t['scan'])} ({t['scan']:.3f} s) | {t['plan']:.3f} s "
-              f"| {fmt(t['cat'])} | {fmt(t['crc16k'])} | {fmt(t['crc_batch'])} "
-              f"| {t['cat'] / t['rebuild']:.2f} | {t['crc_batch'] / t['rebuild']:.2f} |")
+        print(
+            f"| {c.label} ({n} batches of {size // n} B, {size / 2**20:.0f} MiB) | {fmt(t['rebuild'])} ({t['rebuild']:.3f} s) "
+            f"| >= {c.target} {unit} | {met} | {fmt(t['scan'])} ({t['scan']:.3f} s) | {t['plan']:.3f} s "
+            f"| {fmt(t['cat'])} | {fmt(t['crc16k'])} | {fmt(t['crc_batch'])} "
+            f"| {t['cat'] / t['rebuild']:.2f} | {t['crc_batch'] / t['rebuild']:.2f} |"
+        )
     print()
     if have_verify:
         print("Verify of an already correct partition (ratio taken per run, then the median):")
@@ -275,16 +302,22 @@ def report(cases: list[Case], runs: int, root: str, have_verify: bool) -> None:
         for c in cases:
             t = {k: med(v) for k, v in c.times.items()}
             ratio = t["ratio"]
-            print(f"| {c.label} | {t['verify']:.3f} s | {t['rebuild']:.3f} s | {ratio:.2f} "
-                  f"(runs: {', '.join(f'{r:.2f}' for r in c.times['ratio'])}) | <= {VERIFY_TARGET} "
-                  f"| {'yes' if ratio <= VERIFY_TARGET else '**no**'} "
-                  f"| {c.file_size / t['verify'] / 1e9:.2f} GB/s | {c.file_size / t['cat'] / 1e9:.2f} GB/s |")
+            print(
+                f"| {c.label} | {t['verify']:.3f} s | {t['rebuild']:.3f} s | {ratio:.2f} "
+                f"(runs: {', '.join(f'{r:.2f}' for r in c.times['ratio'])}) | <= {VERIFY_TARGET} "
+                f"| {'yes' if ratio <= VERIFY_TARGET else '**no**'} "
+                f"| {c.file_size / t['verify'] / 1e9:.2f} GB/s | {c.file_size / t['cat'] / 1e9:.2f} GB/s |"
+            )
         print()
-    print("Memory of one rebuild in a fresh child process, above its baseline after `import indexlib` "
-          "(median over runs; max in brackets):")
+    print(
+        "Memory of one rebuild in a fresh child process, above its baseline after `import indexlib` "
+        "(median over runs; max in brackets):"
+    )
     print()
-    print("| case | peak RssAnon (sampled) | target | met | peak VmRSS (sampled) | VmHWM (exact peak RSS) "
-          "| tracemalloc peak | baseline RssAnon / VmRSS |")
+    print(
+        "| case | peak RssAnon (sampled) | target | met | peak VmRSS (sampled) | VmHWM (exact peak RSS) "
+        "| tracemalloc peak | baseline RssAnon / VmRSS |"
+    )
     print("| --- | ---: | ---: | --- | ---: | ---: | ---: | ---: |")
     mib = 2**20
     for c in cases:
@@ -295,10 +328,12 @@ def report(cases: list[Case], runs: int, root: str, have_verify: bool) -> None:
         target = f"< {c.memory_target_mib} MiB" if c.memory_target_mib else "-"
         met = ("yes" if a < c.memory_target_mib else "**no**") if c.memory_target_mib else "-"
         base = c.memory[0]["base"]
-        print(f"| {c.label} | {a:.1f} MiB [{max(anon) / mib:.1f}] | {target} | {met} "
-              f"| {med(rss) / mib:.1f} MiB [{max(rss) / mib:.1f}] | {med(hwm) / mib:.1f} MiB [{max(hwm) / mib:.1f}] "
-              f"| {med(c.traced) / mib:.1f} MiB [{max(c.traced) / mib:.1f}] "
-              f"| {base['RssAnon'] / mib:.1f} / {base['VmRSS'] / mib:.1f} MiB |")
+        print(
+            f"| {c.label} | {a:.1f} MiB [{max(anon) / mib:.1f}] | {target} | {met} "
+            f"| {med(rss) / mib:.1f} MiB [{max(rss) / mib:.1f}] | {med(hwm) / mib:.1f} MiB [{max(hwm) / mib:.1f}] "
+            f"| {med(c.traced) / mib:.1f} MiB [{max(c.traced) / mib:.1f}] "
+            f"| {base['RssAnon'] / mib:.1f} / {base['VmRSS'] / mib:.1f} MiB |"
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

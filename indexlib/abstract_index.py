@@ -23,6 +23,7 @@ instances or add your own lock).
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import stat
@@ -111,8 +112,7 @@ class AbstractIndex(Generic[E]):
         if self._writable:
             if not os.path.exists(self._path) and self._max_index_size < es:
                 raise ValueError(
-                    f"{self._path}: invalid max index size {self._max_index_size}: "
-                    f"below one {es}-byte entry"
+                    f"{self._path}: invalid max index size {self._max_index_size}: below one {es}-byte entry"
                 )
             try:
                 fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
@@ -149,11 +149,9 @@ class AbstractIndex(Generic[E]):
     def _unmap(self) -> None:
         mm, self._mm = self._mm, None
         if mm is not None:
-            try:
+            # A to_numpy() view still uses the mapping: it stays mapped until that view is released.
+            with contextlib.suppress(BufferError):
                 mm.close()
-            except BufferError:
-                # A to_numpy() view still uses the mapping; it stays mapped until that view is released.
-                pass
 
     def _load_last_entry(self) -> None:
         """Re-read the cached last entry (subclasses keep what their append rule needs)."""
@@ -232,9 +230,7 @@ class AbstractIndex(Generic[E]):
         """The ``n``-th live entry (0-based); ``ValueError`` outside ``0 <= n < entries``."""
         self._check_open()
         if n < 0 or n >= self._entries:
-            raise ValueError(
-                f"{self._path}: attempt to fetch entry {n} of an index with {self._entries} entries"
-            )
+            raise ValueError(f"{self._path}: attempt to fetch entry {n} of an index with {self._entries} entries")
         return self._parse_entry(n)
 
     def __iter__(self):
@@ -339,9 +335,7 @@ class AbstractIndex(Generic[E]):
         if self._length == rounded:
             return False
         if rounded < self._entries * self.ENTRY_SIZE:
-            raise ValueError(
-                f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries"
-            )
+            raise ValueError(f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries")
         if rounded < self._view_extent and self._mm is not None:
             try:
                 self._mm.close()

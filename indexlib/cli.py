@@ -54,41 +54,57 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def settings(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("partition_dir", metavar="PARTITION_DIR",
-                         help="a Kafka partition directory, <log.dir>/<topic>-<partition>")
-        sub.add_argument("--index-interval-bytes", type=int, default=DEFAULT_INDEX_INTERVAL_BYTES, metavar="N",
-                         help="the topic's index.interval.bytes (default %(default)s)")
-        sub.add_argument("--segment-index-bytes", type=int, default=DEFAULT_SEGMENT_INDEX_BYTES, metavar="N",
-                         help="the topic's segment.index.bytes (default %(default)s)")
+        sub.add_argument(
+            "partition_dir", metavar="PARTITION_DIR", help="a Kafka partition directory, <log.dir>/<topic>-<partition>"
+        )
+        sub.add_argument(
+            "--index-interval-bytes",
+            type=int,
+            default=DEFAULT_INDEX_INTERVAL_BYTES,
+            metavar="N",
+            help="the topic's index.interval.bytes (default %(default)s)",
+        )
+        sub.add_argument(
+            "--segment-index-bytes",
+            type=int,
+            default=DEFAULT_SEGMENT_INDEX_BYTES,
+            metavar="N",
+            help="the topic's segment.index.bytes (default %(default)s)",
+        )
 
     rebuild = commands.add_parser(
-        "rebuild", help="rebuild every segment's index files as Kafka's recovery would",
+        "rebuild",
+        help="rebuild every segment's index files as Kafka's recovery would",
         description="Rebuild the .index, .timeindex and .txnindex of every segment of a partition, byte "
         "for byte as Kafka's log recovery would. Each file is published atomically; the .log is never "
         "modified. In place, refuses to write while the log dir's .lock is held (a running broker).",
     )
     settings(rebuild)
-    rebuild.add_argument("--output-dir", metavar="DIR",
-                         help="write to DIR/<topic>-<partition>/ and only read the partition")
+    rebuild.add_argument(
+        "--output-dir", metavar="DIR", help="write to DIR/<topic>-<partition>/ and only read the partition"
+    )
     rebuild.add_argument("--backup-dir", metavar="DIR", help="copy each replaced index file here first")
-    rebuild.add_argument("--force", action="store_true",
-                         help="write in place even though the log dir's .lock is held")
+    rebuild.add_argument("--force", action="store_true", help="write in place even though the log dir's .lock is held")
     rebuild.set_defaults(run=run_rebuild)
 
     verify = commands.add_parser(
-        "verify", help="check every index file against the .log (read-only)",
+        "verify",
+        help="check every index file against the .log (read-only)",
         description="Check every segment's index files against its .log (the invariants that make "
         "lookups correct, not byte equality), and compare each with what a rebuild would write. "
         "Read-only.",
     )
     settings(verify)
-    verify.add_argument("--json", metavar="FILE",
-                        help="also write the full report as JSON to FILE (- for stdout; the text report "
-                        "then goes to stderr)")
+    verify.add_argument(
+        "--json",
+        metavar="FILE",
+        help="also write the full report as JSON to FILE (- for stdout; the text report then goes to stderr)",
+    )
     verify.set_defaults(run=run_verify)
 
     dump = commands.add_parser(
-        "dump", help="print an index file's entries or a .log's batch headers",
+        "dump",
+        help="print an index file's entries or a .log's batch headers",
         description="Print the entries of a .index, .timeindex or .txnindex (absolute offsets) or the "
         "batch headers of a .log, in the spirit of kafka-dump-log.sh. Read-only.",
     )
@@ -172,8 +188,10 @@ def run_rebuild(args: argparse.Namespace) -> int:
                 )
             _warn(f"{lock}: held by another process; rebuilding in place anyway (--force)")
         if not os.access(source, os.W_OK | os.X_OK):
-            raise InputError(f"{source}: Permission denied: cannot write the rebuilt index files into this "
-                             "directory (rebuild elsewhere with --output-dir DIR)")
+            raise InputError(
+                f"{source}: Permission denied: cannot write the rebuilt index files into this "
+                "directory (rebuild elsewhere with --output-dir DIR)"
+            )
     result = rebuild_partition(
         source,
         index_interval_bytes=args.index_interval_bytes,
@@ -196,35 +214,51 @@ def print_rebuild(result: PartitionRebuild, target: str, in_place: bool, args: a
     written = backups = failed = 0
     for seg in result.segments:
         scan, plan = seg.scan, seg.plan
-        line = (f"segment {seg.base_offset:020d}: {_plural(scan.batch_count, 'batch', 'batches')}, "
-                f"{scan.valid_bytes} valid bytes")
+        line = (
+            f"segment {seg.base_offset:020d}: {_plural(scan.batch_count, 'batch', 'batches')}, "
+            f"{scan.valid_bytes} valid bytes"
+        )
         if seg.fatal is None:
-            counts = {".index": len(plan.offset_offsets), ".timeindex": len(plan.time_timestamps),
-                      ".txnindex": len(seg.aborted)}
+            counts = {
+                ".index": len(plan.offset_offsets),
+                ".timeindex": len(plan.time_timestamps),
+                ".txnindex": len(seg.aborted),
+            }
             names = {os.path.splitext(p)[1] for p in seg.written}
-            files = [f"{suffix} {_plural(counts[suffix], 'entry', 'entries')}" for suffix in INDEX_SUFFIXES
-                     if suffix in names]
+            files = [
+                f"{suffix} {_plural(counts[suffix], 'entry', 'entries')}"
+                for suffix in INDEX_SUFFIXES
+                if suffix in names
+            ]
             if ".txnindex" not in names:
                 files.append(".txnindex not needed (no aborted transaction)")
             line += "; " + ", ".join(files)
         print(line, file=out)
         if seg.truncation is not None:
             p = seg.truncation
-            print(f"  corrupt tail: {p.kind} at byte {p.position} (batch {p.batch_index}): {p.detail}; "
-                  f"{scan.invalid_bytes} bytes after the valid data, which Kafka's recovery would truncate "
-                  "(the .log is left unchanged)", file=out)
+            print(
+                f"  corrupt tail: {p.kind} at byte {p.position} (batch {p.batch_index}): {p.detail}; "
+                f"{scan.invalid_bytes} bytes after the valid data, which Kafka's recovery would truncate "
+                "(the .log is left unchanged)",
+                file=out,
+            )
         elif scan.invalid_bytes:
-            print(f"  short tail: {scan.invalid_bytes} bytes after the last batch, which Kafka's recovery "
-                  "would truncate (the .log is left unchanged)", file=out)
+            print(
+                f"  short tail: {scan.invalid_bytes} bytes after the last batch, which Kafka's recovery "
+                "would truncate (the .log is left unchanged)",
+                file=out,
+            )
         if seg.fatal is not None:
             p = seg.fatal
             failed += 1
-            print(f"  FATAL {p.kind} at byte {p.position} (batch {p.batch_index}): {p.detail}; "
-                  "Kafka's recovery would fail here, so no index file was written for this segment", file=out)
+            print(
+                f"  FATAL {p.kind} at byte {p.position} (batch {p.batch_index}): {p.detail}; "
+                "Kafka's recovery would fail here, so no index file was written for this segment",
+                file=out,
+            )
         written += len(seg.written)
         backups += len(seg.backups)
-    summary = (f"done: {_plural(len(result.segments), 'segment')}, {_plural(written, 'file')} written to "
-               f"{target}")
+    summary = f"done: {_plural(len(result.segments), 'segment')}, {_plural(written, 'file')} written to {target}"
     if args.backup_dir is not None:
         summary += f", {_plural(backups, 'previous file')} kept in {args.backup_dir}"
     if failed:
@@ -247,8 +281,10 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.json is not None:
         data = report.to_dict()
         data.setdefault("healthy", report.healthy)
-        data.setdefault("settings", {"index_interval_bytes": args.index_interval_bytes,
-                                     "segment_index_bytes": args.segment_index_bytes})
+        data.setdefault(
+            "settings",
+            {"index_interval_bytes": args.index_interval_bytes, "segment_index_bytes": args.segment_index_bytes},
+        )
         if args.json == "-":
             json.dump(data, sys.stdout, indent=2)
             sys.stdout.write("\n")
@@ -279,19 +315,30 @@ def print_verify(report: Any, args: argparse.Namespace, out: TextIO) -> None:
         rows = []
         for f in findings:
             detail = f.detail if f.count == 1 else f"{f.detail} (x{f.count})"
-            rows.append((f.severity, f.kind, os.path.basename(f.file) if f.file else "-", _cell(f.entry),
-                         _cell(f.expected), _cell(f.found), _cell(detail)))
+            rows.append(
+                (
+                    f.severity,
+                    f.kind,
+                    os.path.basename(f.file) if f.file else "-",
+                    _cell(f.entry),
+                    _cell(f.expected),
+                    _cell(f.found),
+                    _cell(detail),
+                )
+            )
         widths = [min(40, max(len(r[i]) for r in [header, *rows])) for i in range(len(header) - 1)]
         for r in [header, *rows]:
-            print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1], file=out)
+            print("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1], file=out)
     else:
         print("no findings", file=out)
     print("identical to rebuild:", file=out)
     words = {True: "identical", False: "differs", None: "absent, none expected"}
     for seg in report.segments:
         state = "active" if seg.active else "inactive"
-        files = ", ".join(f"{suffix} {words.get(seg.identical.get(suffix), _cell(seg.identical.get(suffix)))}"
-                          for suffix in INDEX_SUFFIXES)
+        files = ", ".join(
+            f"{suffix} {words.get(seg.identical.get(suffix), _cell(seg.identical.get(suffix)))}"
+            for suffix in INDEX_SUFFIXES
+        )
         print(f"  {seg.base_offset:020d} ({state}): {files}", file=out)
     errors = [f for f in findings if f.severity == "error"]
     infos = len(findings) - len(errors)
@@ -300,8 +347,7 @@ def print_verify(report: Any, args: argparse.Namespace, out: TextIO) -> None:
         verdict += f", {_plural(infos, 'info finding')})" if infos else ")"
     else:
         files = {f.file for f in errors}
-        verdict = (f"verdict: NOT healthy: {_plural(len(errors), 'error finding')} in "
-                   f"{_plural(len(files), 'file')}")
+        verdict = f"verdict: NOT healthy: {_plural(len(errors), 'error finding')} in {_plural(len(files), 'file')}"
         if infos:
             verdict += f" (and {_plural(infos, 'info finding')})"
     print(verdict, file=out)
@@ -361,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug: still one line, unless asked for the traceback
         if os.environ.get("KAFKA_INDEX_DEBUG"):
             raise
-        _error(f"unexpected {type(exc).__name__} while processing {subject}: {_describe(exc, None)} "
-               "(set KAFKA_INDEX_DEBUG=1 for the traceback)")
+        _error(
+            f"unexpected {type(exc).__name__} while processing {subject}: {_describe(exc, None)} "
+            "(set KAFKA_INDEX_DEBUG=1 for the traceback)"
+        )
         return EXIT_BAD_INPUT

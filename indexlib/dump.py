@@ -114,8 +114,13 @@ def _problem(kind: str, position: int | None, detail: str) -> dict[str, Any]:
 def _scan_problem(p: ScanProblem | None) -> dict[str, Any] | None:
     if p is None:
         return None
-    return {"kind": p.kind, "position": p.position, "batch_index": p.batch_index,
-            "base_offset": p.base_offset, "detail": p.detail}
+    return {
+        "kind": p.kind,
+        "position": p.position,
+        "batch_index": p.batch_index,
+        "base_offset": p.base_offset,
+        "detail": p.detail,
+    }
 
 
 def _check_regular(path: str) -> os.stat_result:
@@ -168,11 +173,14 @@ def _dump_mmap_index(path: str, base_offset: int, cls, kind: str) -> FileDump:
     partial = length % entry_size
     problems = []
     if partial:
-        problems.append(_problem(
-            "partial_entry", length - partial,
-            f"{partial} trailing bytes do not make a whole {entry_size}-byte entry (length {length} is not a "
-            f"multiple of {entry_size}); readers ignore them",
-        ))
+        problems.append(
+            _problem(
+                "partial_entry",
+                length - partial,
+                f"{partial} trailing bytes do not make a whole {entry_size}-byte entry (length {length} is not a "
+                f"multiple of {entry_size}); readers ignore them",
+            )
+        )
     summary = {
         "file": path,
         "kind": kind,
@@ -186,10 +194,10 @@ def _dump_mmap_index(path: str, base_offset: int, cls, kind: str) -> FileDump:
     }
     if kind == "offset_index":
         columns = {"offset": first[:shown], "position": second[:shown]}
-        row = lambda c: ({"offset": o, "position": p} for o, p in zip(*c))  # noqa: E731
+        row = lambda c: ({"offset": o, "position": p} for o, p in zip(*c, strict=True))  # noqa: E731
     else:
         columns = {"timestamp": first[:shown], "offset": second[:shown]}
-        row = lambda c: ({"timestamp": t, "offset": o} for t, o in zip(*c))  # noqa: E731
+        row = lambda c: ({"timestamp": t, "offset": o} for t, o in zip(*c, strict=True))  # noqa: E731
     return FileDump(summary, "entries", columns, row)
 
 
@@ -215,20 +223,26 @@ def _dump_txn_index(path: str, base_offset: int) -> FileDump:
         records = np.frombuffer(data[: len(data) - len(data) % size], dtype=TransactionIndex.DTYPE)
         bad = np.flatnonzero(records["version"] != ABORTED_TXN_VERSION)
         for n in bad[:10].tolist():
-            problems.append(_problem(
-                "bad_version", n * size,
-                f"record {n} has version {int(records['version'][n])}; only version {ABORTED_TXN_VERSION} exists "
-                "(Kafka's reader throws on it)",
-            ))
+            problems.append(
+                _problem(
+                    "bad_version",
+                    n * size,
+                    f"record {n} has version {int(records['version'][n])}; only version {ABORTED_TXN_VERSION} exists "
+                    "(Kafka's reader throws on it)",
+                )
+            )
         if len(bad) > 10:
             problems.append(_problem("bad_version", None, f"{len(bad) - 10} more records with a bad version"))
     partial = length % size
     if partial:
-        problems.append(_problem(
-            "partial_entry", length - partial,
-            f"{partial} trailing bytes do not make a whole {size}-byte record (length {length} is not a "
-            f"multiple of {size}); readers ignore them",
-        ))
+        problems.append(
+            _problem(
+                "partial_entry",
+                length - partial,
+                f"{partial} trailing bytes do not make a whole {size}-byte record (length {length} is not a "
+                f"multiple of {size}); readers ignore them",
+            )
+        )
     names = ("version", "producer_id", "first_offset", "last_offset", "last_stable_offset")
     columns = {k: records[k].astype(np.int64) for k in names}
     summary = {
@@ -242,7 +256,7 @@ def _dump_txn_index(path: str, base_offset: int) -> FileDump:
         "partial_entry_bytes": partial,
         "problems": problems,
     }
-    row = lambda c: (dict(zip(names, values)) for values in zip(*c))  # noqa: E731
+    row = lambda c: (dict(zip(names, values, strict=True)) for values in zip(*c, strict=True))  # noqa: E731
     return FileDump(summary, "entries", columns, row)
 
 
@@ -261,12 +275,23 @@ def _timestamp_type(magic: int, attributes: int) -> str:
     return "LogAppendTime" if attributes & ATTR_LOG_APPEND_TIME else "CreateTime"
 
 
-_LOG_COLUMNS = ("positions", "base_offsets", "last_offsets", "records_counts", "sizes", "magic", "attributes",
-                "max_timestamps", "producer_ids", "producer_epochs", "marker_types")
+_LOG_COLUMNS = (
+    "positions",
+    "base_offsets",
+    "last_offsets",
+    "records_counts",
+    "sizes",
+    "magic",
+    "attributes",
+    "max_timestamps",
+    "producer_ids",
+    "producer_epochs",
+    "marker_types",
+)
 
 
 def _log_rows(chunk) -> Iterator[dict[str, Any]]:
-    for pos, base, last, count, size, magic, attrs, max_ts, pid, epoch, marker in zip(*chunk):
+    for pos, base, last, count, size, magic, attrs, max_ts, pid, epoch, marker in zip(*chunk, strict=True):
         v2 = magic >= 2
         codec = attrs & ATTR_COMPRESSION_MASK
         yield {
@@ -300,11 +325,14 @@ def _dump_log(path: str, base_offset: int) -> FileDump:
     if scan.problem is not None:
         problems.append(_problem(scan.problem.kind, scan.problem.position, scan.problem.detail))
     elif scan.invalid_bytes:
-        problems.append(_problem(
-            scan.stop.value, scan.valid_bytes,
-            f"{scan.invalid_bytes} trailing bytes are too short for a batch header; Kafka's recovery "
-            "truncates them",
-        ))
+        problems.append(
+            _problem(
+                scan.stop.value,
+                scan.valid_bytes,
+                f"{scan.invalid_bytes} trailing bytes are too short for a batch header; Kafka's recovery "
+                "truncates them",
+            )
+        )
     if scan.fatal is not None:
         problems.append(_problem(scan.fatal.kind, scan.fatal.position, scan.fatal.detail))
     summary = {
@@ -351,8 +379,10 @@ def _format_batch(b: Mapping[str, Any]) -> str:
 
 
 def _format_scan_problem(p: Mapping[str, Any]) -> str:
-    return (f"{p['kind']} at position {p['position']} (batch {p['batch_index']}, base offset "
-            f"{p['base_offset']}): {p['detail']}")
+    return (
+        f"{p['kind']} at position {p['position']} (batch {p['batch_index']}, base offset "
+        f"{p['base_offset']}): {p['detail']}"
+    )
 
 
 def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
@@ -365,17 +395,21 @@ def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
         for batch in rows:
             yield _format_batch(batch)
         end = summary["end"]
-        yield (f"End of walk: {end['stop']}; {_plural(summary['batch_count'], 'batch', 'batches')}, valid bytes "
-               f"{end['valid_bytes']}, invalid bytes {end['invalid_bytes']}"
-               + (" (Kafka's recovery truncates them)" if end["invalid_bytes"] else ""))
+        yield (
+            f"End of walk: {end['stop']}; {_plural(summary['batch_count'], 'batch', 'batches')}, valid bytes "
+            f"{end['valid_bytes']}, invalid bytes {end['invalid_bytes']}"
+            + (" (Kafka's recovery truncates them)" if end["invalid_bytes"] else "")
+        )
         if end["problem"] is not None:
             yield "Problem: " + _format_scan_problem(end["problem"])
         if end["fatal"] is not None:
             yield "Fatal (Kafka's recovery would fail here): " + _format_scan_problem(end["fatal"])
         return
     title = {"offset_index": "Offset index", "time_index": "Time index", "transaction_index": "Transaction index"}[kind]
-    yield (f"{title}, base offset {summary['base_offset']}, {summary['file_size']} bytes, "
-           f"{_plural(summary['entry_count'], 'entry', 'entries')}")
+    yield (
+        f"{title}, base offset {summary['base_offset']}, {summary['file_size']} bytes, "
+        f"{_plural(summary['entry_count'], 'entry', 'entries')}"
+    )
     if summary["file_size"] == 0:
         yield f"{summary['file']} is empty."
     for e in rows:
@@ -384,11 +418,12 @@ def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
         elif kind == "time_index":
             yield f"timestamp: {e['timestamp']} offset: {e['offset']}"
         else:
-            yield (f"version: {e['version']} producerId: {e['producer_id']} firstOffset: {e['first_offset']} "
-                   f"lastOffset: {e['last_offset']} lastStableOffset: {e['last_stable_offset']}")
+            yield (
+                f"version: {e['version']} producerId: {e['producer_id']} firstOffset: {e['first_offset']} "
+                f"lastOffset: {e['last_offset']} lastStableOffset: {e['last_stable_offset']}"
+            )
     if summary["zero_tail_entries"]:
-        yield (f"{summary['zero_tail_entries']} zero-filled slots follow (an untrimmed preallocated tail; "
-               "not shown)")
+        yield (f"{summary['zero_tail_entries']} zero-filled slots follow (an untrimmed preallocated tail; not shown)")
     for p in summary["problems"]:
         where = "" if p["position"] is None else f" at byte {p['position']}"
         yield f"Problem: {p['kind']}{where}: {p['detail']}"

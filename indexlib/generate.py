@@ -14,6 +14,7 @@ shared material). Only the stdlib, numpy and crc32c are used.
 from __future__ import annotations
 
 import gzip
+import itertools
 import os
 import pathlib
 import struct
@@ -109,7 +110,7 @@ def encode_batch_v2(
     deltas = list(range(n)) if offset_deltas is None else [int(d) for d in offset_deltas]
     if len(deltas) != n:
         raise ValueError(f"{len(deltas)} offset deltas for {n} records")
-    if any(d < 0 for d in deltas) or any(b <= a for a, b in zip(deltas, deltas[1:])):
+    if any(d < 0 for d in deltas) or any(b <= a for a, b in itertools.pairwise(deltas)):
         raise ValueError("offset deltas must be non-negative and strictly increasing")
 
     if n:
@@ -119,7 +120,7 @@ def encode_batch_v2(
         base_timestamp = max_timestamp = _NO_TIMESTAMP
     body = b"".join(
         _encode_record(int(ts) - base_timestamp, delta, key, value)
-        for (key, value, ts), delta in zip(records, deltas)
+        for (key, value, ts), delta in zip(records, deltas, strict=True)
     )
     if compression == _COMPRESSION_GZIP:
         body = gzip.compress(body, mtime=0)

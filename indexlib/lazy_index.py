@@ -3,28 +3,29 @@
 from __future__ import annotations
 
 import os
-from typing import Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from .abstract_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
 from .errors import ReadOnlyIndexError
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 
-I = TypeVar("I", bound=AbstractIndex)
+IndexT = TypeVar("IndexT", bound=AbstractIndex)
 
 
-class LazyIndex(Generic[I]):
+class LazyIndex(Generic[IndexT]):
     """Holds an index path and opens (maps) the index only on the first :meth:`get`.
 
     Invariant: until ``get()`` is called nothing touches the file system, so a missing file is not
     created; ``close``, ``rename_to`` and ``delete_if_exists`` work on the bare file while unloaded.
     """
 
-    def __init__(self, path: str | os.PathLike[str], opener: Callable[[str], I], writable: bool = True) -> None:
+    def __init__(self, path: str | os.PathLike[str], opener: Callable[[str], IndexT], writable: bool = True) -> None:
         self._path = os.fspath(path)
         self._opener = opener
         self._writable = writable
-        self._index: I | None = None
+        self._index: IndexT | None = None
 
     @classmethod
     def for_offset(
@@ -33,7 +34,7 @@ class LazyIndex(Generic[I]):
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
-    ) -> "LazyIndex[OffsetIndex]":
+    ) -> LazyIndex[OffsetIndex]:
         return cls(path, lambda p: OffsetIndex(p, base_offset, max_index_size, writable), writable)
 
     @classmethod
@@ -43,7 +44,7 @@ class LazyIndex(Generic[I]):
         base_offset: int,
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
-    ) -> "LazyIndex[TimeIndex]":
+    ) -> LazyIndex[TimeIndex]:
         return cls(path, lambda p: TimeIndex(p, base_offset, max_index_size, writable), writable)
 
     @property
@@ -54,7 +55,7 @@ class LazyIndex(Generic[I]):
     def is_loaded(self) -> bool:
         return self._index is not None
 
-    def get(self) -> I:
+    def get(self) -> IndexT:
         """The index, opened on first use."""
         if self._index is None:
             self._index = self._opener(self._path)

@@ -102,9 +102,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         offsets = as_int64_array(offsets, self._path, "offsets")
         positions = as_int64_array(positions, self._path, "positions")
         if offsets.shape != positions.shape:
-            raise ValueError(
-                f"{self._path}: append_many got {len(offsets)} offsets and {len(positions)} positions"
-            )
+            raise ValueError(f"{self._path}: append_many got {len(offsets)} offsets and {len(positions)} positions")
         n = len(offsets)
         if n == 0:
             return
@@ -150,8 +148,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             if not 0 <= offset - self._base_offset <= INT32_MAX:
                 self._relative_offset(offset)  # raises IndexOffsetOverflowError naming the offset
             raise ValueError(
-                f"{self._path}: position {int(positions[first_error])} (element {first_error}) "
-                "is outside 0..2^31-1"
+                f"{self._path}: position {int(positions[first_error])} (element {first_error}) is outside 0..2^31-1"
             )
         self._store_columns(relative, positions)
         self._last_offset = int(offsets[-1])
@@ -178,7 +175,5 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             )
         if self._length % self.ENTRY_SIZE != 0:
             raise CorruptIndexError(
-                f"{self._path}: corrupt offset index: length {self._length} is not a multiple of "
-                f"{self.ENTRY_SIZE}"
+                f"{self._path}: corrupt offset index: length {self._length} is not a multiple of {self.ENTRY_SIZE}"
             )
-

@@ -97,20 +97,26 @@ def plan_partition(
     bases = segment_base_offsets(partition_dir)
     scans, plans = [], []
     for base in bases:
-        scan, plan = plan_segment_file(segment_file(partition_dir, base, ".log"), base, index_interval_bytes, segment_index_bytes)
+        scan, plan = plan_segment_file(
+            segment_file(partition_dir, base, ".log"), base, index_interval_bytes, segment_index_bytes
+        )
         scans.append(scan)
         plans.append(plan)
     aborted_per_segment = replay_partition(partition_dir, bases, plans, log_start)
     segments = []
-    for base, scan, plan, (aborted, replay_fatal) in zip(bases, scans, plans, aborted_per_segment):
+    for base, scan, plan, (aborted, replay_fatal) in zip(bases, scans, plans, aborted_per_segment, strict=True):
         fatals = [p for p in (plan.fatal, replay_fatal) if p is not None]
         fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
         segments.append(SegmentRebuild(base, segment_file(partition_dir, base, ".log"), scan, plan, aborted, fatal))
     return PartitionRebuild(partition_dir, topic, partition, log_start, segments)
 
 
-def plan_segment_file(log_path: str, base_offset: int, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-                      segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES) -> tuple[LogScan, SegmentPlan]:
+def plan_segment_file(
+    log_path: str,
+    base_offset: int,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+) -> tuple[LogScan, SegmentPlan]:
     """Scan and plan one segment: the independent, parallel part of a partition's rebuild."""
     scan = _scan_or_unreadable(log_path)
     return scan, plan_segment(scan, base_offset, index_interval_bytes, segment_index_bytes)
@@ -127,8 +133,9 @@ def _scan_or_unreadable(path: str) -> LogScan:
         return scan
 
 
-def replay_partition(partition_dir: str, bases: list[int], plans: list[SegmentPlan | PlanSummary],
-                     log_start_offset: int) -> list[tuple[list[AbortedTxn], ScanProblem | None]]:
+def replay_partition(
+    partition_dir: str, bases: list[int], plans: list[SegmentPlan | PlanSummary], log_start_offset: int
+) -> list[tuple[list[AbortedTxn], ScanProblem | None]]:
     """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting state.
 
     Kafka recovers segments in order, each from the newest valid snapshot with ``L < offset <= base``
@@ -141,12 +148,13 @@ def replay_partition(partition_dir: str, bases: list[int], plans: list[SegmentPl
     all_events = [p.events for p in plans]
     txn_pids = (
         np.unique(np.concatenate([e["producer_id"][e["kind"] == EVENT_TXN_DATA] for e in all_events]))
-        if all_events else np.empty(0, np.int64)
+        if all_events
+        else np.empty(0, np.int64)
     )
     results = []
     ongoing: dict[int, int] = {}
     previous_map_end: int | None = None
-    for base, plan in zip(bases, plans):
+    for base, plan in zip(bases, plans, strict=True):
         if base <= log_start_offset:
             ongoing, map_end = {}, log_start_offset
         elif previous_map_end is not None and previous_map_end > log_start_offset:
@@ -178,20 +186,32 @@ def rebuild_partition(
     """
     result = plan_partition(partition_dir, index_interval_bytes, segment_index_bytes)
     source = result.partition_dir
-    target = source if output_dir is None else os.path.join(os.fspath(output_dir), os.path.basename(os.path.normpath(source)))
+    target = (
+        source
+        if output_dir is None
+        else os.path.join(os.fspath(output_dir), os.path.basename(os.path.normpath(source)))
+    )
     os.makedirs(target, exist_ok=True)
     backup = os.fspath(backup_dir) if backup_dir is not None else None
     for seg in result.segments:
         if seg.fatal is None:
             stale_txn = os.path.lexists(segment_file(source, seg.base_offset, ".txnindex"))
-            seg.written, seg.backups = publish_segment(target, seg.base_offset, seg.plan, seg.aborted, INDEX_SUFFIXES,
-                                                       stale_txn, segment_index_bytes, backup)
+            seg.written, seg.backups = publish_segment(
+                target, seg.base_offset, seg.plan, seg.aborted, INDEX_SUFFIXES, stale_txn, segment_index_bytes, backup
+            )
     return result
 
 
-def stage_segment(target_dir: str, base_offset: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn],
-                  suffixes, stale_txn: bool, segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
-                  tag: str | None = None) -> dict[str, str]:
+def stage_segment(
+    target_dir: str,
+    base_offset: int,
+    plan: SegmentPlan | PlanSummary,
+    aborted: list[AbortedTxn],
+    suffixes,
+    stale_txn: bool,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+    tag: str | None = None,
+) -> dict[str, str]:
     """Stage the chosen index files of one rebuilt segment beside their final names (see
     :mod:`indexlib.publish`); returns ``{final: staged}`` in ``INDEX_SUFFIXES`` order. Kafka sees nothing
     until :func:`install_segment`. ``.index``/``.timeindex`` need a full :class:`SegmentPlan`; ``.txnindex``
@@ -200,8 +220,12 @@ def stage_segment(target_dir: str, base_offset: int, plan: SegmentPlan | PlanSum
     if plan.fatal is not None:
         raise ValueError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
     stagers = {
-        ".index": lambda f: stage_offset_index(f, base_offset, plan.offset_offsets, plan.offset_positions, segment_index_bytes, tag),
-        ".timeindex": lambda f: stage_time_index(f, base_offset, plan.time_timestamps, plan.time_offsets, segment_index_bytes, tag),
+        ".index": lambda f: stage_offset_index(
+            f, base_offset, plan.offset_offsets, plan.offset_positions, segment_index_bytes, tag
+        ),
+        ".timeindex": lambda f: stage_time_index(
+            f, base_offset, plan.time_timestamps, plan.time_offsets, segment_index_bytes, tag
+        ),
         ".txnindex": lambda f: stage_transaction_index(f, base_offset, aborted, tag),
     }
     staged: dict[str, str] = {}
@@ -218,8 +242,9 @@ def stage_segment(target_dir: str, base_offset: int, plan: SegmentPlan | PlanSum
     return staged
 
 
-def install_segment(staged: dict[str, str], backup_dir: str | None = None, sync_dir: bool = True,
-                    written: list[str] | None = None) -> tuple[list[str], list[str]]:
+def install_segment(
+    staged: dict[str, str], backup_dir: str | None = None, sync_dir: bool = True, written: list[str] | None = None
+) -> tuple[list[str], list[str]]:
     """Install staged files over their final names, each old file kept in ``backup_dir`` first (if
     given); returns (written, backups). Staged files never survive, installed or not. ``written``, if
     given, is appended to as each file is installed (so a caller knows what was replaced after a failure)."""
@@ -240,9 +265,16 @@ def install_segment(staged: dict[str, str], backup_dir: str | None = None, sync_
     return written, backups
 
 
-def publish_segment(target_dir: str, base_offset: int, plan: SegmentPlan, aborted: list[AbortedTxn],
-                    suffixes, stale_txn: bool, segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
-                    backup_dir: str | None = None) -> tuple[list[str], list[str]]:
+def publish_segment(
+    target_dir: str,
+    base_offset: int,
+    plan: SegmentPlan,
+    aborted: list[AbortedTxn],
+    suffixes,
+    stale_txn: bool,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+    backup_dir: str | None = None,
+) -> tuple[list[str], list[str]]:
     """Stage and install the chosen index files of one rebuilt segment (:func:`stage_segment`, then
     :func:`install_segment`); returns (written, backups)."""
     staged = stage_segment(target_dir, base_offset, plan, aborted, suffixes, stale_txn, segment_index_bytes)

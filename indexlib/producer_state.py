@@ -52,7 +52,7 @@ def read_snapshot(path: str | os.PathLike[str]) -> dict[int, int]:
     if count < 0 or len(data) != _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size:
         raise SnapshotError(f"{path}: {count} entries do not match the file length {len(data)}")
     ongoing: dict[int, int] = {}
-    for pid, _e, _s, _lo, _d, _t, _c, txn_first in _SNAPSHOT_ENTRY.iter_unpack(data[_SNAPSHOT_HEADER.size:]):
+    for pid, _e, _s, _lo, _d, _t, _c, txn_first in _SNAPSHOT_ENTRY.iter_unpack(data[_SNAPSHOT_HEADER.size :]):
         if txn_first >= 0:
             ongoing[pid] = txn_first
     return ongoing
@@ -71,7 +71,9 @@ def snapshot_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
     return sorted(found)
 
 
-def initial_state_for(partition_dir: str | os.PathLike[str], base_offset: int, log_start_offset: int) -> tuple[dict[int, int], int | None]:
+def initial_state_for(
+    partition_dir: str | os.PathLike[str], base_offset: int, log_start_offset: int
+) -> tuple[dict[int, int], int | None]:
     """State of the first segment with ``base > L``: the newest valid snapshot with
     ``L < offset <= base``, skipping invalid ones as Kafka does. Returns (state, snapshot offset used)."""
     for offset in reversed(snapshot_offsets(partition_dir)):
@@ -127,11 +129,17 @@ def replay_segment(ongoing: dict[int, int], events: np.ndarray) -> ReplayResult:
                 ongoing[pid] = offset
         elif kind == EVENT_DATA:
             if pid in ongoing:
-                return ReplayResult(aborted, ScanProblem(
-                    "non_transactional_in_open_transaction", position, batch,
-                    f"non-transactional batch of producer {pid} at offset {offset} while its transaction "
-                    f"from offset {ongoing[pid]} is open (Kafka: InvalidTxnStateException)", offset,
-                ))
+                return ReplayResult(
+                    aborted,
+                    ScanProblem(
+                        "non_transactional_in_open_transaction",
+                        position,
+                        batch,
+                        f"non-transactional batch of producer {pid} at offset {offset} while its transaction "
+                        f"from offset {ongoing[pid]} is open (Kafka: InvalidTxnStateException)",
+                        offset,
+                    ),
+                )
         elif kind in (EVENT_ABORT, EVENT_COMMIT):
             first = ongoing.get(pid)
             if first is None:

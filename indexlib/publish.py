@@ -107,27 +107,37 @@ def install(staged: str, final: str, sync_dir: bool = True) -> None:
         fsync_path(os.path.dirname(final) or ".")
 
 
-def stage_offset_index(final: str, base_offset: int, offsets: np.ndarray, positions: np.ndarray,
-                       segment_index_bytes: int, tag: str | None = None) -> str:
+def stage_offset_index(
+    final: str,
+    base_offset: int,
+    offsets: np.ndarray,
+    positions: np.ndarray,
+    segment_index_bytes: int,
+    tag: str | None = None,
+) -> str:
     """Write a trimmed ``.index`` holding exactly these entries under ``staged_path(final, tag)``; returns that path."""
-    with _staging(final, tag) as staged:
-        with OffsetIndex(staged, base_offset, max_index_size=segment_index_bytes) as index:
-            index.reset()
-            index.append_many(offsets, positions)
-            index.flush()
+    with _staging(final, tag) as staged, OffsetIndex(staged, base_offset, max_index_size=segment_index_bytes) as index:
+        index.reset()
+        index.append_many(offsets, positions)
+        index.flush()
     return staged
 
 
-def stage_time_index(final: str, base_offset: int, timestamps: np.ndarray, offsets: np.ndarray,
-                     segment_index_bytes: int, tag: str | None = None) -> str:
+def stage_time_index(
+    final: str,
+    base_offset: int,
+    timestamps: np.ndarray,
+    offsets: np.ndarray,
+    segment_index_bytes: int,
+    tag: str | None = None,
+) -> str:
     """Stage a trimmed ``.timeindex``; the last pair is the forced final entry (no full check)."""
-    with _staging(final, tag) as staged:
-        with TimeIndex(staged, base_offset, max_index_size=segment_index_bytes) as index:
-            index.reset()
-            if len(timestamps):
-                index.append_many(timestamps[:-1], offsets[:-1])
-                index.maybe_append(int(timestamps[-1]), int(offsets[-1]), skip_full_check=True)
-            index.flush()
+    with _staging(final, tag) as staged, TimeIndex(staged, base_offset, max_index_size=segment_index_bytes) as index:
+        index.reset()
+        if len(timestamps):
+            index.append_many(timestamps[:-1], offsets[:-1])
+            index.maybe_append(int(timestamps[-1]), int(offsets[-1]), skip_full_check=True)
+        index.flush()
     return staged
 
 

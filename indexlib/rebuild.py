@@ -31,8 +31,9 @@ EVENT_TXN_DATA = 1  # transactional data batch
 EVENT_ABORT = 2  # ABORT marker
 EVENT_COMMIT = 3  # COMMIT marker
 
-EVENT_DTYPE = np.dtype([("batch", np.int32), ("kind", np.int8), ("producer_id", np.int64), ("offset", np.int64),
-                        ("position", np.int64)])
+EVENT_DTYPE = np.dtype(
+    [("batch", np.int32), ("kind", np.int8), ("producer_id", np.int64), ("offset", np.int64), ("position", np.int64)]
+)
 
 
 @dataclass
@@ -66,8 +67,17 @@ class SegmentPlan:
 
     def summary(self) -> PlanSummary:
         """This plan without its index entries (what the partition replay, verify and the audit read)."""
-        return PlanSummary(self.base_offset, self.valid_bytes, self.batch_count, self.index_entries,
-                           self.timeindex_entries, self.events, self.fatal, self.last_offset, self.next_v2_offset)
+        return PlanSummary(
+            self.base_offset,
+            self.valid_bytes,
+            self.batch_count,
+            self.index_entries,
+            self.timeindex_entries,
+            self.events,
+            self.fatal,
+            self.last_offset,
+            self.next_v2_offset,
+        )
 
 
 @dataclass(frozen=True)
@@ -110,11 +120,16 @@ def plan_segment(
     m = n
     if len(overflow):
         i = int(overflow[0])
-        problems.append(ScanProblem(
-            "offset_overflow", int(positions[i]), i,
-            f"batch last offset {int(last_offsets[i])} does not fit the 32-bit relative range of base "
-            f"offset {base_offset}; Kafka would split this segment", int(scan.base_offsets[i]),
-        ))
+        problems.append(
+            ScanProblem(
+                "offset_overflow",
+                int(positions[i]),
+                i,
+                f"batch last offset {int(last_offsets[i])} does not fit the 32-bit relative range of base "
+                f"offset {base_offset}; Kafka would split this segment",
+                int(scan.base_offsets[i]),
+            )
+        )
         m = i
     if scan.fatal is not None:
         m = min(m, scan.fatal.batch_index)
@@ -154,18 +169,24 @@ def plan_segment(
     if first_index_error < k:
         j = first_index_error
         b = int(selected[j])
-        if j == first_bad_order or j == first_full:
+        if j in (first_bad_order, first_full):
             if j == first_full:
-                reason = (f"the offset index would need more than {max_offset_entries} entries with "
-                          f"segment.index.bytes={segment_index_bytes}")
+                reason = (
+                    f"the offset index would need more than {max_offset_entries} entries with "
+                    f"segment.index.bytes={segment_index_bytes}"
+                )
                 kind = "offset_index_full"
             else:
-                reason = (f"batch last offset {int(off_offsets[j])} is not above the previous indexed "
-                          f"offset {int(off_offsets[j - 1])}")
+                reason = (
+                    f"batch last offset {int(off_offsets[j])} is not above the previous indexed "
+                    f"offset {int(off_offsets[j - 1])}"
+                )
                 kind = "offset_not_increasing"
         elif j == first_time_full:
-            reason = (f"the time index would need more than {max_time_entries - 1} entries with "
-                      f"segment.index.bytes={segment_index_bytes}")
+            reason = (
+                f"the time index would need more than {max_time_entries - 1} entries with "
+                f"segment.index.bytes={segment_index_bytes}"
+            )
             kind = "time_index_full"
         else:
             reason = f"time index offset {int(cand_off[j])} goes back below {int(prev_off[j])}"
@@ -178,11 +199,15 @@ def plan_segment(
         final_ts, final_off = int(running_max[m - 1]), int(offset_of_max[m - 1])
         last_ts = int(time_ts[-1]) if len(time_ts) else -1
         if len(time_ts) and final_off < int(time_off[-1]):
-            problems.append(ScanProblem(
-                "time_offset_not_increasing", int(positions[m - 1]), m - 1,
-                f"final time index offset {final_off} goes back below {int(time_off[-1])}",
-                int(scan.base_offsets[m - 1]),
-            ))
+            problems.append(
+                ScanProblem(
+                    "time_offset_not_increasing",
+                    int(positions[m - 1]),
+                    m - 1,
+                    f"final time index offset {final_off} goes back below {int(time_off[-1])}",
+                    int(scan.base_offsets[m - 1]),
+                )
+            )
         elif final_ts > last_ts:
             time_ts = np.append(time_ts, final_ts)
             time_off = np.append(time_off, final_off)

@@ -25,7 +25,7 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 import crc32c
 import numpy as np
@@ -78,7 +78,7 @@ V2_HEADER_DTYPE = np.dtype(
 assert V2_HEADER_DTYPE.itemsize == V2_HEADER_SIZE
 
 
-class StopReason(str, Enum):
+class StopReason(StrEnum):
     """Why a walk over a ``.log`` ended."""
 
     END = "end"  # every byte was consumed
@@ -230,36 +230,56 @@ def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
                 length, magic = unpack_sm(view, pos + 8)
             # else the fast loop stopped on this very batch and already read its size and magic
             if length < MIN_SIZE_FIELD:
-                stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
-                    "size_below_minimum", pos, len(positions),
-                    f"batch size field {length} is below the minimum {MIN_SIZE_FIELD}",
-                    _base_offset_at(view, pos),
+                stop, problem = (
+                    StopReason.CORRUPT_BATCH,
+                    ScanProblem(
+                        "size_below_minimum",
+                        pos,
+                        len(positions),
+                        f"batch size field {length} is below the minimum {MIN_SIZE_FIELD}",
+                        _base_offset_at(view, pos),
+                    ),
                 )
                 break
             batch_end = pos + LOG_OVERHEAD + length
             if batch_end > end:
-                stop, problem = StopReason.INCOMPLETE_BATCH, ScanProblem(
-                    "truncated_batch", pos, len(positions),
-                    f"batch of {LOG_OVERHEAD + length} bytes runs {batch_end - end} bytes past the end "
-                    f"of the file ({end} bytes)",
-                    _base_offset_at(view, pos),
+                stop, problem = (
+                    StopReason.INCOMPLETE_BATCH,
+                    ScanProblem(
+                        "truncated_batch",
+                        pos,
+                        len(positions),
+                        f"batch of {LOG_OVERHEAD + length} bytes runs {batch_end - end} bytes past the end "
+                        f"of the file ({end} bytes)",
+                        _base_offset_at(view, pos),
+                    ),
                 )
                 break
             if 2 <= magic < 128:
                 if length + LOG_OVERHEAD < V2_HEADER_SIZE:
-                    stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
-                        "size_below_minimum", pos, len(positions),
-                        f"v2 batch of {length + LOG_OVERHEAD} bytes is below the {V2_HEADER_SIZE}-byte header",
-                        _base_offset_at(view, pos),
+                    stop, problem = (
+                        StopReason.CORRUPT_BATCH,
+                        ScanProblem(
+                            "size_below_minimum",
+                            pos,
+                            len(positions),
+                            f"v2 batch of {length + LOG_OVERHEAD} bytes is below the {V2_HEADER_SIZE}-byte header",
+                            _base_offset_at(view, pos),
+                        ),
                     )
                     break
                 stored_crc = unpack_u32(view, pos + 17)[0]
                 if crc_c(view[pos + 21 : batch_end]) != stored_crc:
-                    stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
-                        "crc_mismatch", pos, len(positions),
-                        f"CRC-32C mismatch: stored {stored_crc:#010x}, computed "
-                        f"{crc_c(view[pos + 21 : batch_end]):#010x}",
-                        _base_offset_at(view, pos),
+                    stop, problem = (
+                        StopReason.CORRUPT_BATCH,
+                        ScanProblem(
+                            "crc_mismatch",
+                            pos,
+                            len(positions),
+                            f"CRC-32C mismatch: stored {stored_crc:#010x}, computed "
+                            f"{crc_c(view[pos + 21 : batch_end]):#010x}",
+                            _base_offset_at(view, pos),
+                        ),
                     )
                     break
             else:
@@ -267,17 +287,27 @@ def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
                 crc_stored = unpack_u32(view, pos + 12)[0]
                 computed = crc_ieee(view[pos + 16 : batch_end])
                 if computed != crc_stored:
-                    stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
-                        "crc_mismatch", pos, len(positions),
-                        f"legacy CRC32 mismatch: stored {crc_stored:#010x}, computed {computed:#010x}",
-                        _base_offset_at(view, pos),
+                    stop, problem = (
+                        StopReason.CORRUPT_BATCH,
+                        ScanProblem(
+                            "crc_mismatch",
+                            pos,
+                            len(positions),
+                            f"legacy CRC32 mismatch: stored {crc_stored:#010x}, computed {computed:#010x}",
+                            _base_offset_at(view, pos),
+                        ),
                     )
                     break
                 if magic == 1 and length < 22:
-                    stop, problem = StopReason.CORRUPT_BATCH, ScanProblem(
-                        "size_below_minimum", pos, len(positions),
-                        f"v1 message of {length} bytes is shorter than its 22-byte header",
-                        _base_offset_at(view, pos),
+                    stop, problem = (
+                        StopReason.CORRUPT_BATCH,
+                        ScanProblem(
+                            "size_below_minimum",
+                            pos,
+                            len(positions),
+                            f"v1 message of {length} bytes is shorter than its 22-byte header",
+                            _base_offset_at(view, pos),
+                        ),
                     )
                     break
             append(pos)
@@ -310,9 +340,23 @@ def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
     pos = np.asarray(positions, dtype=np.int64)
     if n == 0:
         empty = np.empty(0, dtype=np.int64)
-        return LogScan(path, end, pos, empty, empty, empty, empty, np.empty(0, np.int8),
-                       np.empty(0, np.int16), empty, np.empty(0, np.int16), np.empty(0, np.int32),
-                       np.empty(0, np.int16), stop, problem)
+        return LogScan(
+            path,
+            end,
+            pos,
+            empty,
+            empty,
+            empty,
+            empty,
+            np.empty(0, np.int8),
+            np.empty(0, np.int16),
+            empty,
+            np.empty(0, np.int16),
+            np.empty(0, np.int32),
+            np.empty(0, np.int16),
+            stop,
+            problem,
+        )
     raw = np.frombuffer(view, dtype=np.uint8, count=end)
     magic = raw[pos + 16].view(np.int8)
     is_v2 = magic >= 2
@@ -351,8 +395,23 @@ def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
             ts[v1] = _strided(view, end, ">i8")[lp[v1] + 18]
         max_timestamps[legacy] = ts
     marker_types = np.full(n, -1, dtype=np.int16)
-    return LogScan(path, end, pos, sizes, base_offsets, last_offsets, max_timestamps, magic,
-                   attributes, producer_ids, producer_epochs, records_counts, marker_types, stop, problem)
+    return LogScan(
+        path,
+        end,
+        pos,
+        sizes,
+        base_offsets,
+        last_offsets,
+        max_timestamps,
+        magic,
+        attributes,
+        producer_ids,
+        producer_epochs,
+        records_counts,
+        marker_types,
+        stop,
+        problem,
+    )
 
 
 def _read_zigzag(view, pos: int, limit: int, max_bytes: int) -> tuple[int, int]:
@@ -450,9 +509,15 @@ def _check_markers(view, scan: LogScan) -> None:
         if codec != 0:
             kind = "unknown_compression" if codec > 4 else "compressed_control_batch"
             scan.fatal = ScanProblem(
-                kind, pos, i,
+                kind,
+                pos,
+                i,
                 f"control batch with compression {COMPRESSION_NAMES.get(codec, codec)}: "
-                + ("Kafka's recovery fails on it" if codec > 4 else "its marker cannot be read without decompressing (unsupported)"),
+                + (
+                    "Kafka's recovery fails on it"
+                    if codec > 4
+                    else "its marker cannot be read without decompressing (unsupported)"
+                ),
                 base,
             )
             _cut(scan, i)
@@ -467,7 +532,9 @@ def _check_markers(view, scan: LogScan) -> None:
         scan.marker_types[i] = control_type
         if control_type not in (MARKER_ABORT, MARKER_COMMIT):
             scan.fatal = ScanProblem(
-                "unknown_control_type", pos, i,
+                "unknown_control_type",
+                pos,
+                i,
                 f"control type {control_type} in a batch with a producer id: Kafka's recovery fails on it",
                 base,
             )
@@ -477,6 +544,17 @@ def _check_markers(view, scan: LogScan) -> None:
 
 def _cut(scan: LogScan, n: int) -> None:
     """Keep only the first ``n`` batches."""
-    for name in ("positions", "sizes", "base_offsets", "last_offsets", "max_timestamps", "magic",
-                 "attributes", "producer_ids", "producer_epochs", "records_counts", "marker_types"):
+    for name in (
+        "positions",
+        "sizes",
+        "base_offsets",
+        "last_offsets",
+        "max_timestamps",
+        "magic",
+        "attributes",
+        "producer_ids",
+        "producer_epochs",
+        "records_counts",
+        "marker_types",
+    ):
         setattr(scan, name, getattr(scan, name)[:n])

@@ -82,9 +82,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         was written. Checks in Kafka's order: full, offset order, timestamp order, relative range."""
         self._check_writable()
         if not skip_full_check and self._entries >= self._max_entries - 1:
-            raise IndexFullError(
-                f"{self._path}: attempt to append to a full time index (size = {self._entries})"
-            )
+            raise IndexFullError(f"{self._path}: attempt to append to a full time index (size = {self._entries})")
         last_timestamp, last_offset = self._last_entry
         if self._entries != 0 and offset < last_offset:
             raise InvalidOffsetError(
@@ -127,7 +125,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             self._entries + n < self._max_entries
             and t[0] > last_timestamp
             and (self._entries == 0 or o[0] >= last_offset)
-            and 0 <= relative[0]
+            and relative[0] >= 0
             and bool(np.all(t[1:] > t[:-1]))
             and bool(np.all(o[1:] >= o[:-1]))
             and relative[-1] <= INT32_MAX
@@ -156,13 +154,11 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             i = first_error
             if i == first_full:
                 raise IndexFullError(
-                    f"{self._path}: time index would be full (size = {int(entries_before[i])}) "
-                    f"at element {i} of {n}"
+                    f"{self._path}: time index would be full (size = {int(entries_before[i])}) at element {i} of {n}"
                 )
             if i == first_offset:
                 raise InvalidOffsetError(
-                    f"{self._path}: offset {int(o[i])} (element {i}) is below the last offset "
-                    f"{int(offset_before[i])}"
+                    f"{self._path}: offset {int(o[i])} (element {i}) is below the last offset {int(offset_before[i])}"
                 )
             if i == first_timestamp:
                 raise InvalidTimestampError(
@@ -208,6 +204,5 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                 )
         if self._length % self.ENTRY_SIZE != 0:
             raise CorruptIndexError(
-                f"{self._path}: corrupt time index: length {self._length} is not a multiple of "
-                f"{self.ENTRY_SIZE}"
+                f"{self._path}: corrupt time index: length {self._length} is not a multiple of {self.ENTRY_SIZE}"
             )

@@ -151,16 +151,12 @@ class TransactionIndex:
     def all_aborted_txns(self) -> list[AbortedTxn]:
         """Every record in file order."""
         records = self.to_numpy()
-        return [
-            AbortedTxn(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in records.tolist()
-        ]
+        return [AbortedTxn(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in records.tolist()]
 
     def __iter__(self):
         return iter(self.all_aborted_txns())
 
-    def collect_aborted_txns(
-        self, fetch_offset: int, upper_bound_offset: int
-    ) -> tuple[list[AbortedTxn], bool]:
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """Aborted transactions that overlap ``[fetch_offset, upper_bound_offset)``.
 
         Kafka's rule: include a record when ``last_offset >= fetch_offset`` and

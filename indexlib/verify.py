@@ -148,27 +148,41 @@ def verify_planned(planned: PartitionRebuild) -> PartitionVerify:
     """:func:`verify_partition` on an already planned partition (the Spark jobs plan per segment)."""
     segs = planned.segments
     last_base = segs[-1].base_offset if segs else None
-    per_file = [check_segment_files(s.log_path, s.base_offset, s.scan, s.plan, s.base_offset == last_base) for s in segs]
-    txn = check_partition_transactions([s.log_path for s in segs], [s.base_offset for s in segs], [s.plan for s in segs],
-                                       [(s.aborted, s.fatal if s.fatal is not s.plan.fatal else None) for s in segs])
+    per_file = [
+        check_segment_files(s.log_path, s.base_offset, s.scan, s.plan, s.base_offset == last_base) for s in segs
+    ]
+    txn = check_partition_transactions(
+        [s.log_path for s in segs],
+        [s.base_offset for s in segs],
+        [s.plan for s in segs],
+        [(s.aborted, s.fatal if s.fatal is not s.plan.fatal else None) for s in segs],
+    )
     segments = []
-    for seg, (findings, identical), (txn_findings, txn_identical) in zip(segs, per_file, txn):
+    for seg, (findings, identical), (txn_findings, txn_identical) in zip(segs, per_file, txn, strict=True):
         identical[".txnindex"] = txn_identical
         if seg.fatal is not None and seg.fatal is not seg.plan.fatal:  # the replay failed: no rebuild
             identical = dict.fromkeys(INDEX_SUFFIXES)
-        segments.append(SegmentVerify(seg.base_offset, seg.log_path, seg.base_offset == last_base,
-                                      findings + txn_findings, identical, seg))
-    return PartitionVerify(planned.partition_dir, planned.topic, planned.partition, segments,
-                           directory_findings(planned.partition_dir))
+        segments.append(
+            SegmentVerify(
+                seg.base_offset, seg.log_path, seg.base_offset == last_base, findings + txn_findings, identical, seg
+            )
+        )
+    return PartitionVerify(
+        planned.partition_dir, planned.topic, planned.partition, segments, directory_findings(planned.partition_dir)
+    )
 
 
-def check_partition_transactions(log_paths: list[str], bases: list[int], plans: list[SegmentPlan | PlanSummary],
-                                 replays: list[tuple[list[AbortedTxn], ScanProblem | None]]):
+def check_partition_transactions(
+    log_paths: list[str],
+    bases: list[int],
+    plans: list[SegmentPlan | PlanSummary],
+    replays: list[tuple[list[AbortedTxn], ScanProblem | None]],
+):
     """:func:`check_transaction_file` for every segment of a partition, in order. After an unreadable
     segment the replay has a gap, so later files are checked but not compared with the rebuild."""
     trusted = True
     out = []
-    for log_path, base, plan, (aborted, replay_fatal) in zip(log_paths, bases, plans, replays):
+    for log_path, base, plan, (aborted, replay_fatal) in zip(log_paths, bases, plans, replays, strict=True):
         out.append(check_transaction_file(log_path, base, plan, aborted, replay_fatal, trusted))
         if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
             trusted = False
@@ -186,20 +200,35 @@ def directory_findings(partition_dir: str) -> list[Finding]:
         match = _SEGMENT_FILE.match(name)
         if match:
             if match.group(2) in ("index", "timeindex", "txnindex") and match.group(1) not in bases:
-                findings.append(Finding("orphan_index_file", path, detail=f"{name} has no {match.group(1)}.log beside it"))
+                findings.append(
+                    Finding("orphan_index_file", path, detail=f"{name} has no {match.group(1)}.log beside it")
+                )
         elif name.endswith(_SKIPPED_SUFFIXES):
-            findings.append(Finding("skipped_file", path, severity="info",
-                                    detail=f"{name}: a file Kafka is deleting, cleaning or swapping; not verified"))
+            findings.append(
+                Finding(
+                    "skipped_file",
+                    path,
+                    severity="info",
+                    detail=f"{name}: a file Kafka is deleting, cleaning or swapping; not verified",
+                )
+            )
         elif name.endswith(".rebuild.tmp"):
-            findings.append(Finding("leftover_temporary_file", path, severity="info",
-                                    detail=f"{name}: a temporary file of an interrupted rebuild; safe to delete"))
+            findings.append(
+                Finding(
+                    "leftover_temporary_file",
+                    path,
+                    severity="info",
+                    detail=f"{name}: a temporary file of an interrupted rebuild; safe to delete",
+                )
+            )
         elif name not in _KNOWN_FILES and not _KRAFT_SNAPSHOT.match(name):
             findings.append(Finding("unknown_file", path, severity="info", detail=f"{name} is not a Kafka file"))
     return findings
 
 
-def check_segment_files(log_path: str, base: int, scan: LogScan, plan: SegmentPlan,
-                        active: bool) -> tuple[list[Finding], dict[str, bool | None]]:
+def check_segment_files(
+    log_path: str, base: int, scan: LogScan, plan: SegmentPlan, active: bool
+) -> tuple[list[Finding], dict[str, bool | None]]:
     """The per-segment part of verify (parallel, needs the scan): the ``.log``, ``.index`` and
     ``.timeindex``. Returns the findings and, per file, whether it equals the rebuild."""
     directory = os.path.dirname(log_path)
@@ -224,12 +253,22 @@ def check_segment_files(log_path: str, base: int, scan: LogScan, plan: SegmentPl
             continue
         findings += _length_findings(path, length, cls.ENTRY_SIZE)
         findings += check(path, base, scan, entries, active)
-        identical[suffix] = (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected_bytes(plan)) if rebuildable else None
+        identical[suffix] = (
+            (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected_bytes(plan))
+            if rebuildable
+            else None
+        )
     return findings, identical
 
 
-def check_transaction_file(log_path: str, base: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn],
-                           replay_fatal: ScanProblem | None, compare: bool = True) -> tuple[list[Finding], bool | None]:
+def check_transaction_file(
+    log_path: str,
+    base: int,
+    plan: SegmentPlan | PlanSummary,
+    aborted: list[AbortedTxn],
+    replay_fatal: ScanProblem | None,
+    compare: bool = True,
+) -> tuple[list[Finding], bool | None]:
     """The per-partition part of verify (after the sequential replay): the ``.txnindex``, and the
     replay's fatal problem if any. ``compare=False`` skips the comparison with the rebuild (used when
     the replay could not start from the partition's beginning)."""
@@ -239,7 +278,9 @@ def check_transaction_file(log_path: str, base: int, plan: SegmentPlan | PlanSum
     path = segment_file(os.path.dirname(log_path), base, ".txnindex")
     if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
         return findings, None
-    txn_findings, identical = _check_txn_index(path, base, plan, aborted, compare and plan.fatal is None and replay_fatal is None)
+    txn_findings, identical = _check_txn_index(
+        path, base, plan, aborted, compare and plan.fatal is None and replay_fatal is None
+    )
     return findings + txn_findings, identical
 
 
@@ -252,23 +293,52 @@ def log_findings(log_path: str, scan: LogScan, fatal: ScanProblem | None) -> lis
     cut += f"; last valid offset {last_valid})" if last_valid is not None else "; no valid batch)"
     if scan.problem is not None and scan.problem.kind != "invalid_marker":
         kind = "log_zero_tail" if _all_zero(log_path, scan.valid_bytes) else f"log_{scan.problem.kind}"
-        findings.append(Finding(kind, log_path, scan.problem.batch_index, scan.problem.position,
-                                found=scan.invalid_bytes, detail=f"{scan.problem.detail}; {cut}"))
+        findings.append(
+            Finding(
+                kind,
+                log_path,
+                scan.problem.batch_index,
+                scan.problem.position,
+                found=scan.invalid_bytes,
+                detail=f"{scan.problem.detail}; {cut}",
+            )
+        )
     elif scan.problem is not None:  # the marker batch itself is kept; everything after it is cut
-        findings.append(Finding("log_invalid_marker", log_path, scan.problem.batch_index, scan.problem.position,
-                                found=scan.invalid_bytes, detail=f"{scan.problem.detail}; {cut}"))
+        findings.append(
+            Finding(
+                "log_invalid_marker",
+                log_path,
+                scan.problem.batch_index,
+                scan.problem.position,
+                found=scan.invalid_bytes,
+                detail=f"{scan.problem.detail}; {cut}",
+            )
+        )
     elif scan.stop is StopReason.SHORT_TAIL:
         kind = "log_zero_tail" if _all_zero(log_path, scan.valid_bytes) else "log_short_tail"
-        findings.append(Finding(kind, log_path, scan.batch_count, scan.valid_bytes, found=scan.invalid_bytes,
-                                detail=f"{scan.invalid_bytes} bytes too short for a batch header; {cut}"))
+        findings.append(
+            Finding(
+                kind,
+                log_path,
+                scan.batch_count,
+                scan.valid_bytes,
+                found=scan.invalid_bytes,
+                detail=f"{scan.invalid_bytes} bytes too short for a batch header; {cut}",
+            )
+        )
     if fatal is not None:
         findings.append(fatal_finding(log_path, fatal))
     return findings
 
 
 def fatal_finding(log_path: str, fatal: ScanProblem) -> Finding:
-    return Finding(fatal.kind, log_path, fatal.batch_index, fatal.position,
-                   detail=f"{fatal.detail}; Kafka's recovery would fail here, so no index is rebuilt for this segment")
+    return Finding(
+        fatal.kind,
+        log_path,
+        fatal.batch_index,
+        fatal.position,
+        detail=f"{fatal.detail}; Kafka's recovery would fail here, so no index is rebuilt for this segment",
+    )
 
 
 def _all_zero(path: str, start: int) -> bool:
@@ -299,8 +369,17 @@ def _length_findings(path: str, length: int, entry_size: int) -> list[Finding]:
     extra = length % entry_size
     if not extra:
         return []
-    return [Finding("bad_length", path, length // entry_size, length - extra, f"a multiple of {entry_size}", length,
-                    f"{length} bytes: {extra} trailing bytes after the last whole {entry_size}-byte entry")]
+    return [
+        Finding(
+            "bad_length",
+            path,
+            length // entry_size,
+            length - extra,
+            f"a multiple of {entry_size}",
+            length,
+            f"{length} bytes: {extra} trailing bytes after the last whole {entry_size}-byte entry",
+        )
+    ]
 
 
 def _zero_tail_start(first: np.ndarray, second: np.ndarray) -> int:
@@ -318,16 +397,43 @@ def _zero_tail(path: str, start: int, n: int, entry_size: int, active: bool) -> 
     if start == n:
         return []
     if active:
-        return [Finding("preallocated_zero_tail", path, start, start * entry_size, 0, n - start, severity="info",
-                        detail=f"{n - start} zero entries after entry {start}: the active segment's preallocated "
-                               "space (a running broker, or an unclean shutdown that Kafka's recovery handles)")]
-    return [Finding("untrimmed_zero_tail", path, start, start * entry_size, 0, n - start,
-                    f"{n - start} all-zero entries from entry {start} on an inactive segment (never trimmed); "
-                    "Kafka would read them as entries")]
+        return [
+            Finding(
+                "preallocated_zero_tail",
+                path,
+                start,
+                start * entry_size,
+                0,
+                n - start,
+                severity="info",
+                detail=f"{n - start} zero entries after entry {start}: the active segment's preallocated "
+                "space (a running broker, or an unclean shutdown that Kafka's recovery handles)",
+            )
+        ]
+    return [
+        Finding(
+            "untrimmed_zero_tail",
+            path,
+            start,
+            start * entry_size,
+            0,
+            n - start,
+            f"{n - start} all-zero entries from entry {start} on an inactive segment (never trimmed); "
+            "Kafka would read them as entries",
+        )
+    ]
 
 
-def _flag(findings: list[Finding], kind: str, path: str, mask: np.ndarray, entry_size: int,
-          expected: np.ndarray | None, found: np.ndarray, what: str) -> None:
+def _flag(
+    findings: list[Finding],
+    kind: str,
+    path: str,
+    mask: np.ndarray,
+    entry_size: int,
+    expected: np.ndarray | None,
+    found: np.ndarray,
+    what: str,
+) -> None:
     """One finding for all entries where ``mask`` holds, describing the first."""
     hits = np.flatnonzero(mask)
     if not len(hits):
@@ -346,24 +452,83 @@ def _check_offset_index(path: str, base: int, scan: LogScan, entries: np.ndarray
     off, pos = base + rel[:n], pos[:n]
     prev_off = np.concatenate(([np.iinfo(np.int64).min], off[:-1]))
     prev_pos = np.concatenate(([-1], pos[:-1]))
-    _flag(findings, "offset_below_base", path, off < base, 8, np.full(n, base), off, "offset is below the segment's base offset")
-    _flag(findings, "offset_not_increasing", path, off <= prev_off, 8, prev_off + 1, off, "offset is not above the previous entry's")
-    _flag(findings, "position_not_increasing", path, pos <= prev_pos, 8, prev_pos + 1, pos, "position is not above the previous entry's")
+    _flag(
+        findings,
+        "offset_below_base",
+        path,
+        off < base,
+        8,
+        np.full(n, base),
+        off,
+        "offset is below the segment's base offset",
+    )
+    _flag(
+        findings,
+        "offset_not_increasing",
+        path,
+        off <= prev_off,
+        8,
+        prev_off + 1,
+        off,
+        "offset is not above the previous entry's",
+    )
+    _flag(
+        findings,
+        "position_not_increasing",
+        path,
+        pos <= prev_pos,
+        8,
+        prev_pos + 1,
+        pos,
+        "position is not above the previous entry's",
+    )
     inside = (pos >= 0) & (pos < scan.valid_bytes)
-    _flag(findings, "position_outside_valid_data", path, ~inside, 8, None, pos,
-          f"position is outside the valid data of the .log ({scan.valid_bytes} bytes)")
+    _flag(
+        findings,
+        "position_outside_valid_data",
+        path,
+        ~inside,
+        8,
+        None,
+        pos,
+        f"position is outside the valid data of the .log ({scan.valid_bytes} bytes)",
+    )
     batch = np.clip(np.searchsorted(scan.positions, pos, side="right") - 1, 0, None)
     if scan.batch_count:
         starts = scan.positions[batch]
         is_start = inside & (starts == pos)
-        _flag(findings, "position_not_batch_start", path, inside & ~is_start, 8, starts, pos,
-              "position points into the middle of a batch (expected: the start of that batch)")
+        _flag(
+            findings,
+            "position_not_batch_start",
+            path,
+            inside & ~is_start,
+            8,
+            starts,
+            pos,
+            "position points into the middle of a batch (expected: the start of that batch)",
+        )
         batch_base = scan.base_offsets[batch]
-        _flag(findings, "offset_before_batch", path, is_start & (off < batch_base), 8, batch_base, off,
-              "the batch at this position starts after the entry's offset")
+        _flag(
+            findings,
+            "offset_before_batch",
+            path,
+            is_start & (off < batch_base),
+            8,
+            batch_base,
+            off,
+            "the batch at this position starts after the entry's offset",
+        )
         prev_last = np.where(batch > 0, scan.last_offsets[np.maximum(batch - 1, 0)], np.iinfo(np.int64).min)
-        _flag(findings, "offset_inside_previous_batch", path, is_start & (prev_last >= off), 8, prev_last + 1, off,
-              "the batch before this position already reaches the entry's offset")
+        _flag(
+            findings,
+            "offset_inside_previous_batch",
+            path,
+            is_start & (prev_last >= off),
+            8,
+            prev_last + 1,
+            off,
+            "the batch before this position already reaches the entry's offset",
+        )
     return findings
 
 
@@ -375,36 +540,86 @@ def _check_time_index(path: str, base: int, scan: LogScan, entries: np.ndarray, 
     ts, off = ts[:n], base + rel[:n]
     prev_ts = np.concatenate(([np.iinfo(np.int64).min], ts[:-1]))
     prev_off = np.concatenate(([np.iinfo(np.int64).min], off[:-1]))
-    _flag(findings, "timestamp_not_increasing", path, ts <= prev_ts, 12, prev_ts + 1, ts, "timestamp is not above the previous entry's")
-    _flag(findings, "time_offset_decreasing", path, off < prev_off, 12, prev_off, off, "offset is below the previous entry's")
+    _flag(
+        findings,
+        "timestamp_not_increasing",
+        path,
+        ts <= prev_ts,
+        12,
+        prev_ts + 1,
+        ts,
+        "timestamp is not above the previous entry's",
+    )
+    _flag(
+        findings,
+        "time_offset_decreasing",
+        path,
+        off < prev_off,
+        12,
+        prev_off,
+        off,
+        "offset is below the previous entry's",
+    )
     last = int(scan.last_offsets[-1]) if scan.batch_count else base - 1
     inside = (off >= base) & (off <= last)
-    _flag(findings, "time_offset_outside_segment", path, ~inside, 12, None, off,
-          f"offset is outside the segment's valid offsets {base}..{last}")
+    _flag(
+        findings,
+        "time_offset_outside_segment",
+        path,
+        ~inside,
+        12,
+        None,
+        off,
+        f"offset is outside the segment's valid offsets {base}..{last}",
+    )
     if scan.batch_count:
         running_max = np.maximum.accumulate(scan.max_timestamps)
         batch = np.minimum(np.searchsorted(scan.last_offsets, off, side="left"), scan.batch_count - 1)
         expected = running_max[batch]
-        _flag(findings, "timestamp_not_running_max", path, inside & (ts != expected), 12, expected, ts,
-              "timestamp is not the largest batch timestamp up to the batch holding the entry's offset")
+        _flag(
+            findings,
+            "timestamp_not_running_max",
+            path,
+            inside & (ts != expected),
+            12,
+            expected,
+            ts,
+            "timestamp is not the largest batch timestamp up to the batch holding the entry's offset",
+        )
         segment_max = int(running_max[-1])
         if not active and segment_max >= 0 and (n == 0 or int(ts[n - 1]) < segment_max):
-            findings.append(Finding(
-                "time_index_missing_final_entry", path, n, n * 12, segment_max, int(ts[n - 1]) if n else None,
-                f"the last entry should hold the segment's largest timestamp {segment_max} (Kafka appends it when "
-                "the segment rolls, and time-based retention reads it)"))
+            findings.append(
+                Finding(
+                    "time_index_missing_final_entry",
+                    path,
+                    n,
+                    n * 12,
+                    segment_max,
+                    int(ts[n - 1]) if n else None,
+                    f"the last entry should hold the segment's largest timestamp {segment_max} (Kafka appends it when "
+                    "the segment rolls, and time-based retention reads it)",
+                )
+            )
     return findings
 
 
-def _check_txn_index(path: str, base: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn],
-                     compare: bool) -> tuple[list[Finding], bool | None]:
+def _check_txn_index(
+    path: str, base: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn], compare: bool
+) -> tuple[list[Finding], bool | None]:
     """Findings for the ``.txnindex`` and whether it equals the rebuild's (see :class:`SegmentVerify`)."""
     expected = {(t.producer_id, t.first_offset, t.last_offset) for t in aborted}
     expected_bytes = _txn_index_bytes(aborted) if compare else None
     if not os.path.lexists(path):
         if compare and expected:
-            return [Finding("txnindex_missing", path, expected=len(expected), found=0,
-                            detail=f"absent, but the segment has {len(expected)} aborted transactions")], False
+            return [
+                Finding(
+                    "txnindex_missing",
+                    path,
+                    expected=len(expected),
+                    found=0,
+                    detail=f"absent, but the segment has {len(expected)} aborted transactions",
+                )
+            ], False
         return [], None
     try:
         with TransactionIndex(path, base, writable=False) as index:
@@ -422,34 +637,86 @@ def _check_txn_index(path: str, base: int, plan: SegmentPlan | PlanSummary, abor
     last = records["last_offset"].astype(np.int64)
     n = len(records)
     prev_last = np.concatenate(([np.iinfo(np.int64).min], last[:-1]))
-    _flag(findings, "txn_last_offset_not_increasing", path, last <= prev_last, size, prev_last + 1, last,
-          "last offset is not above the previous record's")
-    _flag(findings, "txn_outside_segment", path, (last < base) | (last > plan.last_offset), size, None, last,
-          f"last offset is outside the segment's valid offsets {base}..{plan.last_offset}")
+    _flag(
+        findings,
+        "txn_last_offset_not_increasing",
+        path,
+        last <= prev_last,
+        size,
+        prev_last + 1,
+        last,
+        "last offset is not above the previous record's",
+    )
+    _flag(
+        findings,
+        "txn_outside_segment",
+        path,
+        (last < base) | (last > plan.last_offset),
+        size,
+        None,
+        last,
+        f"last offset is outside the segment's valid offsets {base}..{plan.last_offset}",
+    )
     events = plan.events
     aborts = events[events["kind"] == EVENT_ABORT]
-    marker_keys = set(zip(aborts["producer_id"].tolist(), aborts["offset"].tolist()))
-    not_marker = np.array([(p, o) not in marker_keys for p, o in zip(pid.tolist(), last.tolist())], dtype=bool)
-    _flag(findings, "txn_not_abort_marker", path, not_marker, size, None, last,
-          "last offset is not an ABORT marker of this producer")
+    marker_keys = set(zip(aborts["producer_id"].tolist(), aborts["offset"].tolist(), strict=True))
+    not_marker = np.array(
+        [(p, o) not in marker_keys for p, o in zip(pid.tolist(), last.tolist(), strict=True)], dtype=bool
+    )
+    _flag(
+        findings,
+        "txn_not_abort_marker",
+        path,
+        not_marker,
+        size,
+        None,
+        last,
+        "last offset is not an ABORT marker of this producer",
+    )
     if compare:
-        found = list(zip(pid.tolist(), first.tolist(), last.tolist()))
+        found = list(zip(pid.tolist(), first.tolist(), last.tolist(), strict=True))
         unexpected = np.array([key not in expected for key in found], dtype=bool) & ~not_marker
-        _flag(findings, "txn_entry_unexpected", path, unexpected, size, None, first,
-              "no aborted transaction with this producer, first and last offset in the rebuild")
+        _flag(
+            findings,
+            "txn_entry_unexpected",
+            path,
+            unexpected,
+            size,
+            None,
+            first,
+            "no aborted transaction with this producer, first and last offset in the rebuild",
+        )
         stable = {(t.producer_id, t.first_offset, t.last_offset): t.last_stable_offset for t in aborted}
         replayed_lso = np.array([stable.get(key, -1) for key in found], dtype=np.int64)
         lso = records["last_stable_offset"].astype(np.int64)
         known = np.array([key in stable for key in found], dtype=bool)
-        _flag(findings, "txn_last_stable_offset_mismatch", path, known & (lso != replayed_lso), size, replayed_lso,
-              lso, "last stable offset differs from the replay's (Kafka stops collecting aborted transactions "
-              "at the first record whose last stable offset reaches the fetch's upper bound)")
+        _flag(
+            findings,
+            "txn_last_stable_offset_mismatch",
+            path,
+            known & (lso != replayed_lso),
+            size,
+            replayed_lso,
+            lso,
+            "last stable offset differs from the replay's (Kafka stops collecting aborted transactions "
+            "at the first record whose last stable offset reaches the fetch's upper bound)",
+        )
         missing = sorted(expected - set(found), key=lambda k: k[2])
         if missing:
-            p, f, l = missing[0]
-            findings.append(Finding("txn_entry_missing", path, n, None, f"producer {p} offsets {f}..{l}", None,
-                                    f"aborted transaction of producer {p} ({f}..{l}) is not in the file"
-                                    + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""), len(missing)))
+            producer, first_offset, last_offset = missing[0]
+            findings.append(
+                Finding(
+                    "txn_entry_missing",
+                    path,
+                    n,
+                    None,
+                    f"producer {producer} offsets {first_offset}..{last_offset}",
+                    None,
+                    f"aborted transaction of producer {producer} ({first_offset}..{last_offset}) is not in the file"
+                    + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""),
+                    len(missing),
+                )
+            )
         raw_equal = length == n * size and records.tobytes() == expected_bytes
         return findings, raw_equal
     return findings, None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pyarrow as pa
 
@@ -19,92 +19,136 @@ from .pipeline import TOOL_VERSION, RunReport
 
 KEY = ("run_id", "record_type", "log_dir", "topic", "partition", "base_offset")
 
-SCHEMA = pa.schema([
-    ("run_id", pa.string()),
-    ("run_mode", pa.string()),
-    ("record_type", pa.string()),  # "segment" or "run"
-    ("date", pa.string()),  # partition column: the run's UTC start date, YYYY-MM-DD
-    ("run_started", pa.timestamp("us", tz="UTC")),
-    ("run_finished", pa.timestamp("us", tz="UTC")),
-    ("log_dir", pa.string()),
-    ("topic", pa.string()),
-    ("partition", pa.int32()),
-    ("base_offset", pa.int64()),
-    ("segment_bytes", pa.int64()),
-    ("index_bytes", pa.int64()),  # size before the run; null when absent
-    ("timeindex_bytes", pa.int64()),
-    ("txnindex_bytes", pa.int64()),
-    ("segments", pa.int64()),  # 1 for a segment row; the count for a run row
-    ("batches_scanned", pa.int64()),
-    ("bytes_scanned", pa.int64()),
-    ("valid_bytes", pa.int64()),
-    ("invalid_tail_bytes", pa.int64()),
-    ("finding_kinds", pa.list_(pa.string())),
-    ("findings_json", pa.string()),
-    ("status", pa.string()),  # ok | findings | repaired | rebuilt | failed
-    ("action", pa.string()),  # none | rebuilt | repaired | would_rebuild | would_repair | cannot_rebuild | failed
-    ("index_entries", pa.int64()),  # entries of the rebuilt files
-    ("timeindex_entries", pa.int64()),
-    ("txnindex_entries", pa.int64()),
-    ("files_written", pa.list_(pa.string())),
-    ("backup_location", pa.string()),
-    ("duration_s", pa.float64()),
-    ("tool_version", pa.string()),
-    ("settings_json", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("run_mode", pa.string()),
+        ("record_type", pa.string()),  # "segment" or "run"
+        ("date", pa.string()),  # partition column: the run's UTC start date, YYYY-MM-DD
+        ("run_started", pa.timestamp("us", tz="UTC")),
+        ("run_finished", pa.timestamp("us", tz="UTC")),
+        ("log_dir", pa.string()),
+        ("topic", pa.string()),
+        ("partition", pa.int32()),
+        ("base_offset", pa.int64()),
+        ("segment_bytes", pa.int64()),
+        ("index_bytes", pa.int64()),  # size before the run; null when absent
+        ("timeindex_bytes", pa.int64()),
+        ("txnindex_bytes", pa.int64()),
+        ("segments", pa.int64()),  # 1 for a segment row; the count for a run row
+        ("batches_scanned", pa.int64()),
+        ("bytes_scanned", pa.int64()),
+        ("valid_bytes", pa.int64()),
+        ("invalid_tail_bytes", pa.int64()),
+        ("finding_kinds", pa.list_(pa.string())),
+        ("findings_json", pa.string()),
+        ("status", pa.string()),  # ok | findings | repaired | rebuilt | failed
+        ("action", pa.string()),  # none | rebuilt | repaired | would_rebuild | would_repair | cannot_rebuild | failed
+        ("index_entries", pa.int64()),  # entries of the rebuilt files
+        ("timeindex_entries", pa.int64()),
+        ("txnindex_entries", pa.int64()),
+        ("files_written", pa.list_(pa.string())),
+        ("backup_location", pa.string()),
+        ("duration_s", pa.float64()),
+        ("tool_version", pa.string()),
+        ("settings_json", pa.string()),
+    ]
+)
 
 
 def rows_for(report: RunReport) -> pa.Table:
     """The audit rows of one run, in :data:`SCHEMA`."""
     date = report.started.strftime("%Y-%m-%d")
-    common = {"run_id": report.run_id, "run_mode": report.mode, "date": date,
-              "run_started": report.started, "run_finished": report.finished, "tool_version": TOOL_VERSION}
+    common = {
+        "run_id": report.run_id,
+        "run_mode": report.mode,
+        "date": date,
+        "run_started": report.started,
+        "run_finished": report.finished,
+        "tool_version": TOOL_VERSION,
+    }
     rows = []
     for o in report.outcomes:
         t = o.task
         errors = [f for f in o.findings if f.severity == "error"]
-        status = "failed" if o.error or o.action in ("failed", "cannot_rebuild") else (
-            o.action if o.action in ("repaired", "rebuilt") else ("findings" if errors else "ok"))
-        rows.append({
-            **common, "record_type": "segment", "log_dir": t.log_dir, "topic": t.topic, "partition": t.partition,
-            "base_offset": t.base_offset, "segment_bytes": o.file_size,
-            "index_bytes": o.index_sizes.get(".index"), "timeindex_bytes": o.index_sizes.get(".timeindex"),
-            "txnindex_bytes": o.index_sizes.get(".txnindex"), "segments": 1, "batches_scanned": o.batches,
-            "bytes_scanned": o.file_size, "valid_bytes": o.valid_bytes, "invalid_tail_bytes": o.invalid_bytes,
-            "finding_kinds": sorted({f.kind for f in o.findings}),
-            "findings_json": json.dumps([f.to_dict() for f in o.findings]),
-            "status": status, "action": o.action,
-            "index_entries": o.plan.index_entries, "timeindex_entries": o.plan.timeindex_entries,
-            "txnindex_entries": len(o.aborted), "files_written": list(o.written),
-            "backup_location": os.path.dirname(o.backups[0]) if o.backups else None,
-            "duration_s": o.seconds,
-            "settings_json": json.dumps({"index_interval_bytes": t.index_interval_bytes,
-                                         "segment_index_bytes": t.segment_index_bytes,
-                                         "output_dir": report.options.output_dir, "dry_run": report.options.dry_run,
-                                         "truncate_corrupt_tail": report.options.truncate_corrupt_tail,
-                                         "force": report.options.force}),
-        })
+        status = (
+            "failed"
+            if o.error or o.action in ("failed", "cannot_rebuild")
+            else (o.action if o.action in ("repaired", "rebuilt") else ("findings" if errors else "ok"))
+        )
+        rows.append(
+            {
+                **common,
+                "record_type": "segment",
+                "log_dir": t.log_dir,
+                "topic": t.topic,
+                "partition": t.partition,
+                "base_offset": t.base_offset,
+                "segment_bytes": o.file_size,
+                "index_bytes": o.index_sizes.get(".index"),
+                "timeindex_bytes": o.index_sizes.get(".timeindex"),
+                "txnindex_bytes": o.index_sizes.get(".txnindex"),
+                "segments": 1,
+                "batches_scanned": o.batches,
+                "bytes_scanned": o.file_size,
+                "valid_bytes": o.valid_bytes,
+                "invalid_tail_bytes": o.invalid_bytes,
+                "finding_kinds": sorted({f.kind for f in o.findings}),
+                "findings_json": json.dumps([f.to_dict() for f in o.findings]),
+                "status": status,
+                "action": o.action,
+                "index_entries": o.plan.index_entries,
+                "timeindex_entries": o.plan.timeindex_entries,
+                "txnindex_entries": len(o.aborted),
+                "files_written": list(o.written),
+                "backup_location": os.path.dirname(o.backups[0]) if o.backups else None,
+                "duration_s": o.seconds,
+                "settings_json": json.dumps(
+                    {
+                        "index_interval_bytes": t.index_interval_bytes,
+                        "segment_index_bytes": t.segment_index_bytes,
+                        "output_dir": report.options.output_dir,
+                        "dry_run": report.options.dry_run,
+                        "truncate_corrupt_tail": report.options.truncate_corrupt_tail,
+                        "force": report.options.force,
+                    }
+                ),
+            }
+        )
     kinds = sorted({f.kind for f in report.remaining_findings} | {k for r in rows for k in r["finding_kinds"]})
-    rows.append({
-        **common, "record_type": "run", "log_dir": ",".join(sorted({p.log_dir for p in report.partitions})),
-        "topic": "", "partition": -1, "base_offset": -1,
-        "segment_bytes": sum(o.file_size for o in report.outcomes), "segments": len(report.outcomes),
-        "batches_scanned": sum(o.batches for o in report.outcomes),
-        "bytes_scanned": sum(o.file_size for o in report.outcomes),
-        "valid_bytes": sum(o.valid_bytes for o in report.outcomes),
-        "invalid_tail_bytes": sum(o.invalid_bytes for o in report.outcomes),
-        "finding_kinds": kinds,
-        "findings_json": json.dumps([f.to_dict() for fs in report.partition_findings.values() for f in fs]),
-        "status": "ok" if report.exit_code == 0 else "findings",
-        "action": report.mode, "files_written": [w for o in report.outcomes for w in o.written],
-        "duration_s": (report.finished - report.started).total_seconds(),
-        "settings_json": json.dumps({"log_dirs": report.settings.log_dirs,
-                                     "index_interval_bytes": report.settings.defaults.index_interval_bytes,
-                                     "segment_index_bytes": report.settings.defaults.segment_index_bytes,
-                                     "topic_overrides": report.settings.topic_overrides,
-                                     "cli_overrides": report.settings.cli_overrides,
-                                     "output_dir": report.options.output_dir, "dry_run": report.options.dry_run}),
-    })
+    rows.append(
+        {
+            **common,
+            "record_type": "run",
+            "log_dir": ",".join(sorted({p.log_dir for p in report.partitions})),
+            "topic": "",
+            "partition": -1,
+            "base_offset": -1,
+            "segment_bytes": sum(o.file_size for o in report.outcomes),
+            "segments": len(report.outcomes),
+            "batches_scanned": sum(o.batches for o in report.outcomes),
+            "bytes_scanned": sum(o.file_size for o in report.outcomes),
+            "valid_bytes": sum(o.valid_bytes for o in report.outcomes),
+            "invalid_tail_bytes": sum(o.invalid_bytes for o in report.outcomes),
+            "finding_kinds": kinds,
+            "findings_json": json.dumps([f.to_dict() for fs in report.partition_findings.values() for f in fs]),
+            "status": "ok" if report.exit_code == 0 else "findings",
+            "action": report.mode,
+            "files_written": [w for o in report.outcomes for w in o.written],
+            "duration_s": (report.finished - report.started).total_seconds(),
+            "settings_json": json.dumps(
+                {
+                    "log_dirs": report.settings.log_dirs,
+                    "index_interval_bytes": report.settings.defaults.index_interval_bytes,
+                    "segment_index_bytes": report.settings.defaults.segment_index_bytes,
+                    "topic_overrides": report.settings.topic_overrides,
+                    "cli_overrides": report.settings.cli_overrides,
+                    "output_dir": report.options.output_dir,
+                    "dry_run": report.options.dry_run,
+                }
+            ),
+        }
+    )
     columns = {name: [r.get(name) for r in rows] for name in SCHEMA.names}
     return pa.table(columns, schema=SCHEMA)
 
@@ -129,8 +173,13 @@ def write(table_uri: str, rows: pa.Table, spark=None) -> str:
         if not SparkDeltaTable.isDeltaTable(spark, table_uri):
             frame.write.format("delta").partitionBy("date").save(table_uri)
         else:
-            (SparkDeltaTable.forPath(spark, table_uri).alias("t")
-             .merge(frame.alias("s"), _merge_predicate()).whenNotMatchedInsertAll().execute())
+            (
+                SparkDeltaTable.forPath(spark, table_uri)
+                .alias("t")
+                .merge(frame.alias("s"), _merge_predicate())
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
         return "delta-spark"
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import TableNotFoundError
@@ -138,11 +187,15 @@ def write(table_uri: str, rows: pa.Table, spark=None) -> str:
     try:
         target = DeltaTable(table_uri)
     except TableNotFoundError:
-        write_deltalake(table_uri, rows, partition_by=["date"], mode="append",
-                        description="kafka-index-rebuild audit: one row per segment per run")
+        write_deltalake(
+            table_uri,
+            rows,
+            partition_by=["date"],
+            mode="append",
+            description="kafka-index-rebuild audit: one row per segment per run",
+        )
         return "deltalake"
-    (target.merge(rows, _merge_predicate(), source_alias="s", target_alias="t")
-     .when_not_matched_insert_all().execute())
+    (target.merge(rows, _merge_predicate(), source_alias="s", target_alias="t").when_not_matched_insert_all().execute())
     return "deltalake"
 
 
@@ -161,25 +214,31 @@ def query(table_uri: str, sql: str) -> pa.Table:
 
 
 def latest_run_sql() -> str:
-    return ("SELECT run_id, run_mode, run_started, run_finished, segments, bytes_scanned, finding_kinds, status, "
-            "duration_s FROM audit WHERE record_type = 'run' ORDER BY run_started DESC LIMIT 1")
+    return (
+        "SELECT run_id, run_mode, run_started, run_finished, segments, bytes_scanned, finding_kinds, status, "
+        "duration_s FROM audit WHERE record_type = 'run' ORDER BY run_started DESC LIMIT 1"
+    )
 
 
 def window_sql(since: datetime, until: datetime, status: str) -> str:
     wanted = {"repaired": "('repaired')", "failing": "('findings', 'failed')"}[status]
-    return ("SELECT run_id, run_started, log_dir, topic, \"partition\", base_offset, finding_kinds, action, status, "
-            f"backup_location FROM audit WHERE record_type = 'segment' AND status IN {wanted} "
-            f"AND run_started >= '{since.astimezone(timezone.utc).isoformat()}' "
-            f"AND run_started < '{until.astimezone(timezone.utc).isoformat()}' "
-            "ORDER BY run_started, topic, \"partition\", base_offset")
+    return (
+        'SELECT run_id, run_started, log_dir, topic, "partition", base_offset, finding_kinds, action, status, '
+        f"backup_location FROM audit WHERE record_type = 'segment' AND status IN {wanted} "
+        f"AND run_started >= '{since.astimezone(UTC).isoformat()}' "
+        f"AND run_started < '{until.astimezone(UTC).isoformat()}' "
+        'ORDER BY run_started, topic, "partition", base_offset'
+    )
 
 
 def partition_history_sql(topic: str, partition: int) -> str:
     safe_topic = topic.replace("'", "''")
-    return ("SELECT run_id, run_mode, run_started, base_offset, finding_kinds, action, status, files_written "
-            f"FROM audit WHERE record_type = 'segment' AND topic = '{safe_topic}' AND \"partition\" = {int(partition)} "
-            "ORDER BY run_started, base_offset")
+    return (
+        "SELECT run_id, run_mode, run_started, base_offset, finding_kinds, action, status, files_written "
+        f"FROM audit WHERE record_type = 'segment' AND topic = '{safe_topic}' AND \"partition\" = {int(partition)} "
+        "ORDER BY run_started, base_offset"
+    )
 
 
 def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

@@ -14,7 +14,7 @@ import re
 import sys
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from indexlib.errors import describe_error
 
@@ -46,38 +46,55 @@ def _nonneg_int(text: str) -> int:
 
 
 def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
-    p.add_argument("--log-dir", action="append", dest="log_dirs", metavar="DIR",
-                   help="a Kafka log dir (repeatable; Kafka's log.dirs)")
+    p.add_argument(
+        "--log-dir",
+        action="append",
+        dest="log_dirs",
+        metavar="DIR",
+        help="a Kafka log dir (repeatable; Kafka's log.dirs)",
+    )
     p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches this regex")
     p.add_argument("--partitions", metavar="LIST", help="only these partition numbers, e.g. 0,3,5-7")
     p.add_argument("--topic-config", metavar="FILE", help="JSON/YAML: topic -> Kafka topic configs")
-    p.add_argument("--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)")
+    p.add_argument(
+        "--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)"
+    )
     p.add_argument("--index-interval-bytes", type=_nonneg_int, metavar="N")
     p.add_argument("--segment-index-bytes", type=_nonneg_int, metavar="N")
     p.add_argument("--audit-table", metavar="PATH", help="Delta audit table path/URI; 'none' disables auditing")
-    p.add_argument("--json", metavar="FILE", dest="json_file", help="write the machine-readable report here ('-': stdout)")
+    p.add_argument(
+        "--json", metavar="FILE", dest="json_file", help="write the machine-readable report here ('-': stdout)"
+    )
     p.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
     p.add_argument("--run-id", metavar="ID", help="run id for the audit table (default: generated)")
     p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
     p.add_argument("--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--exit-zero-on-findings", action="store_true",
-                   help="exit 0 when the run itself succeeded, even with findings (for schedulers that branch on --json)")
+    p.add_argument(
+        "--exit-zero-on-findings",
+        action="store_true",
+        help="exit 0 when the run itself succeeded, even with findings (for schedulers that branch on --json)",
+    )
     if mode == "rebuild":
         p.add_argument("--output-dir", metavar="DIR", help="write into DIR/<topic>-<partition>/; log dirs untouched")
         p.add_argument("--dry-run", action="store_true", help="report what would be rebuilt; write nothing")
     if mode == "repair":
         p.add_argument("--dry-run", action="store_true", help="verify and report what would be repaired; write nothing")
-        p.add_argument("--truncate-corrupt-tail", action="store_true",
-                       help="also cut a corrupt .log tail (saved to the backup dir first); off by default")
+        p.add_argument(
+            "--truncate-corrupt-tail",
+            action="store_true",
+            help="also cut a corrupt .log tail (saved to the backup dir first); off by default",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for mode, text in (("verify", "check every index file against its .log (read-only)"),
-                       ("rebuild", "rewrite every selected index file as Kafka's recovery would"),
-                       ("repair", "verify, then rebuild only what is wrong, with backups")):
+    for mode, text in (
+        ("verify", "check every index file against its .log (read-only)"),
+        ("rebuild", "rewrite every selected index file as Kafka's recovery would"),
+        ("repair", "verify, then rebuild only what is wrong, with backups"),
+    ):
         _job_options(sub.add_parser(mode, help=text, description=text), mode)
     dump = sub.add_parser("dump", help="print an index file or a .log's batch headers")
     dump.add_argument("file")
@@ -124,8 +141,10 @@ class ConsoleProgress:
         elapsed = max(time.monotonic() - self.t0, 1e-9)
         width = 30
         filled = int(width * done / self.total) if self.total else width
-        return (f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} segments, "
-                f"{done_bytes / 2**20:,.0f}/{self.total_bytes / 2**20:,.0f} MiB, {done_bytes / 2**20 / elapsed:,.0f} MiB/s")
+        return (
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} segments, "
+            f"{done_bytes / 2**20:,.0f}/{self.total_bytes / 2**20:,.0f} MiB, {done_bytes / 2**20 / elapsed:,.0f} MiB/s"
+        )
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval):
@@ -166,9 +185,15 @@ def run_job(args) -> int:
 
     try:
         settings = resolve_settings(
-            config_file=args.config, server_properties=args.server_properties, topic_config=args.topic_config,
-            log_dirs=args.log_dirs, index_interval_bytes=args.index_interval_bytes,
-            segment_index_bytes=args.segment_index_bytes, audit_table=args.audit_table, backup_dir=args.backup_dir)
+            config_file=args.config,
+            server_properties=args.server_properties,
+            topic_config=args.topic_config,
+            log_dirs=args.log_dirs,
+            index_interval_bytes=args.index_interval_bytes,
+            segment_index_bytes=args.segment_index_bytes,
+            audit_table=args.audit_table,
+            backup_dir=args.backup_dir,
+        )
         if not settings.log_dirs:
             raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")
         try:
@@ -180,8 +205,14 @@ def run_job(args) -> int:
         if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
             raise UsageError(f"{output_dir}: --output-dir exists and is not a directory")
         found = discover(settings.log_dirs, topics, partitions)
-        options = RunOptions(args.command, args.run_id, output_dir, getattr(args, "dry_run", False),
-                             getattr(args, "truncate_corrupt_tail", False), args.force)
+        options = RunOptions(
+            args.command,
+            args.run_id,
+            output_dir,
+            getattr(args, "dry_run", False),
+            getattr(args, "truncate_corrupt_tail", False),
+            args.force,
+        )
         check_run(found, options)
     except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -205,7 +236,9 @@ def run_job(args) -> int:
         from . import audit
 
         writer = audit.write(settings.audit_table, audit.rows_for(report), spark)
-        print(f"audit: {len(report.outcomes) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}")
+        print(
+            f"audit: {len(report.outcomes) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}"
+        )
     if args.exit_zero_on_findings and not any(o.error for o in report.outcomes):
         return 0
     return report.exit_code
@@ -213,20 +246,38 @@ def run_job(args) -> int:
 
 def report_dict(report) -> dict:
     return {
-        "run_id": report.run_id, "mode": report.mode, "exit_code": report.exit_code,
-        "started": report.started.isoformat(), "finished": report.finished.isoformat(),
+        "run_id": report.run_id,
+        "mode": report.mode,
+        "exit_code": report.exit_code,
+        "started": report.started.isoformat(),
+        "finished": report.finished.isoformat(),
         "phase_seconds": {k: round(v, 4) for k, v in report.phase_seconds.items()},
         "log_dirs": report.settings.log_dirs,
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
         "partition_findings": {k: [f.to_dict() for f in v] for k, v in report.partition_findings.items() if v},
-        "segments": [{
-            "log_dir": o.task.log_dir, "topic": o.task.topic, "partition": o.task.partition,
-            "base_offset": o.task.base_offset, "log_path": o.task.log_path, "bytes": o.file_size,
-            "batches": o.batches, "valid_bytes": o.valid_bytes, "invalid_bytes": o.invalid_bytes,
-            "index_interval_bytes": o.task.index_interval_bytes, "segment_index_bytes": o.task.segment_index_bytes,
-            "findings": [f.to_dict() for f in o.findings], "identical": o.identical, "action": o.action,
-            "written": o.written, "backups": o.backups, "error": o.error, "seconds": round(o.seconds, 4),
-        } for o in report.outcomes],
+        "segments": [
+            {
+                "log_dir": o.task.log_dir,
+                "topic": o.task.topic,
+                "partition": o.task.partition,
+                "base_offset": o.task.base_offset,
+                "log_path": o.task.log_path,
+                "bytes": o.file_size,
+                "batches": o.batches,
+                "valid_bytes": o.valid_bytes,
+                "invalid_bytes": o.invalid_bytes,
+                "index_interval_bytes": o.task.index_interval_bytes,
+                "segment_index_bytes": o.task.segment_index_bytes,
+                "findings": [f.to_dict() for f in o.findings],
+                "identical": o.identical,
+                "action": o.action,
+                "written": o.written,
+                "backups": o.backups,
+                "error": o.error,
+                "seconds": round(o.seconds, 4),
+            }
+            for o in report.outcomes
+        ],
         "remaining_findings": [f.to_dict() for f in report.remaining_findings],
     }
 
@@ -244,7 +295,7 @@ def _write_json(target: str, data: dict) -> None:
 def _table(headers: list[str], rows: list[list]) -> str:
     cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -252,25 +303,56 @@ def _table(headers: list[str], rows: list[list]) -> str:
 def _print_report(report) -> None:
     from .pipeline import summary_rows
 
-    findings = [f for fs in report.partition_findings.values() for f in fs] + [f for o in report.outcomes for f in o.findings]
+    findings = [f for fs in report.partition_findings.values() for f in fs] + [
+        f for o in report.outcomes for f in o.findings
+    ]
     if findings:
-        print(_table(["kind", "file", "entry", "expected", "found", "detail"],
-                     [[f.kind if f.severity == "error" else f"{f.kind} (info)", os.path.relpath(f.file), f.entry,
-                       f.expected, f.found, f.detail[:100]] for f in findings]))
+        print(
+            _table(
+                ["kind", "file", "entry", "expected", "found", "detail"],
+                [
+                    [
+                        f.kind if f.severity == "error" else f"{f.kind} (info)",
+                        os.path.relpath(f.file),
+                        f.entry,
+                        f.expected,
+                        f.found,
+                        f.detail[:100],
+                    ]
+                    for f in findings
+                ],
+            )
+        )
         print()
     failures = [o.error for o in report.outcomes if o.error]
     if failures:
         print("failed writes (each file is either unchanged or wholly replaced; see written in --json):")
         print("\n".join(f"  {error}" for error in failures) + "\n")
     rows = summary_rows(report)
-    print(_table(["partition", "segments", "MiB", "findings", "kinds", "files written", "action"],
-                 [[r["partition"], r["segments"], f"{r['bytes'] / 2**20:.1f}", r["findings"], ",".join(sorted(r["kinds"])),
-                   r["written"], ",".join(sorted(r["actions"])) or "-"] for r in rows]))
+    print(
+        _table(
+            ["partition", "segments", "MiB", "findings", "kinds", "files written", "action"],
+            [
+                [
+                    r["partition"],
+                    r["segments"],
+                    f"{r['bytes'] / 2**20:.1f}",
+                    r["findings"],
+                    ",".join(sorted(r["kinds"])),
+                    r["written"],
+                    ",".join(sorted(r["actions"])) or "-",
+                ]
+                for r in rows
+            ],
+        )
+    )
     total = sum(o.file_size for o in report.outcomes)
     seconds = (report.finished - report.started).total_seconds()
     left = report.remaining_findings
     verdict = "healthy" if report.exit_code == 0 else f"{len(left)} finding(s) remain" if left else "failures"
-    print(f"\n{report.mode} {report.run_id}: {len(report.outcomes)} segments, {total / 2**20:,.1f} MiB in {seconds:.1f} s; {verdict}")
+    print(
+        f"\n{report.mode} {report.run_id}: {len(report.outcomes)} segments, {total / 2**20:,.1f} MiB in {seconds:.1f} s; {verdict}"
+    )
 
 
 # ------------------------------------------------------------------------------ dump / lookup
@@ -301,7 +383,9 @@ def lookup(segment: str, offset: int | None = None, timestamp: int | None = None
         if timestamp is not None:
             with TimeIndex(segment_file(directory, base, ".timeindex"), base, writable=False) as times:
                 entry = times.lookup_ceiling(timestamp) if ceiling else times.lookup(timestamp)
-            answer["timeindex_entry"] = None if entry is None else {"timestamp": entry.timestamp, "offset": entry.offset}
+            answer["timeindex_entry"] = (
+                None if entry is None else {"timestamp": entry.timestamp, "offset": entry.offset}
+            )
             target_offset = base if entry is None or entry.timestamp < 0 else entry.offset
         entry = index.lookup_ceiling(target_offset) if (ceiling and timestamp is None) else index.lookup(target_offset)
         answer["index_entry"] = None if entry is None else {"offset": entry.offset, "position": entry.position}
@@ -312,9 +396,14 @@ def lookup(segment: str, offset: int | None = None, timestamp: int | None = None
     hits = np.flatnonzero(searched & reached)
     if len(hits):
         i = int(hits[0])
-        answer["batch"] = {"position": int(scan.positions[i]), "base_offset": int(scan.base_offsets[i]),
-                           "last_offset": int(scan.last_offsets[i]), "max_timestamp": int(scan.max_timestamps[i]),
-                           "size": int(scan.sizes[i]), "bytes_scanned_from_entry": int(scan.positions[i]) - start}
+        answer["batch"] = {
+            "position": int(scan.positions[i]),
+            "base_offset": int(scan.base_offsets[i]),
+            "last_offset": int(scan.last_offsets[i]),
+            "max_timestamp": int(scan.max_timestamps[i]),
+            "size": int(scan.sizes[i]),
+            "bytes_scanned_from_entry": int(scan.positions[i]) - start,
+        }
     else:
         answer["batch"] = None
     return answer
@@ -338,9 +427,11 @@ def run_lookup(args) -> int:
     if batch is None:
         print(f"{what}: not in this segment")
         return 1
-    print(f"{what}: batch at byte {batch['position']} (offsets {batch['base_offset']}..{batch['last_offset']}, "
-          f"max timestamp {batch['max_timestamp']}, {batch['size']} bytes), "
-          f"{batch['bytes_scanned_from_entry']} bytes after the index entry")
+    print(
+        f"{what}: batch at byte {batch['position']} (offsets {batch['base_offset']}..{batch['last_offset']}, "
+        f"max timestamp {batch['max_timestamp']}, {batch['size']} bytes), "
+        f"{batch['bytes_scanned_from_entry']} bytes after the index entry"
+    )
     return 0
 
 
@@ -361,7 +452,7 @@ def run_audit(args) -> int:
         if args.sql:
             sql = args.sql
         elif args.repaired or args.failing:
-            until = _parse_time(args.until) if args.until else datetime.now(timezone.utc)
+            until = _parse_time(args.until) if args.until else datetime.now(UTC)
             since = _parse_time(args.since) if args.since else until - timedelta(days=7)
             sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing")
         elif args.partition:
@@ -401,7 +492,7 @@ def _parse_time(text: str) -> datetime:
         value = datetime.fromisoformat(text)
     except ValueError:
         raise UsageError(f"not an ISO date/time: {text!r}") from None
-    return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
+    return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 
 def main(argv: list[str] | None = None) -> int:

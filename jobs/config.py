@@ -17,6 +17,7 @@ from pathlib import Path
 from indexlib.errors import describe_error
 from indexlib.rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 
+
 def conf_dir() -> Path:
     """The project's ``conf/``: beside the source tree, else installed with the wheel under ``<prefix>/share``."""
     source = Path(__file__).resolve().parent.parent / "conf"
@@ -162,7 +163,7 @@ def load_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dic
         sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
         if sep < 0:
             raise ConfigError(f"{path}:{number}: expected key=value, got {raw!r}")
-        props[line[:sep].strip()] = line[sep + 1:].strip()
+        props[line[:sep].strip()] = line[sep + 1 :].strip()
     log_dirs = [d.strip() for d in props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip()]
     settings = {}
     for prop, name in BROKER_KEYS.items():
@@ -189,7 +190,9 @@ def load_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]
             if key in TOPIC_KEYS:
                 if isinstance(value, str) and value.strip().lstrip("-").isdigit():
                     value = int(value)
-                out[str(topic)][TOPIC_KEYS[key]] = check_index_setting(f"{path}: topic {topic!r} {key}", TOPIC_KEYS[key], value)
+                out[str(topic)][TOPIC_KEYS[key]] = check_index_setting(
+                    f"{path}: topic {topic!r} {key}", TOPIC_KEYS[key], value
+                )
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 
@@ -24,8 +25,13 @@ def make_sample(log_dir: str) -> list[str]:
     """Write the sample partitions with correct index files, then damage four of them. Returns their names."""
     shutil.rmtree(log_dir, ignore_errors=True)
     for i, (name, producers) in enumerate((("orders-0", 2), ("orders-1", 0), ("payments-0", 3))):
-        generate_partition(os.path.join(log_dir, name), segments=3, batches_per_segment=300,
-                           transactional_producers=producers, seed=40 + i)
+        generate_partition(
+            os.path.join(log_dir, name),
+            segments=3,
+            batches_per_segment=300,
+            transactional_producers=producers,
+            seed=40 + i,
+        )
         rebuild_partition(os.path.join(log_dir, name))
     damaged = []
 
@@ -39,12 +45,15 @@ def make_sample(log_dir: str) -> list[str]:
     os.truncate(path, os.path.getsize(path) - 7)
     damaged.append(path + " (torn write)")
     path = seg("payments-0", 0) + ".index"
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     data[16:64] = np.random.default_rng(1).integers(0, 256, 48, dtype=np.uint8).tobytes()
-    open(path, "wb").write(bytes(data))
+    Path(path).write_bytes(bytes(data))
     damaged.append(path + " (scrambled)")
-    txn = [f for f in sorted(os.listdir(os.path.join(log_dir, "payments-0"))) if f.endswith(".txnindex")
-           and os.path.getsize(os.path.join(log_dir, "payments-0", f))]
+    txn = [
+        f
+        for f in sorted(os.listdir(os.path.join(log_dir, "payments-0")))
+        if f.endswith(".txnindex") and os.path.getsize(os.path.join(log_dir, "payments-0", f))
+    ]
     os.unlink(os.path.join(log_dir, "payments-0", txn[-1]))
     damaged.append(os.path.join(log_dir, "payments-0", txn[-1]) + " (deleted)")
     return damaged
@@ -52,7 +61,9 @@ def make_sample(log_dir: str) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m jobs.demo", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output-dir", default="demo-output", help="where the sample log dir, audit table and backups go")
+    parser.add_argument(
+        "--output-dir", default="demo-output", help="where the sample log dir, audit table and backups go"
+    )
     args = parser.parse_args(argv)
     out = os.path.abspath(args.output_dir)
     log_dir, table, backups = (os.path.join(out, n) for n in ("kafka-logs", "audit", "backups"))
@@ -72,8 +83,15 @@ def main(argv: list[str] | None = None) -> int:
     print("\n== kafka-index audit --repaired  (the Delta audit table)")
     kafka_index(["audit", "--audit-table", table, "--repaired", "--since", "2000-01-01"])
     print("\n== kafka-index audit --sql  (free SQL; the table is called 'audit')")
-    kafka_index(["audit", "--audit-table", table, "--sql",
-                 "SELECT run_id, run_mode, segments, status FROM audit WHERE record_type = 'run' ORDER BY run_started"])
+    kafka_index(
+        [
+            "audit",
+            "--audit-table",
+            table,
+            "--sql",
+            "SELECT run_id, run_mode, segments, status FROM audit WHERE record_type = 'run' ORDER BY run_started",
+        ]
+    )
     return 0 if (verify_code == 1 and repair_code == 0 and again == 0) else 1
 
 

@@ -76,8 +76,9 @@ def parse_partition_filter(text: str | None) -> set[int] | None:
     return chosen
 
 
-def discover(log_dirs: list[str], topics: re.Pattern[str] | None = None,
-             partitions: set[int] | None = None) -> Discovery:
+def discover(
+    log_dirs: list[str], topics: re.Pattern[str] | None = None, partitions: set[int] | None = None
+) -> Discovery:
     """Every selected partition of every log dir, with its segments' sizes (ascending base offset)."""
     found = Discovery()
     for log_dir in log_dirs:
@@ -121,7 +122,9 @@ def discover(log_dirs: list[str], topics: re.Pattern[str] | None = None,
                 segments.append(Segment(base, log_path, size, i == len(bases) - 1))
             for leftover in sorted(os.listdir(path)):
                 if leftover.endswith((".deleted", ".cleaned", ".swap")):
-                    found.skipped.append((os.path.join(path, leftover), "a file Kafka is deleting, cleaning or swapping"))
+                    found.skipped.append(
+                        (os.path.join(path, leftover), "a file Kafka is deleting, cleaning or swapping")
+                    )
             found.partitions.append(Partition(log_dir, path, topic, number, segments))
     return found
 
@@ -132,7 +135,7 @@ def balance_by_bytes(items: list, sizes: list[int], bins: int) -> list[list]:
     bins = max(1, min(bins, len(items)))
     groups: list[list] = [[] for _ in range(bins)]
     lightest = [(0, b) for b in range(bins)]  # (total bytes, bin) heap
-    for size, item in sorted(zip(sizes, items), key=lambda pair: -pair[0]):
+    for size, item in sorted(zip(sizes, items, strict=True), key=lambda pair: -pair[0]):
         total, target = heapq.heappop(lightest)
         groups[target].append(item)
         heapq.heappush(lightest, (total + size, target))

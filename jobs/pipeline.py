@@ -26,13 +26,21 @@ import shutil
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from indexlib import __version__
-from indexlib.partition import INDEX_SUFFIXES, install_segment, plan_segment_file, replay_partition, segment_file, stage_segment
+from indexlib.partition import (
+    INDEX_SUFFIXES,
+    install_segment,
+    plan_segment_file,
+    replay_partition,
+    segment_file,
+    stage_segment,
+)
 from indexlib.producer_state import read_log_start_offset
 from indexlib.publish import discard, fsync_path, keep_backup, log_dir_is_locked
 from indexlib.rebuild import PlanSummary
+from indexlib.values import AbortedTxn
 from indexlib.verify import (
     Finding,
     check_partition_transactions,
@@ -42,7 +50,6 @@ from indexlib.verify import (
     fatal_finding,
     log_findings,
 )
-from indexlib.values import AbortedTxn
 
 from .config import Settings
 from .discovery import Discovery, Partition, balance_by_bytes, task_count
@@ -64,15 +71,19 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     malformed run id; one partition name in two log dirs when writing (its backup dir, or its
     ``--output-dir`` dir, is named by the partition alone)."""
     if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
-        raise ValueError(f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
-                         "or leading '.', at most 200 characters")
+        raise ValueError(
+            f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
+            "or leading '.', at most 200 characters"
+        )
     if options.read_only:
         return
     where: dict[str, str] = {}
     for p in discovery.partitions:
         if where.setdefault(p.name, p.log_dir) != p.log_dir:
-            raise ValueError(f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
-                             f"named by partition, so {options.mode} these log dirs in separate runs")
+            raise ValueError(
+                f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
+                f"named by partition, so {options.mode} these log dirs in separate runs"
+            )
 
 
 @dataclass(frozen=True)
@@ -136,19 +147,39 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
             sizes[suffix] = os.stat(segment_file(task.partition_dir, task.base_offset, suffix)).st_size
         except OSError:
             sizes[suffix] = None
-    outcome = SegmentOutcome(task, plan.summary(), scan.batch_count, scan.file_size, scan.valid_bytes,
-                             scan.invalid_bytes, findings, identical, sizes, 0.0)
+    outcome = SegmentOutcome(
+        task,
+        plan.summary(),
+        scan.batch_count,
+        scan.file_size,
+        scan.valid_bytes,
+        scan.invalid_bytes,
+        findings,
+        identical,
+        sizes,
+        0.0,
+    )
     if task.stage == "all":
         suffixes = STAGED_BY_EXECUTORS
     elif task.stage == "damaged":
-        suffixes = tuple(s for s in damaged_index_files(task.partition_dir, task.base_offset, findings) if s in STAGED_BY_EXECUTORS)
+        suffixes = tuple(
+            s for s in damaged_index_files(task.partition_dir, task.base_offset, findings) if s in STAGED_BY_EXECUTORS
+        )
     else:
         suffixes = ()
     if suffixes and plan.fatal is None:
         try:
             os.makedirs(task.target_dir, exist_ok=True)
-            outcome.staged = stage_segment(task.target_dir, task.base_offset, plan, [], suffixes, False,
-                                           task.segment_index_bytes, tag or task.run_id)
+            outcome.staged = stage_segment(
+                task.target_dir,
+                task.base_offset,
+                plan,
+                [],
+                suffixes,
+                False,
+                task.segment_index_bytes,
+                tag or task.run_id,
+            )
             if task.backup_dir is not None:
                 outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
         except (OSError, ValueError) as exc:
@@ -170,7 +201,9 @@ def _discard_all(outcome: SegmentOutcome) -> None:
     outcome.staged = {}
 
 
-def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str | None, written: list[str], backups: list[str]) -> None:
+def cut_log_tail(
+    log_path: str, valid_bytes: int, backup_dir: str | None, written: list[str], backups: list[str]
+) -> None:
     """Save ``log_path[valid_bytes:]`` to ``backup_dir`` (fsynced), then truncate the ``.log`` there.
     Appends to ``backups`` once the saved tail is durable and to ``written`` once the ``.log`` is cut,
     so the report stays true if a later step fails."""
@@ -239,17 +272,20 @@ class RunReport:
 
 
 def new_run_id(mode: str) -> str:
-    return f"{mode}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+    return f"{mode}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
 
 
 def check_locks(partitions: list[Partition], force: bool) -> None:
     for log_dir in sorted({p.log_dir for p in partitions}):
         if log_dir_is_locked(log_dir) and not force:
             raise LockedLogDirError(
-                f"{log_dir}: the log dir's .lock is held (a running broker?); stop the broker, or pass --force")
+                f"{log_dir}: the log dir's .lock is held (a running broker?); stop the broker, or pass --force"
+            )
 
 
-def plan_tasks(discovery: Discovery, settings: Settings, options: RunOptions, run_id: str | None = None) -> list[SegmentTask]:
+def plan_tasks(
+    discovery: Discovery, settings: Settings, options: RunOptions, run_id: str | None = None
+) -> list[SegmentTask]:
     """One task per segment, with what the executor should check and stage for this run's mode."""
     check = options.mode in ("verify", "repair")
     stage = "none" if options.read_only else {"rebuild": "all", "repair": "damaged"}[options.mode]
@@ -259,9 +295,25 @@ def plan_tasks(discovery: Discovery, settings: Settings, options: RunOptions, ru
         target = p.path if options.output_dir is None else os.path.join(options.output_dir, p.name)
         backup = _backup_dir(settings, options, run_id, p)
         for s in p.segments:
-            tasks.append(SegmentTask(p.log_dir, p.path, p.topic, p.partition, s.base_offset, s.log_path, s.size,
-                                     s.active, topic_settings.index_interval_bytes, topic_settings.segment_index_bytes,
-                                     check, stage, target, backup, run_id))
+            tasks.append(
+                SegmentTask(
+                    p.log_dir,
+                    p.path,
+                    p.topic,
+                    p.partition,
+                    s.base_offset,
+                    s.log_path,
+                    s.size,
+                    s.active,
+                    topic_settings.index_interval_bytes,
+                    topic_settings.segment_index_bytes,
+                    check,
+                    stage,
+                    target,
+                    backup,
+                    run_id,
+                )
+            )
     return tasks
 
 
@@ -280,7 +332,7 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
     """Run one verify/rebuild/repair over the discovered partitions (see the module docstring)."""
     if options.mode not in MODES:
         raise ValueError(f"unknown mode {options.mode!r}")
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     check_run(discovery, options)
     run_id = options.run_id or new_run_id(options.mode)
     writes_in_place = not options.read_only and (options.mode == "repair" or options.output_dir is None)
@@ -304,8 +356,19 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
             if o.staged:
                 _discard_all(o)
         _sweep_staged(tasks, run_id)
-    return RunReport(run_id, options.mode, started, datetime.now(timezone.utc), settings, options, outcomes,
-                     partition_findings, discovery.skipped, discovery.partitions, phases)
+    return RunReport(
+        run_id,
+        options.mode,
+        started,
+        datetime.now(UTC),
+        settings,
+        options,
+        outcomes,
+        partition_findings,
+        discovery.skipped,
+        discovery.partitions,
+        phases,
+    )
 
 
 def _scan(sc, tasks: list[SegmentTask], run_id: str, bytes_per_task: int, progress) -> list[SegmentOutcome]:
@@ -351,10 +414,15 @@ def _sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
 
 def staged_by_run(name: str, run_id: str) -> bool:
     """Whether a file name is one this run stages: ``.<segment file>.<run id>[~<attempt>].rebuild.tmp``."""
-    return re.fullmatch(r"\.\d{20}\.(index|timeindex|txnindex)\." + re.escape(run_id) + r"(~\d+)?\.rebuild\.tmp", name) is not None
+    return (
+        re.fullmatch(r"\.\d{20}\.(index|timeindex|txnindex)\." + re.escape(run_id) + r"(~\d+)?\.rebuild\.tmp", name)
+        is not None
+    )
 
 
-def _replay_partitions(discovery: Discovery, outcomes: list[SegmentOutcome], check: bool, run_id: str) -> dict[str, list[Finding]]:
+def _replay_partitions(
+    discovery: Discovery, outcomes: list[SegmentOutcome], check: bool, run_id: str
+) -> dict[str, list[Finding]]:
     """Driver: the sequential producer-state replay per partition (sets each outcome's ``aborted``),
     the ``.txnindex`` checks, and ``cannot_rebuild`` where Kafka's recovery would stop. Returns the
     partition-level findings (directory contents but this run's own staged files, a bad log start checkpoint)."""
@@ -363,30 +431,40 @@ def _replay_partitions(discovery: Discovery, outcomes: list[SegmentOutcome], che
     for o in outcomes:
         by_partition.setdefault(o.task.partition_dir, []).append(o)
     for p in discovery.partitions:
-        partition_findings[p.path] = [f for f in directory_findings(p.path) if not staged_by_run(os.path.basename(f.file), run_id)] if check else []
+        partition_findings[p.path] = (
+            [f for f in directory_findings(p.path) if not staged_by_run(os.path.basename(f.file), run_id)]
+            if check
+            else []
+        )
         segs = by_partition.get(p.path, [])
         if not segs:
             continue
         try:
             log_start = read_log_start_offset(p.log_dir, p.topic, p.partition)
         except (OSError, ValueError) as exc:
-            partition_findings[p.path].append(Finding("bad_log_start_checkpoint", os.path.join(p.log_dir, "log-start-offset-checkpoint"),
-                                                      detail=f"{exc}; assuming log start offset 0"))
+            partition_findings[p.path].append(
+                Finding(
+                    "bad_log_start_checkpoint",
+                    os.path.join(p.log_dir, "log-start-offset-checkpoint"),
+                    detail=f"{exc}; assuming log start offset 0",
+                )
+            )
             log_start = 0
         replays = replay_partition(p.path, [o.task.base_offset for o in segs], [o.plan for o in segs], log_start)
-        for o, (aborted, replay_fatal) in zip(segs, replays):
+        for o, (aborted, replay_fatal) in zip(segs, replays, strict=True):
             o.aborted = aborted
             if replay_fatal is not None and not check:
                 o.findings.append(fatal_finding(o.task.log_path, replay_fatal))
         if check:
-            txn = check_partition_transactions([o.task.log_path for o in segs], [o.task.base_offset for o in segs],
-                                               [o.plan for o in segs], replays)
-            for o, (findings, identical), (_, replay_fatal) in zip(segs, txn, replays):
+            txn = check_partition_transactions(
+                [o.task.log_path for o in segs], [o.task.base_offset for o in segs], [o.plan for o in segs], replays
+            )
+            for o, (findings, identical), (_, replay_fatal) in zip(segs, txn, replays, strict=True):
                 o.findings += findings
                 o.identical[".txnindex"] = identical
                 if replay_fatal is not None:
                     o.identical = dict.fromkeys(INDEX_SUFFIXES)
-        for o, (_, replay_fatal) in zip(segs, replays):
+        for o, (_, replay_fatal) in zip(segs, replays, strict=True):
             if replay_fatal is not None or o.plan.fatal is not None:
                 o.action = "cannot_rebuild"
     return partition_findings
@@ -414,7 +492,9 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
                 damaged = damaged_index_files(t.partition_dir, t.base_offset, o.findings)
                 txn = ".txnindex" in damaged
                 cut = None
-                if options.truncate_corrupt_tail and any(f.file == t.log_path and f.kind.startswith("log_") for f in o.findings):
+                if options.truncate_corrupt_tail and any(
+                    f.file == t.log_path and f.kind.startswith("log_") for f in o.findings
+                ):
                     cut = o.valid_bytes
                 if not damaged and cut is None:
                     continue
@@ -426,8 +506,16 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
                 if txn:
                     stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
                     os.makedirs(t.target_dir, exist_ok=True)
-                    staged_txn = stage_segment(t.target_dir, t.base_offset, o.plan, o.aborted, (".txnindex",), stale,
-                                               t.segment_index_bytes, t.run_id)
+                    staged_txn = stage_segment(
+                        t.target_dir,
+                        t.base_offset,
+                        o.plan,
+                        o.aborted,
+                        (".txnindex",),
+                        stale,
+                        t.segment_index_bytes,
+                        t.run_id,
+                    )
                     o.staged.update(staged_txn)
                     if t.backup_dir is not None:
                         o.backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
@@ -452,8 +540,19 @@ def summary_rows(report: RunReport) -> list[dict]:
     rows: dict[str, dict] = {}
     for o in report.outcomes:
         t = o.task
-        row = rows.setdefault(t.partition_dir, {"partition": f"{t.topic}-{t.partition}", "log_dir": t.log_dir, "segments": 0,
-                                                "bytes": 0, "findings": 0, "kinds": set(), "written": 0, "actions": set()})
+        row = rows.setdefault(
+            t.partition_dir,
+            {
+                "partition": f"{t.topic}-{t.partition}",
+                "log_dir": t.log_dir,
+                "segments": 0,
+                "bytes": 0,
+                "findings": 0,
+                "kinds": set(),
+                "written": 0,
+                "actions": set(),
+            },
+        )
         row["segments"] += 1
         row["bytes"] += o.file_size
         errors = [f for f in o.findings if f.severity == "error"]

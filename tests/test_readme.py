@@ -34,7 +34,10 @@ def test_demo_runs_the_real_pipeline(tmp_path):
     """``make demo``: verify finds the damage, repair fixes it, the audit table says so."""
     result = subprocess.run(
         [sys.executable, "-m", "jobs.demo", "--output-dir", str(tmp_path)],
-        capture_output=True, text=True, cwd=PROJECT_ROOT, timeout=600,
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     out = result.stdout

@@ -39,8 +39,10 @@ facts["param_checks"] = checks
 scheduled = dagbag.dags["kafka_index_scheduled"]
 verify = scheduled.get_task("verify")
 context = {"run_id": "scheduled__2026-11-21T00:00:00+00:00"}
-facts["rendered_verify"] = {"application": verify.render_template(verify.application, context),
-                            "args": verify.render_template(verify.application_args, context)}
+facts["rendered_verify"] = {
+    "application": verify.render_template(verify.application, context),
+    "args": verify.render_template(verify.application_args, context),
+}
 import kafka_index_common  # noqa: E402  (airflow_dags/ is on sys.path once the DagBag has loaded it)
 
 settings = kafka_index_common.load_settings()
@@ -48,9 +50,15 @@ payload = json.loads(sys.argv[3])
 facts["rendered_on_demand"] = {
     "application": kafka_index_common.application(settings, payload["mode"]),
     "args": kafka_index_common.job_arguments(
-        settings, mode=payload["mode"], log_dirs=payload["log_dirs"],
+        settings,
+        mode=payload["mode"],
+        log_dirs=payload["log_dirs"],
         report=kafka_index_common.report_path(settings, "kafka_index_on_demand", "manual__x", payload["mode"]),
-        topics=payload["topics"], partitions=payload["partitions"] or None, dry_run=payload["dry_run"],
-        truncate_corrupt_tail=payload["truncate_corrupt_tail"], run_id="manual__x-" + payload["mode"]),
+        topics=payload["topics"],
+        partitions=payload["partitions"] or None,
+        dry_run=payload["dry_run"],
+        truncate_corrupt_tail=payload["truncate_corrupt_tail"],
+        run_id="manual__x-" + payload["mode"],
+    ),
 }
 print("FACTS " + json.dumps(facts))

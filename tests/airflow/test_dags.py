@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,8 @@ AIRFLOW_VENV = ROOT / ".venv-airflow"
 AIRFLOW = AIRFLOW_VENV / "bin" / "airflow"
 
 pytestmark = pytest.mark.skipif(
-    not AIRFLOW.exists(), reason="Airflow's own virtualenv .venv-airflow is missing: `make test` sets it up")
+    not AIRFLOW.exists(), reason="Airflow's own virtualenv .venv-airflow is missing: `make test` sets it up"
+)
 
 
 def airflow_env(home: Path, variable: dict) -> dict:
@@ -47,13 +47,34 @@ def airflow_env(home: Path, variable: dict) -> dict:
 def facts(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow-home")
     env = airflow_env(home, {"log_dirs": ["/data/a", "/data/b"], "report_dir": "/r", "repair_enabled": True})
-    payloads = {"ok": {"mode": "repair", "partitions": "0,2-4", "log_dirs": ["/x"]}, "bad_mode": {"mode": "explode"},
-                "bad_partitions": {"partitions": "a-b"}, "no_log_dirs": {"log_dirs": []}, "bad_dry_run": {"dry_run": "yes"}}
-    render = {"mode": "repair", "log_dirs": ["/x"], "topics": "orders", "partitions": "1", "dry_run": True,
-              "truncate_corrupt_tail": True}
-    done = subprocess.run([str(AIRFLOW_VENV / "bin" / "python"), str(ROOT / "tests/airflow/dag_facts.py"),
-                           str(ROOT / "airflow_dags"), json.dumps(payloads), json.dumps(render)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    payloads = {
+        "ok": {"mode": "repair", "partitions": "0,2-4", "log_dirs": ["/x"]},
+        "bad_mode": {"mode": "explode"},
+        "bad_partitions": {"partitions": "a-b"},
+        "no_log_dirs": {"log_dirs": []},
+        "bad_dry_run": {"dry_run": "yes"},
+    }
+    render = {
+        "mode": "repair",
+        "log_dirs": ["/x"],
+        "topics": "orders",
+        "partitions": "1",
+        "dry_run": True,
+        "truncate_corrupt_tail": True,
+    }
+    done = subprocess.run(
+        [
+            str(AIRFLOW_VENV / "bin" / "python"),
+            str(ROOT / "tests/airflow/dag_facts.py"),
+            str(ROOT / "airflow_dags"),
+            json.dumps(payloads),
+            json.dumps(render),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("FACTS ")]
     assert done.returncode == 0 and lines, done.stderr[-3000:]
     return json.loads(lines[-1][6:])
@@ -68,7 +89,12 @@ def test_scheduled_dag_structure(facts):
     dag = facts["dags"]["kafka_index_scheduled"]
     assert dag["schedule"] == "@daily" and dag["catchup"] is False
     assert dag["tasks"] == ["decide", "findings_left", "healthy", "repair", "verify"]
-    assert dag["edges"] == [["decide", "findings_left"], ["decide", "healthy"], ["decide", "repair"], ["verify", "decide"]]
+    assert dag["edges"] == [
+        ["decide", "findings_left"],
+        ["decide", "healthy"],
+        ["decide", "repair"],
+        ["verify", "decide"],
+    ]
     assert dag["operators"]["verify"] == dag["operators"]["repair"] == "SparkSubmitOperator"
     assert "Branch" in dag["operators"]["decide"]
     assert dag["conn_ids"] == ["spark_default"]
@@ -82,24 +108,47 @@ def test_on_demand_dag_params_schema(facts):
     assert params["mode"]["enum"] == ["verify", "rebuild", "repair"]
     assert params["log_dirs"]["type"] == "array" and params["log_dirs"]["minItems"] == 1
     assert params["dry_run"]["type"] == params["truncate_corrupt_tail"]["type"] == "boolean"
-    assert facts["param_checks"] == {"ok": "valid", "bad_mode": "invalid: ParamValidationError",
-                                     "bad_partitions": "invalid: ParamValidationError",
-                                     "no_log_dirs": "invalid: ParamValidationError",
-                                     "bad_dry_run": "invalid: ParamValidationError"}
+    assert facts["param_checks"] == {
+        "ok": "valid",
+        "bad_mode": "invalid: ParamValidationError",
+        "bad_partitions": "invalid: ParamValidationError",
+        "no_log_dirs": "invalid: ParamValidationError",
+        "bad_dry_run": "invalid: ParamValidationError",
+    }
 
 
 def test_rendered_spark_submit_arguments(facts):
     verify = facts["rendered_verify"]
     assert verify["application"] == str(ROOT / "jobs" / "verify.py")
-    assert verify["args"] == ["--log-dir", "/data/a", "--log-dir", "/data/b",
-                              "--run-id", "scheduled__2026-11-21T00:00:00+00:00-verify",
-                              "--json", "/r/kafka_index_scheduled/scheduled__2026-11-21T0000000000/verify.json",
-                              "--no-progress", "--exit-zero-on-findings"]
+    assert verify["args"] == [
+        "--log-dir",
+        "/data/a",
+        "--log-dir",
+        "/data/b",
+        "--run-id",
+        "scheduled__2026-11-21T00:00:00+00:00-verify",
+        "--json",
+        "/r/kafka_index_scheduled/scheduled__2026-11-21T0000000000/verify.json",
+        "--no-progress",
+        "--exit-zero-on-findings",
+    ]
     on_demand = facts["rendered_on_demand"]
     assert on_demand["application"] == str(ROOT / "jobs" / "repair.py")
-    assert on_demand["args"] == ["--log-dir", "/x", "--topics", "orders", "--partitions", "1",
-                                 "--run-id", "manual__x-repair", "--json", "/r/kafka_index_on_demand/manual__x/repair.json",
-                                 "--no-progress", "--dry-run", "--truncate-corrupt-tail"]
+    assert on_demand["args"] == [
+        "--log-dir",
+        "/x",
+        "--topics",
+        "orders",
+        "--partitions",
+        "1",
+        "--run-id",
+        "manual__x-repair",
+        "--json",
+        "/r/kafka_index_on_demand/manual__x/repair.json",
+        "--no-progress",
+        "--dry-run",
+        "--truncate-corrupt-tail",
+    ]
 
 
 # ----------------------------------------------------------------------------- airflow dags test
@@ -132,17 +181,27 @@ def state_of(done: subprocess.CompletedProcess) -> str:
 def test_scheduled_dag_detects_and_repairs(tmp_path):
     logs, good = damaged_log_dir(tmp_path)
     audit = tmp_path / "audit"
-    env = airflow_env(tmp_path / "home", {"log_dirs": [str(logs)], "repair_enabled": True,
-                                          "report_dir": str(tmp_path / "reports"), "audit_table": str(audit),
-                                          "backup_dir": str(tmp_path / "backups")})
+    env = airflow_env(
+        tmp_path / "home",
+        {
+            "log_dirs": [str(logs)],
+            "repair_enabled": True,
+            "report_dir": str(tmp_path / "reports"),
+            "audit_table": str(audit),
+            "backup_dir": str(tmp_path / "backups"),
+        },
+    )
     done = dags_test(env, "kafka_index_scheduled")
     assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
     now = {str(p.relative_to(logs)): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
     assert now == good  # every index file equals the rebuild again, nothing else changed
     verify_report = next((tmp_path / "reports").rglob("verify.json"))
     flagged = {os.path.relpath(f["file"], logs) for f in json.loads(verify_report.read_text())["remaining_findings"]}
-    assert flagged == {"orders-0/00000000000000000000.index", "orders-1/00000000000000000000.timeindex",
-                       "payments-0/00000000000000000000.index"}
+    assert flagged == {
+        "orders-0/00000000000000000000.index",
+        "orders-1/00000000000000000000.timeindex",
+        "payments-0/00000000000000000000.index",
+    }
     from jobs import audit as audit_table
 
     rows = audit_table.read(str(audit)).to_pylist()
@@ -154,11 +213,18 @@ def test_scheduled_dag_detects_and_repairs(tmp_path):
 
 def test_on_demand_dag_touches_only_the_chosen_topic(tmp_path):
     logs, good = damaged_log_dir(tmp_path)
-    env = airflow_env(tmp_path / "home", {"report_dir": str(tmp_path / "reports"), "audit_table": str(tmp_path / "audit"),
-                                          "backup_dir": str(tmp_path / "backups")})
+    env = airflow_env(
+        tmp_path / "home",
+        {
+            "report_dir": str(tmp_path / "reports"),
+            "audit_table": str(tmp_path / "audit"),
+            "backup_dir": str(tmp_path / "backups"),
+        },
+    )
     before = {str(p.relative_to(logs)): p.stat().st_mtime_ns for p in logs.rglob("*") if p.is_file()}
-    done = dags_test(env, "kafka_index_on_demand",
-                     {"log_dirs": [str(logs)], "topics": "orders", "mode": "repair", "dry_run": False})
+    done = dags_test(
+        env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "topics": "orders", "mode": "repair", "dry_run": False}
+    )
     assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
     for name in ("orders-0/00000000000000000000.index", "orders-1/00000000000000000000.timeindex"):
         assert (logs / name).read_bytes() == good[name]
@@ -173,8 +239,14 @@ def test_on_demand_dry_run_rebuild_writes_nothing(tmp_path):
     the log dir changes (it used to rewrite every index file in place)."""
     logs, _ = damaged_log_dir(tmp_path)
     before = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
-    env = airflow_env(tmp_path / "home", {"report_dir": str(tmp_path / "reports"), "audit_table": str(tmp_path / "audit"),
-                                          "backup_dir": str(tmp_path / "backups")})
+    env = airflow_env(
+        tmp_path / "home",
+        {
+            "report_dir": str(tmp_path / "reports"),
+            "audit_table": str(tmp_path / "audit"),
+            "backup_dir": str(tmp_path / "backups"),
+        },
+    )
     done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "mode": "rebuild"})
     assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
     after = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}

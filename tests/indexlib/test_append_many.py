@@ -42,8 +42,13 @@ prefix_sizes = st.integers(0, 12)
 
 
 @settings(max_examples=300, deadline=None)
-@given(prefix=prefix_sizes, steps=offset_steps, start=st.sampled_from([BASE - 1, BASE, BASE + 5, BASE + 2**31 - 20]),
-       capacity=st.integers(1, 60), bad_position=st.booleans())
+@given(
+    prefix=prefix_sizes,
+    steps=offset_steps,
+    start=st.sampled_from([BASE - 1, BASE, BASE + 5, BASE + 2**31 - 20]),
+    capacity=st.integers(1, 60),
+    bad_position=st.booleans(),
+)
 def test_offset_index_append_many_matches_append(prefix, steps, start, capacity, bad_position):
     offsets, current = [], start
     for step in steps:
@@ -52,7 +57,7 @@ def test_offset_index_append_many_matches_append(prefix, steps, start, capacity,
     positions = [i * 10 for i in range(len(offsets))]
     if bad_position and positions:
         positions[len(positions) // 2] = -1
-    pairs = list(zip(offsets, positions))
+    pairs = list(zip(offsets, positions, strict=True))
     with tempfile.TemporaryDirectory() as d:
         a = OffsetIndex(os.path.join(d, "a.index"), BASE, max_index_size=capacity * 8)
         b = OffsetIndex(os.path.join(d, "b.index"), BASE, max_index_size=capacity * 8)
@@ -72,9 +77,13 @@ def test_offset_index_append_many_matches_append(prefix, steps, start, capacity,
 
 
 @settings(max_examples=300, deadline=None)
-@given(prefix=prefix_sizes, ts_steps=st.lists(st.integers(-3, 30), max_size=40),
-       off_steps=st.lists(st.integers(-1, 5), max_size=40), ts_start=st.integers(-5, 20),
-       capacity=st.integers(2, 60))
+@given(
+    prefix=prefix_sizes,
+    ts_steps=st.lists(st.integers(-3, 30), max_size=40),
+    off_steps=st.lists(st.integers(-1, 5), max_size=40),
+    ts_start=st.integers(-5, 20),
+    capacity=st.integers(2, 60),
+)
 def test_time_index_append_many_matches_maybe_append(prefix, ts_steps, off_steps, ts_start, capacity):
     n = min(len(ts_steps), len(off_steps))
     timestamps, offsets, t, o = [], [], ts_start, BASE + 2 * prefix - 2
@@ -83,7 +92,7 @@ def test_time_index_append_many_matches_maybe_append(prefix, ts_steps, off_steps
         o += off_steps[i]
         timestamps.append(t)
         offsets.append(o)
-    pairs = list(zip(timestamps, offsets))
+    pairs = list(zip(timestamps, offsets, strict=True))
     with tempfile.TemporaryDirectory() as d:
         a = TimeIndex(os.path.join(d, "a.timeindex"), BASE, max_index_size=capacity * 12)
         b = TimeIndex(os.path.join(d, "b.timeindex"), BASE, max_index_size=capacity * 12)

@@ -16,7 +16,7 @@ import pytest
 from indexlib.cli import main
 from indexlib.dump import dump_file
 from indexlib.generate import encode_batch_v2, generate_partition
-from indexlib.partition import rebuild_partition, segment_file
+from indexlib.partition import rebuild_partition
 from indexlib.verify import verify_partition
 
 from ..conftest import KAFKA_REAL, PROJECT_ROOT, requires_kafka_real, run_as_unprivileged
@@ -59,14 +59,19 @@ def held_lock(partition):
     """The log dir's .lock held by another process, as a running broker holds it."""
     lock = partition.parent / ".lock"
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import fcntl, os, sys\n"
-         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
-         "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-         "print('locked', flush=True)\n"
-         "sys.stdin.read()\n",
-         str(lock)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+            "print('locked', flush=True)\n"
+            "sys.stdin.read()\n",
+            str(lock),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -142,10 +147,12 @@ def test_rebuild_impossible_segment_exits_1(capsys, tmp_path):
     part = tmp_path / "t-3"
     part.mkdir()
     (part / "00000000000000000000.log").write_bytes(
-        b"".join(encode_batch_v2(i * 2, [(None, b"x" * 80, 1000 + i)] * 2) for i in range(5)))
+        b"".join(encode_batch_v2(i * 2, [(None, b"x" * 80, 1000 + i)] * 2) for i in range(5))
+    )
     # a batch whose last offset lies 2^31 past the segment's base: Kafka's recovery throws
     (part / "00000000000000000010.log").write_bytes(
-        encode_batch_v2(10, [(None, b"y", 5)]) + encode_batch_v2(10 + 2**31, [(None, b"z", 6)]))
+        encode_batch_v2(10, [(None, b"y", 5)]) + encode_batch_v2(10 + 2**31, [(None, b"z", 6)])
+    )
     code, out, err = run(capsys, "rebuild", part)
     assert code == 1 and err == ""
     fatal = next(x for x in out.splitlines() if "FATAL" in x)
@@ -204,11 +211,14 @@ def test_bad_partition_dirs(capsys, tmp_path, partition, command):
 
 
 @pytest.mark.parametrize("command", ["rebuild", "verify"])
-@pytest.mark.parametrize(("option", "value", "message"), [
-    ("--index-interval-bytes", "-1", "--index-interval-bytes must be between 0"),
-    ("--segment-index-bytes", "11", "--segment-index-bytes must be between 12"),
-    ("--segment-index-bytes", str(2**31), "--segment-index-bytes must be between 12"),
-])
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--index-interval-bytes", "-1", "--index-interval-bytes must be between 0"),
+        ("--segment-index-bytes", "11", "--segment-index-bytes must be between 12"),
+        ("--segment-index-bytes", str(2**31), "--segment-index-bytes must be between 12"),
+    ],
+)
 def test_bad_settings(capsys, partition, command, option, value, message):
     before = snapshot(partition)
     code, out, err = run(capsys, command, partition, option, value)
@@ -218,8 +228,15 @@ def test_bad_settings(capsys, partition, command, option, value, message):
 
 
 def test_usage_errors_exit_2(capsys, partition):
-    for argv in ([], ["frobnicate"], ["rebuild"], ["dump"], ["rebuild", str(partition), "--index-interval-bytes", "x"],
-                 ["verify", str(partition), "--json"], ["dump", "a", "b"]):
+    for argv in (
+        [],
+        ["frobnicate"],
+        ["rebuild"],
+        ["dump"],
+        ["rebuild", str(partition), "--index-interval-bytes", "x"],
+        ["verify", str(partition), "--json"],
+        ["dump", "a", "b"],
+    ):
         code, out, err = run(capsys, *argv)
         assert code == 2, argv
         assert "usage: python -m indexlib" in err and "Traceback" not in err
@@ -314,7 +331,7 @@ def test_verify_damaged_index_exits_1_with_a_finding_row(capsys, partition, tmp_
     lines = out.splitlines()
     header = next(i for i, x in enumerate(lines) if x.startswith("SEVERITY"))
     assert lines[header].split() == ["SEVERITY", "KIND", "FILE", "ENTRY", "EXPECTED", "FOUND", "DETAIL"]
-    rows = [x for x in lines[header + 1:] if x.startswith("error ")]
+    rows = [x for x in lines[header + 1 :] if x.startswith("error ")]
     assert any("00000000000000000000.index" in x for x in rows)
     assert any(".index differs" in x for x in lines if x.startswith("  00000000000000000000"))
     assert lines[-1].startswith("verdict: NOT healthy: ")
@@ -397,8 +414,14 @@ def test_dump_bad_input_exits_2(capsys, tmp_path, partition):
 
 # ------------------------------------------------------------------------------------------ subprocess
 def python_m(*argv: object, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "indexlib", *map(str, argv)], capture_output=True, text=True,
-                          cwd=PROJECT_ROOT, timeout=120, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "indexlib", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT_ROOT,
+        timeout=120,
+        **kwargs,
+    )
 
 
 def test_entry_point_as_a_subprocess(partition, tmp_path):
@@ -420,10 +443,15 @@ def test_entry_point_as_a_subprocess(partition, tmp_path):
 
 def test_closed_pipe_ends_quietly(tmp_path):
     part = tmp_path / "big-0"
-    generate_partition(part, segments=1, batches_per_segment=20000, records_per_batch=(1, 1),
-                       value_bytes=(1, 1), seed=1)
-    proc = subprocess.Popen([sys.executable, "-m", "indexlib", "dump", str(part / "00000000000000000000.log")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=PROJECT_ROOT)
+    generate_partition(
+        part, segments=1, batches_per_segment=20000, records_per_batch=(1, 1), value_bytes=(1, 1), seed=1
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "indexlib", "dump", str(part / "00000000000000000000.log")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=PROJECT_ROOT,
+    )
     first = proc.stdout.readline()
     proc.stdout.close()  # like `| head -1`
     err = proc.stderr.read().decode()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import io
+import itertools
 import json
 import os
 import pathlib
@@ -22,7 +23,6 @@ from indexlib.generate import encode_batch_v2, encode_control_batch, encode_lega
 from indexlib.partition import rebuild_partition, segment_file
 
 from ..conftest import KAFKA_REAL, requires_kafka_real, run_as_unprivileged
-
 
 
 def records(n: int, ts: int) -> list[tuple[bytes | None, bytes | None, int]]:
@@ -52,7 +52,7 @@ def test_offset_index_dump_equals_the_planned_entries(rebuilt):
         assert len(seg.plan.offset_offsets) > 10
         assert dump["entries"] == [
             {"offset": o, "position": p}
-            for o, p in zip(seg.plan.offset_offsets.tolist(), seg.plan.offset_positions.tolist())
+            for o, p in zip(seg.plan.offset_offsets.tolist(), seg.plan.offset_positions.tolist(), strict=True)
         ]
         assert dump["entry_count"] == len(dump["entries"]) and dump["file_size"] == 8 * dump["entry_count"]
         assert dump["zero_tail_entries"] == 0 and dump["partial_entry_bytes"] == 0 and dump["problems"] == []
@@ -67,7 +67,7 @@ def test_time_index_dump_equals_the_planned_entries(rebuilt):
         assert dump["kind"] == "time_index"
         assert dump["entries"] == [
             {"timestamp": t, "offset": o}
-            for t, o in zip(seg.plan.time_timestamps.tolist(), seg.plan.time_offsets.tolist())
+            for t, o in zip(seg.plan.time_timestamps.tolist(), seg.plan.time_offsets.tolist(), strict=True)
         ]
         assert dump["file_size"] == 12 * len(dump["entries"])
 
@@ -82,8 +82,10 @@ def test_txn_index_dump_equals_the_aborted_transactions(rebuilt):
             continue
         dump = dump_file(path)
         assert dump["kind"] == "transaction_index" and dump["file_size"] == 34 * len(seg.aborted)
-        assert [AbortedTxn(e["producer_id"], e["first_offset"], e["last_offset"], e["last_stable_offset"])
-                for e in dump["entries"]] == seg.aborted
+        assert [
+            AbortedTxn(e["producer_id"], e["first_offset"], e["last_offset"], e["last_stable_offset"])
+            for e in dump["entries"]
+        ] == seg.aborted
         assert {e["version"] for e in dump["entries"]} == {0}
         seen += len(seg.aborted)
     assert seen >= 2
@@ -101,13 +103,18 @@ def test_log_dump_matches_the_generated_segments(rebuilt):
         assert batches[0]["base_offset"] == bases[i] and batches[0]["position"] == 0
         if i + 1 < len(bases):  # contiguous offsets across segments
             assert batches[-1]["last_offset"] + 1 == bases[i + 1]
-        for a, b in zip(batches, batches[1:]):
+        for a, b in itertools.pairwise(batches):
             assert b["position"] == a["position"] + a["size"]
             assert b["base_offset"] == a["last_offset"] + 1
         assert all(b["count"] == b["last_offset"] - b["base_offset"] + 1 for b in batches)
         assert batches[-1]["position"] + batches[-1]["size"] == dump["file_size"] == path.stat().st_size
-        assert dump["end"] == {"stop": "end", "problem": None, "fatal": None,
-                               "valid_bytes": path.stat().st_size, "invalid_bytes": 0}
+        assert dump["end"] == {
+            "stop": "end",
+            "problem": None,
+            "fatal": None,
+            "valid_bytes": path.stat().st_size,
+            "invalid_bytes": 0,
+        }
         markers = [b for b in batches if b["is_control"]]
         assert markers and all(b["marker"] in ("ABORT", "COMMIT") and b["is_transactional"] for b in markers)
         assert all(b["producer_id"] in (1000, 1001, 1002) for b in batches if b["is_transactional"])
@@ -131,11 +138,23 @@ def test_log_dump_fields_of_hand_encoded_batches(tmp_path):
     assert [b["position"] for b in got] == [sum(sizes[:i]) for i in range(6)]
     assert [b["size"] for b in got] == sizes
     assert [(b["base_offset"], b["last_offset"], b["count"]) for b in got] == [
-        (0, 2, 3), (3, 4, 2), (5, 8, 4), (9, 9, 1), (10, 10, 1), (11, 11, 1)]
+        (0, 2, 3),
+        (3, 4, 2),
+        (5, 8, 4),
+        (9, 9, 1),
+        (10, 10, 1),
+        (11, 11, 1),
+    ]
     assert [b["compression"] for b in got] == ["none", "gzip", "none", "none", "none", "none"]
     assert [b["timestamp_type"] for b in got] == ["CreateTime", "LogAppendTime"] + ["CreateTime"] * 4
-    assert [b["max_timestamp"] for b in got] == [1_700_000_000_002, 1_700_000_000_101, 1_700_000_000_203,
-                                                 1_700_000_000_300, 1_700_000_000_400, 1_700_000_000_500]
+    assert [b["max_timestamp"] for b in got] == [
+        1_700_000_000_002,
+        1_700_000_000_101,
+        1_700_000_000_203,
+        1_700_000_000_300,
+        1_700_000_000_400,
+        1_700_000_000_500,
+    ]
     assert [b["producer_id"] for b in got] == [-1, -1, 77, 77, 78, 78]
     assert [b["producer_epoch"] for b in got] == [-1, -1, 3, 3, 0, 0]
     assert [b["is_transactional"] for b in got] == [False, False, True, True, True, True]
@@ -156,13 +175,19 @@ def test_log_dump_fields_of_hand_encoded_batches(tmp_path):
 
 
 def test_legacy_entries(tmp_path):
-    entries = [encode_legacy(0, b"a", magic=0), encode_legacy(1, b"bb", magic=1, timestamp=1234),
-               encode_legacy(2, b"c", magic=1, timestamp=1300)]
+    entries = [
+        encode_legacy(0, b"a", magic=0),
+        encode_legacy(1, b"bb", magic=1, timestamp=1234),
+        encode_legacy(2, b"c", magic=1, timestamp=1300),
+    ]
     log = tmp_path / "00000000000000000000.log"
     log.write_bytes(b"".join(entries))
     got = dump_file(log)["batches"]
     assert [(b["magic"], b["base_offset"], b["last_offset"], b["count"]) for b in got] == [
-        (0, 0, 0, None), (1, 1, 1, None), (1, 2, 2, None)]
+        (0, 0, 0, None),
+        (1, 1, 1, None),
+        (1, 2, 2, None),
+    ]
     assert [b["timestamp_type"] for b in got] == ["NoTimestampType", "CreateTime", "CreateTime"]
     assert [b["max_timestamp"] for b in got] == [-1, 1234, 1300]
     assert [b["producer_id"] for b in got] == [-1, -1, -1]
@@ -221,8 +246,11 @@ def test_untrimmed_zero_tail_is_counted_not_listed(tmp_path):
     assert dump["entries"] == [{"offset": 105, "position": 0}, {"offset": 110, "position": 4096}]
     assert dump["zero_tail_entries"] == 8 and dump["file_size"] == 80 and dump["problems"] == []
     lines = list(format_dump(dump))
-    assert lines[2:] == ["offset: 105 position: 0", "offset: 110 position: 4096",
-                         "8 zero-filled slots follow (an untrimmed preallocated tail; not shown)"]
+    assert lines[2:] == [
+        "offset: 105 position: 0",
+        "offset: 110 position: 4096",
+        "8 zero-filled slots follow (an untrimmed preallocated tail; not shown)",
+    ]
 
     tpath = tmp_path / "00000000000000000100.timeindex"
     times = TimeIndex(tpath, 100, max_index_size=120)
@@ -266,8 +294,13 @@ def test_txn_index_bad_version_and_partial_record(tmp_path):
     path.write_bytes(good + bad + b"\x01\x02")
     dump = dump_file(path)
     assert [e["version"] for e in dump["entries"]] == [0, 256]
-    assert dump["entries"][1] == {"version": 256, "producer_id": 8, "first_offset": 52, "last_offset": 70,
-                                  "last_stable_offset": 52}
+    assert dump["entries"][1] == {
+        "version": 256,
+        "producer_id": 8,
+        "first_offset": 52,
+        "last_offset": 70,
+        "last_stable_offset": 52,
+    }
     assert [(p["kind"], p["position"]) for p in dump["problems"]] == [("bad_version", 34), ("partial_entry", 68)]
     lines = list(format_dump(dump))
     assert lines[2] == "version: 0 producerId: 7 firstOffset: 51 lastOffset: 60 lastStableOffset: 51"
@@ -312,8 +345,17 @@ def test_rows_are_produced_in_chunks(tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------ bad input
-@pytest.mark.parametrize("name", ["foo.index", "0000000000000000000.index", "00000000000000000000.snapshot",
-                                  "00000000000000000000.index.deleted", "00000000000000000000", "x00000000000000000000.log"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "foo.index",
+        "0000000000000000000.index",
+        "00000000000000000000.snapshot",
+        "00000000000000000000.index.deleted",
+        "00000000000000000000",
+        "x00000000000000000000.log",
+    ],
+)
 def test_bad_names_raise_value_error_naming_the_file(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(b"\x00" * 24)

@@ -24,7 +24,11 @@ def exercise(index, targets) -> None:
 
 
 @settings(max_examples=400, deadline=None)
-@given(data=st.binary(max_size=400), base=st.integers(0, 2**40), targets=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5))
+@given(
+    data=st.binary(max_size=400),
+    base=st.integers(0, 2**40),
+    targets=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=5),
+)
 def test_garbage_offset_and_time_index(data, base, targets):
     with tempfile.TemporaryDirectory() as d:
         for cls, name in ((OffsetIndex, "garbage.index"), (TimeIndex, "garbage.timeindex")):

@@ -299,7 +299,7 @@ def test_partition_out_of_order_timestamps(tmp_path):
     paths = generate_partition(tmp_path, out_of_order_timestamps=True, seed=4)
     maxima = [b.max_timestamp for _, b, _ in walk(paths)]
     running = [max(maxima[: i + 1]) for i in range(len(maxima))]
-    assert any(m < r for m, r in zip(maxima[1:], running[:-1]))
+    assert any(m < r for m, r in zip(maxima[1:], running[:-1], strict=True))
 
 
 def test_partition_rejects_bad_arguments(tmp_path):

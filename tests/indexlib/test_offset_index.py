@@ -56,10 +56,10 @@ def test_random_lookup(idx):
     assert idx.lookup(92) == OffsetPosition(BASE, 0)  # empty index
     offsets = [BASE + o for o in random_increasing(idx.max_entries)]
     positions = random_increasing(idx.max_entries, seed=8)
-    for offset, position in zip(offsets, positions):
+    for offset, position in zip(offsets, positions, strict=True):
         idx.append(offset, position)
     assert idx.is_full
-    for offset, position in zip(offsets, positions):
+    for offset, position in zip(offsets, positions, strict=True):
         assert idx.lookup(offset) == OffsetPosition(offset, position)
     for target in range(BASE, offsets[-1] + 10):
         below = [i for i, o in enumerate(offsets) if o <= target]
@@ -120,7 +120,16 @@ def test_relative_offset_overflow(tmp_path):
 
 @pytest.mark.parametrize(
     ("start", "size", "expected"),
-    [(45, 5, 46), (45, 10, 46), (45, 23, 47), (45, 22, 47), (46, 24, 48), (48, 1, None), (45, 200, None), (46, 200, None)],
+    [
+        (45, 5, 46),
+        (45, 10, 46),
+        (45, 23, 47),
+        (45, 22, 47),
+        (46, 24, 48),
+        (48, 1, None),
+        (45, 200, None),
+        (46, 200, None),
+    ],
 )
 def test_fetch_upper_bound_offset(idx, start, size, expected):
     for offset, position in [(45, 0), (46, 10), (47, 23), (48, 37)]:

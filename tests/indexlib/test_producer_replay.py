@@ -48,8 +48,11 @@ def test_compaction_never_changes_the_replay(seed):
 
 
 def test_runs_of_data_collapse_to_their_first_event_and_markers_stay():
-    events = make_events([(EVENT_DATA, 7)] * 5 + [(EVENT_TXN_DATA, 7)] * 3 + [(EVENT_DATA, 8), (EVENT_TXN_DATA, 7),
-                                                                              (EVENT_ABORT, 7), (EVENT_COMMIT, 7), (EVENT_DATA, 7), (EVENT_DATA, 8)])
+    events = make_events(
+        [(EVENT_DATA, 7)] * 5
+        + [(EVENT_TXN_DATA, 7)] * 3
+        + [(EVENT_DATA, 8), (EVENT_TXN_DATA, 7), (EVENT_ABORT, 7), (EVENT_COMMIT, 7), (EVENT_DATA, 7), (EVENT_DATA, 8)]
+    )
     kept = compact_events(events)
     # batch numbers of the survivors: first DATA of 7, first TXN_DATA of 7, DATA of 8, both markers,
     # the DATA of 7 after its markers; the repeated TXN_DATA of 7 (interleaved with 8) and the second DATA of 8 go

@@ -1,10 +1,12 @@
 """Staging and installing index files: the old file or the whole new one, backups never overwritten."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from indexlib.errors import InvalidOffsetError
 from indexlib.publish import install, keep_backup, stage_offset_index, staged_path
 
 
@@ -14,15 +16,15 @@ def test_a_staged_file_is_invisible_until_installed(tmp_path):
         f.write(b"old" * 8)
     staged = stage_offset_index(final, 0, np.array([5, 9]), np.array([0, 4096]), 1 << 20, tag="r1~7")
     assert staged == staged_path(final, "r1~7") == str(tmp_path / ".00000000000000000000.index.r1~7.rebuild.tmp")
-    assert open(final, "rb").read() == b"old" * 8  # Kafka still sees the old file
+    assert Path(final).read_bytes() == b"old" * 8  # Kafka still sees the old file
     install(staged, final)
-    assert open(final, "rb").read() == np.array([[5, 0], [9, 4096]], dtype=">i4").tobytes()
+    assert Path(final).read_bytes() == np.array([[5, 0], [9, 4096]], dtype=">i4").tobytes()
     assert sorted(os.listdir(tmp_path)) == ["00000000000000000000.index"]
 
 
 def test_a_failed_stage_leaves_nothing(tmp_path):
     final = str(tmp_path / "00000000000000000000.index")
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidOffsetError):
         stage_offset_index(final, 0, np.array([9, 5]), np.array([0, 4096]), 1 << 20)  # offsets go back
     assert os.listdir(tmp_path) == []
 
@@ -33,6 +35,6 @@ def test_the_first_backup_is_kept(tmp_path):
     backup = keep_backup(str(final), str(tmp_path / "b"))
     final.write_bytes(b"already rebuilt")
     assert keep_backup(str(final), str(tmp_path / "b")) == backup  # a late second copy must not win
-    assert open(backup, "rb").read() == b"original"
+    assert Path(backup).read_bytes() == b"original"
     assert sorted(os.listdir(tmp_path / "b")) == ["00000000000000000000.index"]
     assert keep_backup(str(tmp_path / "missing.index"), str(tmp_path / "b")) is None

@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 
-from indexlib import OffsetIndex, TimeIndex, TransactionIndex, AbortedTxn
+from indexlib import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 
 from ..conftest import NOBODY, run_as_unprivileged
+
 
 @pytest.fixture
 def shared_dir():
@@ -34,7 +35,7 @@ def test_read_only_open_by_user_who_cannot_write(shared_dir):
         index.append(AbortedTxn(7, 101, 108, 101))
     for path in (index_path, time_path, txn_path):
         os.chmod(path, 0o444)
-    before = {p: (os.stat(p).st_mtime_ns, open(p, "rb").read()) for p in (index_path, time_path, txn_path)}
+    before = {p: (os.stat(p).st_mtime_ns, Path(p).read_bytes()) for p in (index_path, time_path, txn_path)}
 
     def child():
         try:
@@ -64,5 +65,5 @@ def test_read_only_open_by_user_who_cannot_write(shared_dir):
     assert result["lookup"] == [110, 4096]
     assert result["time"] == [1000, 105]
     assert result["txns"] == [[7, 101, 108, 101]]
-    after = {p: (os.stat(p).st_mtime_ns, open(p, "rb").read()) for p in before}
+    after = {p: (os.stat(p).st_mtime_ns, Path(p).read_bytes()) for p in before}
     assert after == before

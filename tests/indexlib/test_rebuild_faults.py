@@ -8,12 +8,12 @@ import struct
 import numpy as np
 import pytest
 
+from indexlib import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
-from indexlib.verify import verify_partition
-from indexlib.partition import plan_partition, rebuild_partition
-from indexlib.records import StopReason, scan_log
+from indexlib.partition import rebuild_partition
 from indexlib.rebuild import plan_segment
-from indexlib import OffsetIndex, TimeIndex, TransactionIndex, AbortedTxn
+from indexlib.records import StopReason, scan_log
+from indexlib.verify import verify_partition
 
 
 def write_log(path, batches):
@@ -88,7 +88,9 @@ def test_recover_transaction_index_lso_example(tmp_path):
 
 def test_transactions_spanning_segments_match_a_single_segment_replay(tmp_path):
     part = tmp_path / "t-0"
-    logs = generate_partition(part, segments=4, batches_per_segment=40, transactional_producers=3, abort_every=2, seed=3)
+    logs = generate_partition(
+        part, segments=4, batches_per_segment=40, transactional_producers=3, abort_every=2, seed=3
+    )
     result = rebuild_partition(part, index_interval_bytes=512)
     aborted = [t for seg in result.segments for t in seg.aborted]
     assert aborted, "the generator should produce aborted transactions"
@@ -123,7 +125,9 @@ def test_index_files_follow_the_interval_rule(tmp_path):
 def test_offset_overflow_is_fatal_and_writes_nothing(tmp_path):
     part = tmp_path / "t-0"
     part.mkdir()
-    write_log(part / "00000000000000000000.log", [encode_batch_v2(0, records(1, 1)), encode_batch_v2(2**31, records(1, 2))])
+    write_log(
+        part / "00000000000000000000.log", [encode_batch_v2(0, records(1, 1)), encode_batch_v2(2**31, records(1, 2))]
+    )
     result = rebuild_partition(part)
     seg = result.segments[0]
     assert seg.fatal is not None and seg.fatal.kind == "offset_overflow" and seg.fatal.batch_index == 1
@@ -140,8 +144,16 @@ def _four_producer_log() -> list[bytes]:
     def data(n, pid=-1):
         nonlocal next_offset, ts
         txn = pid != -1
-        batches.append(encode_batch_v2(next_offset, records(n, ts), producer_id=pid, producer_epoch=0 if txn else -1,
-                                       base_sequence=0 if txn else -1, transactional=txn))
+        batches.append(
+            encode_batch_v2(
+                next_offset,
+                records(n, ts),
+                producer_id=pid,
+                producer_epoch=0 if txn else -1,
+                base_sequence=0 if txn else -1,
+                transactional=txn,
+            )
+        )
         next_offset += n
         ts += n
 
@@ -151,13 +163,24 @@ def _four_producer_log() -> list[bytes]:
         next_offset += 1
         ts += 1
 
-    data(5, 1); data(3); data(2, 2); data(4, 1); data(3, 3); data(2); data(10, 1)
+    data(5, 1)
+    data(3)
+    data(2, 2)
+    data(4, 1)
+    data(3, 3)
+    data(2)
+    data(10, 1)
     marker(1, abort=True)  # offset 29
-    data(6, 2); data(3, 4); data(10); data(9, 3)
+    data(6, 2)
+    data(3, 4)
+    data(10)
+    data(9, 3)
     marker(3, abort=False)  # 58
-    data(8, 4); data(7, 2)
+    data(8, 4)
+    data(7, 2)
     marker(2, abort=True)  # 74
-    data(10); data(4, 4)
+    data(10)
+    data(4, 4)
     marker(4, abort=False)  # 89
     assert next_offset == 90
     return batches
@@ -220,8 +243,10 @@ def test_recovery_fixes_corrupt_index(tmp_path, suffix):
     assert not verify_partition(part, index_interval_bytes=10).healthy
     rebuild_partition(part, index_interval_bytes=10)
     assert (part / f"00000000000000000000{suffix}").read_bytes() == good
-    with OffsetIndex(part / "00000000000000000000.index", 0, writable=False) as index, \
-            TimeIndex(part / "00000000000000000000.timeindex", 0, writable=False) as times:
+    with (
+        OffsetIndex(part / "00000000000000000000.index", 0, writable=False) as index,
+        TimeIndex(part / "00000000000000000000.timeindex", 0, writable=False) as times,
+    ):
         scan = scan_log(log)
         for i in range(100):
             # Every offset is readable: the floor entry's position is at or before offset i's batch.

@@ -72,7 +72,9 @@ def test_lookups_agree_with_brute_force(offset_index, time_index):
     rng = np.random.default_rng(1)
     for target in rng.integers(990, 1000 + 3 * N + 10, 3000).tolist() + [1000, offsets[-1]]:
         i = bisect.bisect_right(offsets, target) - 1
-        assert offset_index.lookup(target) == (OffsetPosition(offsets[i], 100 * i) if i >= 0 else OffsetPosition(1000, 0))
+        assert offset_index.lookup(target) == (
+            OffsetPosition(offsets[i], 100 * i) if i >= 0 else OffsetPosition(1000, 0)
+        )
         j = bisect.bisect_left(offsets, target)
         assert offset_index.lookup_ceiling(target) == (OffsetPosition(offsets[j], 100 * j) if j < N else None)
     for target in rng.integers(9_990, 10_000 + 7 * N + 10, 3000).tolist():

@@ -61,7 +61,14 @@ def test_last_offset_must_increase(path):
 
 @pytest.mark.parametrize(
     ("fetch", "upper", "included", "complete"),
-    [(0, 100, TXNS, False), (0, 32, TXNS[:3], True), (0, 35, TXNS, True), (10, 35, TXNS, True), (11, 35, TXNS[1:], True), (20, 41, TXNS[2:], False)],
+    [
+        (0, 100, TXNS, False),
+        (0, 32, TXNS[:3], True),
+        (0, 35, TXNS, True),
+        (10, 35, TXNS, True),
+        (11, 35, TXNS[1:], True),
+        (20, 41, TXNS[2:], False),
+    ],
 )
 def test_collect_aborted_transactions(path, fetch, upper, included, complete):
     with TransactionIndex(path, 0) as index:

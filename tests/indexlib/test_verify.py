@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexlib import OffsetIndex, TimeIndex, TransactionIndex
+from indexlib import TransactionIndex
 from indexlib.generate import encode_batch_v2
 from indexlib.partition import plan_partition, rebuild_partition, segment_file
 from indexlib.verify import verify_partition
@@ -112,7 +112,13 @@ def test_index_entry_pointing_into_a_batch(tmp_path):
     Path(target).write_bytes(bytes(data))
     report = verify_partition(part)
     finding = kinds(report)["position_not_batch_start"]
-    assert (finding.file, finding.entry, finding.position, finding.expected, finding.found) == (target, 7, 56, pos, pos + 30)
+    assert (finding.file, finding.entry, finding.position, finding.expected, finding.found) == (
+        target,
+        7,
+        56,
+        pos,
+        pos + 30,
+    )
     assert set(kinds(report)) == {"position_not_batch_start"}
 
 
@@ -172,14 +178,20 @@ def test_orphan_and_unknown_files(tmp_path):
     (part / "00000000000000000000.log.deleted").write_bytes(b"")
     report = verify_partition(part)
     assert {(f.kind, f.severity) for f in report.findings} == {
-        ("orphan_index_file", "error"), ("unknown_file", "info"), ("skipped_file", "info")}
+        ("orphan_index_file", "error"),
+        ("unknown_file", "info"),
+        ("skipped_file", "info"),
+    }
     assert not report.healthy
 
 
 # ---------------------------------------------------------------------------------- txnindex damage
 @requires_kafka_real
-@pytest.mark.parametrize("entry, change", [(2, lambda lso: lso + 1), (5, lambda lso: lso - 1),
-                                           (0, lambda lso: 2**62)], ids=["plus-1", "minus-1", "2^62"])
+@pytest.mark.parametrize(
+    "entry, change",
+    [(2, lambda lso: lso + 1), (5, lambda lso: lso - 1), (0, lambda lso: 2**62)],
+    ids=["plus-1", "minus-1", "2^62"],
+)
 def test_txnindex_wrong_last_stable_offset_is_found_and_rebuilt(tmp_path, entry, change):
     """Kafka's collectAbortedTxns stops at the first record whose LSO reaches the fetch's upper bound, so a
     raised LSO hides later aborted transactions from read_committed consumers. Verify compares every
@@ -281,7 +293,9 @@ def test_log_faults_give_their_finding_and_the_rebuild_covers_the_valid_prefix(f
     }[fault]
     finding = kinds(report)[expected_kind]
     assert finding.file == str(log) and finding.entry == expected_batch
-    assert finding.position == (int(scan.positions[expected_batch]) if expected_batch < scan.batch_count else scan.valid_bytes)
+    assert finding.position == (
+        int(scan.positions[expected_batch]) if expected_batch < scan.batch_count else scan.valid_bytes
+    )
     valid = finding.position
     assert finding.found == log.stat().st_size - valid
     # The rebuild covers exactly the valid prefix: it equals the rebuild of the log cut at that point.

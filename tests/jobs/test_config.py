@@ -26,21 +26,29 @@ def test_precedence_command_line_topic_config_server_properties_config(tmp_path)
     assert s.log_dirs == ["/a", "/b"]
     assert (s.for_topic("orders").index_interval_bytes, s.for_topic("orders").segment_index_bytes) == (512, 2000)
     assert (s.for_topic("other").index_interval_bytes, s.for_topic("other").segment_index_bytes) == (3000, 2000)
-    s = resolve_settings(config_file=str(config), server_properties=str(props), topic_config=str(topics),
-                         index_interval_bytes=7, log_dirs=["/c"])
+    s = resolve_settings(
+        config_file=str(config),
+        server_properties=str(props),
+        topic_config=str(topics),
+        index_interval_bytes=7,
+        log_dirs=["/c"],
+    )
     assert s.for_topic("orders").index_interval_bytes == 7 and s.log_dirs == ["/c"]
     assert resolve_settings(audit_table="none").audit_table is None
 
 
-@pytest.mark.parametrize("text, message", [
-    ("index_interval_bytes: -1\n", "must be >= 0"),
-    ("index_interval_bytes: ten\n", "must be an integer"),
-    ("segment_index_bytes: 4\n", "must be >= 12"),
-    ("colour: blue\n", "unknown key 'colour'"),
-    ("spark:\n  mastr: local\n", "unknown key spark.mastr"),
-    ("[1, 2]\n", "must be a mapping"),
-    ("a: [\n", "malformed config file"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("index_interval_bytes: -1\n", "must be >= 0"),
+        ("index_interval_bytes: ten\n", "must be an integer"),
+        ("segment_index_bytes: 4\n", "must be >= 12"),
+        ("colour: blue\n", "unknown key 'colour'"),
+        ("spark:\n  mastr: local\n", "unknown key spark.mastr"),
+        ("[1, 2]\n", "must be a mapping"),
+        ("a: [\n", "malformed config file"),
+    ],
+)
 def test_config_errors_name_the_file_and_key(tmp_path, text, message):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -93,5 +101,10 @@ def test_discovery_skips_kafka_special_dirs(tmp_path):
     assert [p.name for p in found.partitions] == ["orders-0"]
     assert found.partitions[0].segments[0].active
     reasons = {p.split("/")[-1]: r for p, r in found.skipped}
-    assert set(reasons) == {"orders-0.abc-delete", "orders-2.abc-future", "x-3.q-stray", "notapartition",
-                            "00000000000000000000.log.swap"}
+    assert set(reasons) == {
+        "orders-0.abc-delete",
+        "orders-2.abc-future",
+        "x-3.q-stray",
+        "notapartition",
+        "00000000000000000000.log.swap",
+    }

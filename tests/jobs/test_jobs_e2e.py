@@ -66,10 +66,13 @@ def test_verify_finds_nothing_on_real_broker_files(spark, broker, tmp_path, caps
 def test_repair_fixes_exactly_the_damaged_files(spark, broker, tmp_path):
     expected = {  # what Kafka writes: the local originals, and Kafka's own rebuild for the GitHub set
         "plain-0/00000000000000002658.index": (LOCAL / "plain-0/00000000000000002658.index").read_bytes(),
-        "java-perf-0/00000000000000013336.timeindex": (LOCAL / "java-perf-0/00000000000000013336.timeindex").read_bytes(),
+        "java-perf-0/00000000000000013336.timeindex": (
+            LOCAL / "java-perf-0/00000000000000013336.timeindex"
+        ).read_bytes(),
         "txn-0/00000000000000000011.txnindex": (LOCAL / "txn-0/00000000000000000011.txnindex").read_bytes(),
-        "ICUsubscription-0/00000000000000000000.timeindex":
-            (ICU / "_rebuilt_by_kafka_4.1.0/ICUsubscription-0/00000000000000000000.timeindex").read_bytes(),
+        "ICUsubscription-0/00000000000000000000.timeindex": (
+            ICU / "_rebuilt_by_kafka_4.1.0/ICUsubscription-0/00000000000000000000.timeindex"
+        ).read_bytes(),
     }
     os.unlink(broker / "plain-0/00000000000000002658.index")  # deleted
     path = broker / "java-perf-0/00000000000000013336.timeindex"
@@ -83,11 +86,15 @@ def test_repair_fixes_exactly_the_damaged_files(spark, broker, tmp_path):
     table, backups, report = tmp_path / "audit", tmp_path / "backups", tmp_path / "verify.json"
 
     assert run_cli("verify", "--log-dir", broker, "--audit-table", table, "--json", report, "--run-id", "v1") == 1
-    flagged = {os.path.relpath(f["file"], broker) for s in json.loads(report.read_text())["segments"] for f in s["findings"]}
+    flagged = {
+        os.path.relpath(f["file"], broker) for s in json.loads(report.read_text())["segments"] for f in s["findings"]
+    }
     assert flagged == damaged
 
     before = snapshot(broker)
-    assert run_cli("repair", "--log-dir", broker, "--audit-table", table, "--backup-dir", backups, "--run-id", "r1") == 0
+    assert (
+        run_cli("repair", "--log-dir", broker, "--audit-table", table, "--backup-dir", backups, "--run-id", "r1") == 0
+    )
     after = snapshot(broker)
     for name, content in expected.items():
         assert after[name][2] == content, name
@@ -105,11 +112,18 @@ def test_repair_fixes_exactly_the_damaged_files(spark, broker, tmp_path):
 
     arrow = audit.read(str(table))
     frame = spark.createDataFrame(arrow)
-    repaired = (frame.where("run_id = 'r1' AND record_type = 'segment' AND action = 'repaired'")
-                .selectExpr("topic", "`partition`", "base_offset", "status", "size(files_written) AS written"))
+    repaired = frame.where("run_id = 'r1' AND record_type = 'segment' AND action = 'repaired'").selectExpr(
+        "topic", "`partition`", "base_offset", "status", "size(files_written) AS written"
+    )
     wanted = spark.createDataFrame(
-        [("plain", 0, 2658, "repaired", 1), ("java-perf", 0, 13336, "repaired", 1), ("txn", 0, 11, "repaired", 1),
-         ("ICUsubscription", 0, 0, "repaired", 1)], repaired.schema)
+        [
+            ("plain", 0, 2658, "repaired", 1),
+            ("java-perf", 0, 13336, "repaired", 1),
+            ("txn", 0, 11, "repaired", 1),
+            ("ICUsubscription", 0, 0, "repaired", 1),
+        ],
+        repaired.schema,
+    )
     assert_df_equality(repaired, wanted, ignore_row_order=True)
     rows = arrow.to_pylist()
     assert {r["run_id"] for r in rows} == {"v1", "r1", "v2"} and len(rows) == 3 * 16
@@ -130,17 +144,36 @@ def test_repair_fixes_exactly_the_damaged_files(spark, broker, tmp_path):
 @requires_kafka_real
 def test_rebuild_output_dir_with_topic_config(spark, broker, tmp_path):
     config = tmp_path / "topics.yaml"
-    config.write_text("plain:\n  index.interval.bytes: 512\n  segment.index.bytes: 1000000\n"
-                      "java-perf:\n  index.interval.bytes: 100\n  retention.ms: 1000\n")
+    config.write_text(
+        "plain:\n  index.interval.bytes: 512\n  segment.index.bytes: 1000000\n"
+        "java-perf:\n  index.interval.bytes: 100\n  retention.ms: 1000\n"
+    )
     out = tmp_path / "out"
     before = snapshot(broker)
-    assert run_cli("rebuild", "--log-dir", broker, "--topic-config", config, "--output-dir", out,
-                   "--audit-table", "none", "--no-progress") == 0
+    assert (
+        run_cli(
+            "rebuild",
+            "--log-dir",
+            broker,
+            "--topic-config",
+            config,
+            "--output-dir",
+            out,
+            "--audit-table",
+            "none",
+            "--no-progress",
+        )
+        == 0
+    )
     assert snapshot(broker) == before  # the log dirs are untouched
     for name, interval in (("plain-0", 512), ("java-perf-0", 100), ("txn-0", 4096)):
         ref = tmp_path / "ref"
-        rebuild_partition(broker / name, index_interval_bytes=interval,
-                          segment_index_bytes=1000000 if name == "plain-0" else 10485760, output_dir=ref)
+        rebuild_partition(
+            broker / name,
+            index_interval_bytes=interval,
+            segment_index_bytes=1000000 if name == "plain-0" else 10485760,
+            output_dir=ref,
+        )
         ours = {p.name: p.read_bytes() for p in (out / name).iterdir()}
         theirs = {p.name: p.read_bytes() for p in (ref / name).iterdir()}
         assert ours == theirs, name
@@ -170,8 +203,21 @@ def test_dry_run_and_truncate_corrupt_tail(spark, copy_set, tmp_path):
     assert run_cli("repair", "--log-dir", logs, "--audit-table", "none", "--dry-run") == 1
     assert snapshot(logs) == before
     backups = tmp_path / "b"
-    assert run_cli("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", backups, "--run-id", "cut",
-                   "--truncate-corrupt-tail") == 0
+    assert (
+        run_cli(
+            "repair",
+            "--log-dir",
+            logs,
+            "--audit-table",
+            "none",
+            "--backup-dir",
+            backups,
+            "--run-id",
+            "cut",
+            "--truncate-corrupt-tail",
+        )
+        == 0
+    )
     assert log.read_bytes() == good
     saved = next((backups / "cut/plain-0").glob("00000000000000002658.log.tail-from-*"))
     assert saved.read_bytes() == b"\x00" * 3000 + b"garbage" and saved.name.endswith(str(len(good)))
@@ -182,17 +228,32 @@ def test_locked_log_dir_is_refused_unless_forced(spark, copy_set, tmp_path):
     logs = copy_set(LOCAL, ["plain-0"])
     os.unlink(logs / "plain-0/00000000000000000000.index")
     (logs / ".lock").write_bytes(b"")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX); "
-        "print('locked', flush=True); time.sleep(120)"), str(logs / ".lock")], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import fcntl, os, sys, time; fd = os.open(sys.argv[1], os.O_RDWR); fcntl.lockf(fd, fcntl.LOCK_EX); "
+                "print('locked', flush=True); time.sleep(120)"
+            ),
+            str(logs / ".lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "locked"
         before = snapshot(logs)
         assert run_cli("repair", "--log-dir", logs, "--audit-table", tmp_path / "audit") == 2
         assert snapshot(logs) == before and not (tmp_path / "audit").exists()
         assert run_cli("verify", "--log-dir", logs, "--audit-table", "none") == 1  # verify never needs the lock
-        assert run_cli("repair", "--log-dir", logs, "--audit-table", "none", "--force", "--backup-dir", tmp_path / "b") == 0
-        assert (logs / "plain-0/00000000000000000000.index").read_bytes() == (LOCAL / "plain-0/00000000000000000000.index").read_bytes()
+        assert (
+            run_cli("repair", "--log-dir", logs, "--audit-table", "none", "--force", "--backup-dir", tmp_path / "b")
+            == 0
+        )
+        assert (logs / "plain-0/00000000000000000000.index").read_bytes() == (
+            LOCAL / "plain-0/00000000000000000000.index"
+        ).read_bytes()
     finally:
         holder.kill()
         holder.wait()
@@ -263,7 +324,10 @@ def test_audit_queries(spark, copy_set, tmp_path, capsys):
     logs = copy_set(LOCAL, ["plain-0", "txn-0"])
     table = tmp_path / "audit"
     os.unlink(logs / "txn-0/00000000000000000000.index")
-    assert run_cli("repair", "--log-dir", logs, "--audit-table", table, "--backup-dir", tmp_path / "b", "--run-id", "r") == 0
+    assert (
+        run_cli("repair", "--log-dir", logs, "--audit-table", table, "--backup-dir", tmp_path / "b", "--run-id", "r")
+        == 0
+    )
     capsys.readouterr()
     assert run_cli("audit", "--audit-table", table, "--json") == 0
     latest = json.loads(capsys.readouterr().out)
@@ -291,9 +355,24 @@ def test_spark_submit_runs_the_job_file_as_is(tmp_path):
     rebuild_partition(logs / "orders-0")
     job = Path(__file__).resolve().parents[2] / "jobs" / "verify.py"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
-    done = subprocess.run([str(spark_submit), "--master", "local[1]", str(job), "--log-dir", str(logs),
-                           "--audit-table", str(tmp_path / "audit"), "--json", str(tmp_path / "r.json")],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [
+            str(spark_submit),
+            "--master",
+            "local[1]",
+            str(job),
+            "--log-dir",
+            str(logs),
+            "--audit-table",
+            str(tmp_path / "audit"),
+            "--json",
+            str(tmp_path / "r.json"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "r.json").read_text())["remaining_findings"] == []
     assert len(audit.read(str(tmp_path / "audit")).to_pylist()) == 3
@@ -318,9 +397,23 @@ def test_repair_rewrites_a_txnindex_whose_last_stable_offset_is_wrong(spark, cop
     assert run_cli("verify", "--log-dir", logs, "--audit-table", "none", "--json", report, "--no-progress") == 1
     remaining = json.loads(report.read_text())["remaining_findings"]
     assert [(f["kind"], f["file"], f["found"]) for f in remaining] == [
-        ("txn_last_stable_offset_mismatch", str(target), 2**62)]
-    assert run_cli("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", tmp_path / "b",
-                   "--run-id", "lso", "--no-progress") == 0
+        ("txn_last_stable_offset_mismatch", str(target), 2**62)
+    ]
+    assert (
+        run_cli(
+            "repair",
+            "--log-dir",
+            logs,
+            "--audit-table",
+            "none",
+            "--backup-dir",
+            tmp_path / "b",
+            "--run-id",
+            "lso",
+            "--no-progress",
+        )
+        == 0
+    )
     assert target.read_bytes() == original
     after = snapshot(logs)
     assert {k for k in after if after[k] != before[k]} == {"txn-0/00000000000000000011.txnindex"}

@@ -33,8 +33,14 @@ def write_segments(part, segments: list[list[tuple[bool, int]]]) -> None:
         data = b""
         base = offset
         for transactional, pid in batches:
-            data += encode_batch_v2(offset, [(None, b"x" * 300, TS + offset)], producer_id=pid, producer_epoch=0,
-                                    base_sequence=offset, transactional=transactional)
+            data += encode_batch_v2(
+                offset,
+                [(None, b"x" * 300, TS + offset)],
+                producer_id=pid,
+                producer_epoch=0,
+                base_sequence=offset,
+                transactional=transactional,
+            )
             offset += 1
         (part / f"{base:020d}.log").write_bytes(data)
 
@@ -52,8 +58,25 @@ def test_a_segment_kafka_would_refuse_gets_nothing_and_leaves_nothing(spark, tmp
                 f.write(b"\x00" * 24)  # existing (wrong) files, so there is something to back up
     before = files(part)
     report = tmp_path / "r.json"
-    assert run_cli("rebuild", "--log-dir", logs, "--index-interval-bytes", 0, "--backup-dir", backups, "--run-id", "rb",
-                   "--audit-table", "none", "--json", report, "--no-progress") == 1
+    assert (
+        run_cli(
+            "rebuild",
+            "--log-dir",
+            logs,
+            "--index-interval-bytes",
+            0,
+            "--backup-dir",
+            backups,
+            "--run-id",
+            "rb",
+            "--audit-table",
+            "none",
+            "--json",
+            report,
+            "--no-progress",
+        )
+        == 1
+    )
     segs = segments_by_base(report)
     assert segs[20]["action"] == "cannot_rebuild" and segs[20]["written"] == [] and segs[20]["backups"] == []
     assert "non_transactional_in_open_transaction" in {f["kind"] for f in segs[20]["findings"]}
@@ -81,16 +104,32 @@ def test_write_failures_are_reported_and_leave_nothing_half_written(spark, tmp_p
     (out / "orders-1").mkdir()
     (out / "orders-1" / f"{0:020d}.timeindex").mkdir()
     report = tmp_path / "r.json"
-    assert run_cli("rebuild", "--log-dir", logs, "--output-dir", out, "--audit-table", "none", "--json", report,
-                   "--no-progress") == 1
+    assert (
+        run_cli(
+            "rebuild",
+            "--log-dir",
+            logs,
+            "--output-dir",
+            out,
+            "--audit-table",
+            "none",
+            "--json",
+            report,
+            "--no-progress",
+        )
+        == 1
+    )
     printed = capsys.readouterr().out
     assert "failed writes" in printed and f"{out / 'orders-0'}/{0:020d}" in printed
     data = json.loads(report.read_text())
     actions = {(f"{s['topic']}-{s['partition']}", s["base_offset"]): s for s in data["segments"]}
     failed = sorted(k for k, s in actions.items() if s["action"] == "failed")
     assert failed == sorted([k for k in actions if k[0] == "orders-0"] + [("orders-1", 0)])
-    assert all(s["error"] and (str(out / "orders-0") in s["error"] or str(out / "orders-1") in s["error"])
-               for s in actions.values() if s["action"] == "failed")
+    assert all(
+        s["error"] and (str(out / "orders-0") in s["error"] or str(out / "orders-1") in s["error"])
+        for s in actions.values()
+        if s["action"] == "failed"
+    )
     assert (out / "orders-0").read_text() == "in the way"
     # orders-1's .index went in before its .timeindex could not; the report says so
     assert actions[("orders-1", 0)]["written"] == [str(out / "orders-1" / f"{0:020d}.index")]
@@ -107,14 +146,38 @@ def test_output_dir_refuses_one_partition_from_two_log_dirs(spark, tmp_path, cap
     for broker in ("b1", "b2"):
         generate_partition(tmp_path / broker / "orders-0", segments=1, batches_per_segment=10, seed=1)
     out = tmp_path / "out"
-    assert run_cli("rebuild", "--log-dir", tmp_path / "b1", "--log-dir", tmp_path / "b2", "--output-dir", out,
-                   "--audit-table", "none") == 2
+    assert (
+        run_cli(
+            "rebuild",
+            "--log-dir",
+            tmp_path / "b1",
+            "--log-dir",
+            tmp_path / "b2",
+            "--output-dir",
+            out,
+            "--audit-table",
+            "none",
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert f"orders-0 is in both {tmp_path / 'b1'} and {tmp_path / 'b2'}" in err and "Traceback" not in err
     assert not out.exists()
     # in place too: both would back up into <backup dir>/<run id>/orders-0/
-    assert run_cli("repair", "--log-dir", tmp_path / "b1", "--log-dir", tmp_path / "b2", "--backup-dir", tmp_path / "bk",
-                   "--audit-table", "none") == 2
+    assert (
+        run_cli(
+            "repair",
+            "--log-dir",
+            tmp_path / "b1",
+            "--log-dir",
+            tmp_path / "b2",
+            "--backup-dir",
+            tmp_path / "bk",
+            "--audit-table",
+            "none",
+        )
+        == 2
+    )
     assert "orders-0 is in both" in capsys.readouterr().err and not (tmp_path / "bk").exists()
     # reading both is fine
     assert run_cli("verify", "--log-dir", tmp_path / "b1", "--log-dir", tmp_path / "b2", "--audit-table", "none") == 1
@@ -133,7 +196,8 @@ def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
     assert run_cli("rebuild", "--log-dir", logs, "--run-id", "sweep-run", "--audit-table", "none", "--no-progress") == 0
     assert not lost.exists() and foreign.read_bytes() == b"not ours"
     assert sorted(p.name for p in part.iterdir()) == sorted(
-        [foreign.name] + [f"{0:020d}{s}" for s in (".log", ".index", ".timeindex")])
+        [foreign.name] + [f"{0:020d}{s}" for s in (".log", ".index", ".timeindex")]
+    )
 
 
 def test_repair_does_not_report_its_own_staged_files(spark, tmp_path):
@@ -144,8 +208,21 @@ def test_repair_does_not_report_its_own_staged_files(spark, tmp_path):
     rebuild_partition(part)
     os.unlink(segment_file(str(part), 0, ".index"))
     report = tmp_path / "r.json"
-    assert run_cli("repair", "--log-dir", logs, "--backup-dir", tmp_path / "b", "--audit-table", "none", "--json", report,
-                   "--no-progress") == 0
+    assert (
+        run_cli(
+            "repair",
+            "--log-dir",
+            logs,
+            "--backup-dir",
+            tmp_path / "b",
+            "--audit-table",
+            "none",
+            "--json",
+            report,
+            "--no-progress",
+        )
+        == 0
+    )
     data = json.loads(report.read_text())
     assert data["partition_findings"] == {}
     assert [s["action"] for s in data["segments"]] == ["repaired", "none"]
@@ -162,8 +239,23 @@ def test_a_dry_run_rebuild_writes_nothing(spark, tmp_path):
     before = {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in part.iterdir()}
     for extra in ([], ["--output-dir", out]):
         report = tmp_path / "r.json"
-        assert run_cli("rebuild", "--dry-run", "--log-dir", logs, "--backup-dir", backups, "--audit-table", "none",
-                       "--json", report, "--no-progress", *extra) == 0
+        assert (
+            run_cli(
+                "rebuild",
+                "--dry-run",
+                "--log-dir",
+                logs,
+                "--backup-dir",
+                backups,
+                "--audit-table",
+                "none",
+                "--json",
+                report,
+                "--no-progress",
+                *extra,
+            )
+            == 0
+        )
         data = json.loads(report.read_text())
         assert [(s["action"], s["written"]) for s in data["segments"]] == [("would_rebuild", [])] * 2
         assert {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in part.iterdir()} == before

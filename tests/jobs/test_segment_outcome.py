@@ -1,11 +1,13 @@
 """What an executor sends to the driver per segment stays small however many batches the segment has
 (Spark's ``spark.driver.maxResultSize`` must never be what limits a run), and the executor stages
-exactly the files the run will write, invisible to Kafka until the driver commits them. No Spark: the executor function is called directly."""
+exactly the files the run will write, invisible to Kafka until the driver commits them. No Spark: the
+executor function is called directly."""
 
 from __future__ import annotations
 
 import os
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -21,18 +23,29 @@ BATCHES = 20_000
 def write_busy_segment(path):
     """20k small batches: three idempotent producers interleaved, one transactional producer whose
     transactions (aborted every other time) span many batches."""
-    offset, chunks = 0, []
+    chunks = []
     ts = 1_700_000_000_000
     for i in range(BATCHES):
+        offset = i  # one record per batch
         if i % 100 == 99:  # close the open transaction of producer 9
             chunks.append(encode_control_batch(offset, 9, 0, abort=(i // 100) % 2 == 1, timestamp=ts + i))
         elif i % 4 == 3:
-            chunks.append(encode_batch_v2(offset, [(None, b"t" * 40, ts + i)], producer_id=9, producer_epoch=0,
-                                          base_sequence=i, transactional=True))
+            chunks.append(
+                encode_batch_v2(
+                    offset,
+                    [(None, b"t" * 40, ts + i)],
+                    producer_id=9,
+                    producer_epoch=0,
+                    base_sequence=i,
+                    transactional=True,
+                )
+            )
         else:
-            chunks.append(encode_batch_v2(offset, [(None, b"v" * 40, ts + i)], producer_id=i % 3 + 1,
-                                          producer_epoch=0, base_sequence=i))
-        offset += 1
+            chunks.append(
+                encode_batch_v2(
+                    offset, [(None, b"v" * 40, ts + i)], producer_id=i % 3 + 1, producer_epoch=0, base_sequence=i
+                )
+            )
     path.write_bytes(b"".join(chunks))
 
 
@@ -46,7 +59,9 @@ def busy_partition(tmp_path):
 
 
 def tasks_for(part, mode, **options):
-    settings = resolve_settings(log_dirs=[str(part.parent)], index_interval_bytes=64, backup_dir=str(part.parent.parent / "backups"))
+    settings = resolve_settings(
+        log_dirs=[str(part.parent)], index_interval_bytes=64, backup_dir=str(part.parent.parent / "backups")
+    )
     return plan_tasks(discover([str(part.parent)]), settings, RunOptions(mode, **options), "run-1")
 
 
@@ -60,14 +75,20 @@ def test_the_outcome_for_the_driver_does_not_grow_with_batches(busy_partition, t
     # ... what the driver gets is not: 3 idempotent producers -> 3 events, 200 transactions -> 400 events
     assert len(outcome.plan.events) <= 3 + 2 * (BATCHES // 100) + 1
     assert len(pickle.dumps(outcome)) < 32 * 1024
-    assert (outcome.plan.index_entries, outcome.plan.timeindex_entries) == (library.index_entries, library.timeindex_entries)
+    assert (outcome.plan.index_entries, outcome.plan.timeindex_entries) == (
+        library.index_entries,
+        library.timeindex_entries,
+    )
     # the executor staged both files under hidden names in the output dir; nothing is visible yet
     out = tmp_path / "out" / "busy-0"
-    assert sorted(outcome.staged) == [str(out / "00000000000000000000.index"), str(out / "00000000000000000000.timeindex")]
+    assert sorted(outcome.staged) == [
+        str(out / "00000000000000000000.index"),
+        str(out / "00000000000000000000.timeindex"),
+    ]
     assert sorted(p.name for p in out.iterdir()) == sorted(os.path.basename(p) for p in outcome.staged.values())
     for final, staged in outcome.staged.items():
         assert staged.endswith(".run-1.rebuild.tmp")
-        assert open(staged, "rb").read() == (busy_partition / os.path.basename(final)).read_bytes()
+        assert Path(staged).read_bytes() == (busy_partition / os.path.basename(final)).read_bytes()
     assert outcome.backups == []  # --output-dir never backs up
 
 
@@ -85,17 +106,17 @@ def test_repair_stages_only_a_damaged_index_and_backs_it_up(busy_partition):
     (task,) = tasks_for(busy_partition, "repair")
     assert process_segment(task).staged == {}
     index = segment_file(str(busy_partition), 0, ".index")
-    good = open(index, "rb").read()
+    good = Path(index).read_bytes()
     with open(index, "r+b") as f:
         f.seek(80)
         f.write(b"\xff" * 8)
-    damaged = open(index, "rb").read()
+    damaged = Path(index).read_bytes()
     outcome = process_segment(task)
     assert list(outcome.staged) == [index]
-    assert open(outcome.staged[index], "rb").read() == good
-    assert open(index, "rb").read() == damaged  # not installed: that is the driver's commit
+    assert Path(outcome.staged[index]).read_bytes() == good
+    assert Path(index).read_bytes() == damaged  # not installed: that is the driver's commit
     (backup,) = outcome.backups
-    assert backup.endswith("backups/run-1/busy-0/00000000000000000000.index") and open(backup, "rb").read() == damaged
+    assert backup.endswith("backups/run-1/busy-0/00000000000000000000.index") and Path(backup).read_bytes() == damaged
 
 
 def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_path):
