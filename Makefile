@@ -6,7 +6,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 # Airflow lives in its own virtualenv (its pins must not constrain the project's); the DAG tests use it.
 AIRFLOW_VENV := .venv-airflow
-AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=5" "apache-airflow-providers-standard" "pyyaml>=6"
+AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=5" "apache-airflow-providers-standard" "pyyaml>=6" \
+                "types-pyyaml==6.0.12.20261113"
 
 .PHONY: demo test bench package clean
 
@@ -36,7 +37,10 @@ $(AIRFLOW_VENV)/.stamp: Makefile
 test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m pytest -q
+	$(PY) -m mypy
+	$(PY) -m mypy --python-executable $(AIRFLOW_VENV)/bin/python airflow_dags
+	$(PY) -m pytest -q --cov --cov-report=term-missing
+	$(PY) tools/check_coverage.py
 
 bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_indexlib.py
@@ -55,4 +59,4 @@ package: $(VENV)/.stamp-base
 	@ls -l dist
 
 clean:
-	rm -rf $(VENV) $(AIRFLOW_VENV) .pytest_cache .hypothesis dist build
+	rm -rf $(VENV) $(AIRFLOW_VENV) .pytest_cache .hypothesis .mypy_cache .ruff_cache .coverage dist build

@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SETTINGS_FILE = PROJECT_DIR / "conf" / "airflow.yaml"
 VARIABLE = "kafka_index_rebuild"
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "log_dirs": [],
     "repair_enabled": False,
     "schedule": "@daily",
@@ -29,7 +30,7 @@ DEFAULTS = {
 MODES = ("verify", "rebuild", "repair")
 
 
-def load_settings(variable_json: str | None = None) -> dict:
+def load_settings(variable_json: str | None = None) -> dict[str, Any]:
     """``DEFAULTS`` < ``conf/airflow.yaml`` < the Airflow Variable (JSON). Unknown keys are an error."""
     settings = dict(DEFAULTS)
     if SETTINGS_FILE.exists():
@@ -53,19 +54,20 @@ def _variable() -> str | None:
     try:
         from airflow.sdk import Variable
 
-        return Variable.get(VARIABLE, default=None)
+        value: str | None = Variable.get(VARIABLE, default=None)
+        return value
     except Exception:  # no Airflow metadata available while parsing (e.g. a plain import in tests)
         return None
 
 
-def application(settings: dict, mode: str) -> str:
+def application(settings: dict[str, Any], mode: str) -> str:
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     return os.path.join(settings["project_dir"], "jobs", f"{mode}.py")
 
 
 def job_arguments(
-    settings: dict,
+    settings: dict[str, Any],
     *,
     mode: str,
     log_dirs: list[str],
@@ -103,7 +105,7 @@ def job_arguments(
     return args + [str(a) for a in settings.get("extra_args") or []]
 
 
-def submit_options(settings: dict) -> dict:
+def submit_options(settings: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments of ``SparkSubmitOperator`` shared by every job."""
     options = {"conn_id": settings["spark_conn_id"], "verbose": False, "env_vars": {"PYTHONUNBUFFERED": "1"}}
     if settings.get("py_files"):
@@ -114,7 +116,7 @@ def submit_options(settings: dict) -> dict:
     return options
 
 
-def report_path(settings: dict, dag_id: str, run_id: str, task: str) -> str:
+def report_path(settings: dict[str, Any], dag_id: str, run_id: str, task: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
     return os.path.join(settings["report_dir"], dag_id, safe, f"{task}.json")
 

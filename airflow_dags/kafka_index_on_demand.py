@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -67,7 +68,7 @@ with DAG(
 ) as dag:
 
     @task(task_id="build_arguments", multiple_outputs=True)
-    def build_arguments() -> dict:
+    def build_arguments() -> dict[str, Any]:
         """The job file and its arguments for this run's (already validated) Params."""
         context = get_current_context()
         p = context["params"]

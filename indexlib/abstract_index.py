@@ -28,9 +28,11 @@ import mmap
 import os
 import stat
 import struct
-from typing import ClassVar, Generic, TypeVar
+from collections.abc import Iterator
+from typing import ClassVar, Generic, Self, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import IndexOffsetOverflowError, ReadOnlyIndexError
 
@@ -49,7 +51,7 @@ def round_down_to_multiple(number: int, factor: int) -> int:
     return factor * (quotient if number >= 0 else -quotient)
 
 
-def as_int64_array(values, path: str, what: str) -> np.ndarray:
+def as_int64_array(values: npt.ArrayLike, path: str, what: str) -> npt.NDArray[np.int64]:
     """``values`` as a 1-D int64 array; ValueError naming the file for non-integers or values beyond int64."""
     array = np.asarray(values)
     if array.size and array.dtype.kind not in "iu":
@@ -59,7 +61,7 @@ def as_int64_array(values, path: str, what: str) -> np.ndarray:
     return array.astype(np.int64, copy=False).reshape(-1)
 
 
-def first_true(mask: np.ndarray, default: int) -> int:
+def first_true(mask: npt.NDArray[np.bool_], default: int) -> int:
     """Index of the first True in ``mask``, or ``default`` when there is none."""
     if len(mask) == 0:
         return default
@@ -72,7 +74,7 @@ class AbstractIndex(Generic[E]):
 
     ENTRY_SIZE: ClassVar[int]
     #: Big-endian numpy structured dtype of one entry (``itemsize == ENTRY_SIZE``).
-    DTYPE: ClassVar[np.dtype]
+    DTYPE: ClassVar[np.dtype[np.void]]
     #: struct of a whole entry, and of the search key / value fields with their byte offset in an entry.
     _ENTRY_STRUCT: ClassVar[struct.Struct]
     _KEY_STRUCT: ClassVar[struct.Struct]
@@ -156,6 +158,14 @@ class AbstractIndex(Generic[E]):
     def _load_last_entry(self) -> None:
         """Re-read the cached last entry (subclasses keep what their append rule needs)."""
 
+    def _mapping(self) -> mmap.mmap:
+        """The mapping, to read or write a slot below ``max_entries``: an open index with a slot is always
+        mapped (``_map`` maps any non-empty file), so only a closed index has none here."""
+        mm = self._mm
+        if mm is None:
+            raise ValueError(f"{self._path}: index is closed")
+        return mm
+
     # ------------------------------------------------------------------------------------ properties
     @property
     def path(self) -> str:
@@ -233,12 +243,12 @@ class AbstractIndex(Generic[E]):
             raise ValueError(f"{self._path}: attempt to fetch entry {n} of an index with {self._entries} entries")
         return self._parse_entry(n)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[E]:
         self._check_open()
         for slot in range(self._entries):
             yield self._parse_entry(slot)
 
-    def to_numpy(self) -> np.ndarray:
+    def to_numpy(self) -> npt.NDArray[np.void]:
         """Zero-copy, read-only, big-endian structured view of the live entries (``DTYPE``).
 
         The view reads the mapped file directly. It stays valid while the entries it shows exist; do
@@ -265,6 +275,8 @@ class AbstractIndex(Generic[E]):
         if n == 0:
             return -1
         mm = self._mm
+        if mm is None:
+            mm = self._mapping()  # raises: only a closed index has no mapping
         es = self.ENTRY_SIZE
         if search_key:
             unpack, field, relative = self._unpack_key, self._KEY_FIELD_OFFSET, self._KEY_IS_RELATIVE
@@ -304,21 +316,23 @@ class AbstractIndex(Generic[E]):
             else:
                 unpack, field, relative = self._unpack_value, self._VALUE_FIELD_OFFSET, self._VALUE_IS_RELATIVE
             t = target - self._base_offset if relative else target
-            if unpack(self._mm, slot * es + field)[0] == t:
+            if unpack(self._mapping(), slot * es + field)[0] == t:
                 return slot
         slot += 1
         return slot if slot < self._entries else -1
 
     # ------------------------------------------------------------------------------------ mutation
     def _write_entry(self, slot: int, a: int, b: int) -> None:
-        self._ENTRY_STRUCT.pack_into(self._mm, slot * self.ENTRY_SIZE, a, b)
+        self._ENTRY_STRUCT.pack_into(self._mapping(), slot * self.ENTRY_SIZE, a, b)
 
-    def _store_columns(self, first: np.ndarray, second: np.ndarray) -> None:
+    def _store_columns(self, first: npt.NDArray[np.int64], second: npt.NDArray[np.int64]) -> None:
         """Store a block of entries after the live ones: each column is one vectorised, byte-swapping
         store straight into the mapping (no intermediate copy). Callers validate the block first."""
         count = len(first)
-        view = np.frombuffer(self._mm, dtype=self.DTYPE, count=count, offset=self._entries * self.ENTRY_SIZE)
-        first_name, second_name = self.DTYPE.names
+        view = np.frombuffer(self._mapping(), dtype=self.DTYPE, count=count, offset=self._entries * self.ENTRY_SIZE)
+        names = self.DTYPE.names
+        assert names is not None  # DTYPE is a structured dtype of two fields
+        first_name, second_name = names
         view[first_name] = first
         view[second_name] = second
         del view  # release the export so the mapping can be resized or closed
@@ -416,10 +430,10 @@ class AbstractIndex(Generic[E]):
         except FileNotFoundError:
             return False
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best-effort release of fd and mapping

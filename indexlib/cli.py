@@ -24,6 +24,7 @@ import json
 import os
 import stat
 import sys
+from collections.abc import Iterable
 from typing import Any, TextIO
 
 from .abstract_index import INT32_MAX
@@ -335,11 +336,11 @@ def print_verify(report: Any, args: argparse.Namespace, out: TextIO) -> None:
     words = {True: "identical", False: "differs", None: "absent, none expected"}
     for seg in report.segments:
         state = "active" if seg.active else "inactive"
-        files = ", ".join(
+        states = ", ".join(
             f"{suffix} {words.get(seg.identical.get(suffix), _cell(seg.identical.get(suffix)))}"
             for suffix in INDEX_SUFFIXES
         )
-        print(f"  {seg.base_offset:020d} ({state}): {files}", file=out)
+        print(f"  {seg.base_offset:020d} ({state}): {states}", file=out)
     errors = [f for f in findings if f.severity == "error"]
     infos = len(findings) - len(errors)
     if report.healthy:
@@ -365,7 +366,7 @@ def run_dump(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if dump.problems else EXIT_OK
 
 
-def _write_chunks(out: TextIO, chunks, sep: str, batch: int = 4096) -> None:
+def _write_chunks(out: TextIO, chunks: Iterable[str], sep: str, batch: int = 4096) -> None:
     """Write ``chunks`` (each followed by ``sep``) in batches: one write per ``batch`` chunks."""
     pending: list[str] = []
     for chunk in chunks:
@@ -387,7 +388,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_BAD_INPUT)
     subject = getattr(args, "partition_dir", None) or getattr(args, "file", None)
     try:
-        return args.run(args)
+        code: int = args.run(args)
+        return code
     except BrokenPipeError:  # the reader went away (| head): stop quietly
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

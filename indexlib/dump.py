@@ -82,15 +82,18 @@ class FileDump:
 
     @property
     def kind(self) -> str:
-        return self.summary["kind"]
+        kind: str = self.summary["kind"]
+        return kind
 
     @property
     def row_count(self) -> int:
-        return self.summary["batch_count" if self.rows_key == "batches" else "entry_count"]
+        count: int = self.summary["batch_count" if self.rows_key == "batches" else "entry_count"]
+        return count
 
     @property
     def problems(self) -> list[dict[str, Any]]:
-        return self.summary["problems"]
+        problems: list[dict[str, Any]] = self.summary["problems"]
+        return problems
 
     def rows(self) -> Iterator[dict[str, Any]]:
         names = list(self.columns)
@@ -151,7 +154,7 @@ def dump_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------------------ indexes
-def _dump_mmap_index(path: str, base_offset: int, cls, kind: str) -> FileDump:
+def _dump_mmap_index(path: str, base_offset: int, cls: type[OffsetIndex] | type[TimeIndex], kind: str) -> FileDump:
     with cls(path, base_offset, writable=False) as index:
         raw = index.to_numpy()
         length = index.length
@@ -290,7 +293,7 @@ _LOG_COLUMNS = (
 )
 
 
-def _log_rows(chunk) -> Iterator[dict[str, Any]]:
+def _log_rows(chunk: list[list[Any]]) -> Iterator[dict[str, Any]]:
     for pos, base, last, count, size, magic, attrs, max_ts, pid, epoch, marker in zip(*chunk, strict=True):
         v2 = magic >= 2
         codec = attrs & ATTR_COMPRESSION_MASK
@@ -349,7 +352,9 @@ def _dump_log(path: str, base_offset: int) -> FileDump:
 
 
 # ------------------------------------------------------------------------------------------ output
-def _parts(dump: FileDump | Mapping[str, Any]) -> tuple[Mapping[str, Any], Iterator[dict[str, Any]] | list]:
+def _parts(
+    dump: FileDump | Mapping[str, Any],
+) -> tuple[Mapping[str, Any], Iterator[dict[str, Any]] | list[dict[str, Any]]]:
     if isinstance(dump, FileDump):
         return dump.summary, dump.rows()
     rows_key = "batches" if dump["kind"] == "log" else "entries"

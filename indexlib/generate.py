@@ -422,5 +422,5 @@ def write_uniform_segment(
             block[:, 17:21] = crcs.astype(">u4").view(np.uint8).reshape(m, 4)
             block[:, 27:35] = first.astype(">i8").view(np.uint8).reshape(m, 8)
             block[:, 35:43] = last.astype(">i8").view(np.uint8).reshape(m, 8)
-            f.write(memoryview(block).cast("B"))
+            f.write(block.data.cast("B"))
     return count

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .abstract_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
 from .errors import ReadOnlyIndexError
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 
-IndexT = TypeVar("IndexT", bound=AbstractIndex)
+IndexT = TypeVar("IndexT", bound=AbstractIndex[Any])
 
 
 class LazyIndex(Generic[IndexT]):
@@ -35,7 +35,7 @@ class LazyIndex(Generic[IndexT]):
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
     ) -> LazyIndex[OffsetIndex]:
-        return cls(path, lambda p: OffsetIndex(p, base_offset, max_index_size, writable), writable)
+        return LazyIndex(path, lambda p: OffsetIndex(p, base_offset, max_index_size, writable), writable)
 
     @classmethod
     def for_time(
@@ -45,7 +45,7 @@ class LazyIndex(Generic[IndexT]):
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
     ) -> LazyIndex[TimeIndex]:
-        return cls(path, lambda p: TimeIndex(p, base_offset, max_index_size, writable), writable)
+        return LazyIndex(path, lambda p: TimeIndex(p, base_offset, max_index_size, writable), writable)
 
     @property
     def path(self) -> str:

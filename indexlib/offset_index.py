@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import numpy as np
+import numpy.typing as npt
 
 from .abstract_index import INT32_MAX, AbstractIndex, as_int64_array, first_true
 from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError
@@ -43,7 +44,10 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             self._last_offset = self._parse_entry(self._entries - 1).offset
 
     def _parse_entry(self, slot: int) -> OffsetPosition:
-        relative, position = self._ENTRY_STRUCT.unpack_from(self._mm, slot * 8)
+        mm = self._mm  # read inline: this is the per-entry path
+        if mm is None:
+            mm = self._mapping()  # raises: only a closed index has no mapping
+        relative, position = self._ENTRY_STRUCT.unpack_from(mm, slot * 8)
         return OffsetPosition(self._base_offset + relative, position)
 
     @property
@@ -92,7 +96,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         self._entries += 1
         self._last_offset = offset
 
-    def append_many(self, offsets, positions) -> None:
+    def append_many(self, offsets: npt.ArrayLike, positions: npt.ArrayLike) -> None:
         """Append a block of entries, all or nothing.
 
         Equivalent, byte for byte and in the error raised, to calling :meth:`append` for each pair in

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -134,7 +135,7 @@ def _scan_or_unreadable(path: str) -> LogScan:
 
 
 def replay_partition(
-    partition_dir: str, bases: list[int], plans: list[SegmentPlan | PlanSummary], log_start_offset: int
+    partition_dir: str, bases: list[int], plans: Sequence[SegmentPlan | PlanSummary], log_start_offset: int
 ) -> list[tuple[list[AbortedTxn], ScanProblem | None]]:
     """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting state.
 
@@ -207,7 +208,7 @@ def stage_segment(
     base_offset: int,
     plan: SegmentPlan | PlanSummary,
     aborted: list[AbortedTxn],
-    suffixes,
+    suffixes: Collection[str],
     stale_txn: bool,
     segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
     tag: str | None = None,
@@ -219,12 +220,19 @@ def stage_segment(
     bytes as Kafka does). Never call this for a segment whose plan is fatal. On failure nothing is left."""
     if plan.fatal is not None:
         raise ValueError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
+
+    def full_plan() -> SegmentPlan:
+        """The plan, with the index entries that ``.index``/``.timeindex`` are written from."""
+        if not isinstance(plan, SegmentPlan):
+            raise TypeError(f"segment {base_offset} of {target_dir}: a {type(plan).__name__} has no index entries")
+        return plan
+
     stagers = {
         ".index": lambda f: stage_offset_index(
-            f, base_offset, plan.offset_offsets, plan.offset_positions, segment_index_bytes, tag
+            f, base_offset, full_plan().offset_offsets, full_plan().offset_positions, segment_index_bytes, tag
         ),
         ".timeindex": lambda f: stage_time_index(
-            f, base_offset, plan.time_timestamps, plan.time_offsets, segment_index_bytes, tag
+            f, base_offset, full_plan().time_timestamps, full_plan().time_offsets, segment_index_bytes, tag
         ),
         ".txnindex": lambda f: stage_transaction_index(f, base_offset, aborted, tag),
     }
@@ -270,7 +278,7 @@ def publish_segment(
     base_offset: int,
     plan: SegmentPlan,
     aborted: list[AbortedTxn],
-    suffixes,
+    suffixes: Collection[str],
     stale_txn: bool,
     segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
     backup_dir: str | None = None,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import crc32c
 import numpy as np
+import numpy.typing as npt
 
 from .rebuild import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_TXN_DATA
 from .records import ScanProblem
@@ -115,7 +116,7 @@ class ReplayResult:
     fatal: ScanProblem | None = None
 
 
-def replay_segment(ongoing: dict[int, int], events: np.ndarray) -> ReplayResult:
+def replay_segment(ongoing: dict[int, int], events: npt.NDArray[np.void]) -> ReplayResult:
     """Apply one segment's events to ``ongoing`` (in place), returning its aborted transactions.
 
     LSO written with an abort = first offset of the earliest other producer's open transaction, else
@@ -152,7 +153,7 @@ def replay_segment(ongoing: dict[int, int], events: np.ndarray) -> ReplayResult:
     return ReplayResult(aborted)
 
 
-def relevant_events(events: np.ndarray, transactional_pids: np.ndarray) -> np.ndarray:
+def relevant_events(events: npt.NDArray[np.void], transactional_pids: npt.NDArray[np.int64]) -> npt.NDArray[np.void]:
     """Drop non-transactional events of producers that never open a transaction (they cannot matter)."""
-    keep = (events["kind"] != EVENT_DATA) | np.isin(events["producer_id"], transactional_pids)
+    keep: npt.NDArray[np.bool_] = (events["kind"] != EVENT_DATA) | np.isin(events["producer_id"], transactional_pids)
     return events[keep]

@@ -13,6 +13,7 @@ import errno
 import fcntl
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -70,7 +71,7 @@ def discard(path: str) -> None:
 
 
 @contextmanager
-def _staging(final: str, tag: str | None):
+def _staging(final: str, tag: str | None) -> Iterator[str]:
     """Yield the staged path of ``final``; the body writes it; then it is fsynced. On failure it is removed."""
     staged = staged_path(final, tag)
     discard(staged)  # a retried task's leftover

@@ -26,9 +26,14 @@ import struct
 import zlib
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 import crc32c
 import numpy as np
+import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
 
 #: Kafka's HEADER_SIZE_UP_TO_MAGIC: a walk stops when this many bytes or fewer remain.
 HEADER_SIZE_UP_TO_MAGIC = 17
@@ -177,7 +182,7 @@ def scan_log(path: str | os.PathLike[str]) -> LogScan:
             mm.close()
 
 
-def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
+def scan_buffer(buf: Buffer, end: int, path: str = "<buffer>") -> LogScan:
     """:func:`scan_log` over any buffer of ``end`` bytes (an mmap, bytes).
 
     The walk has two parts. A fast inner loop accepts the common case only: a magic-2 batch whose
@@ -321,10 +326,11 @@ def scan_buffer(buf, end: int, path: str = "<buffer>") -> LogScan:
 
 
 def _base_offset_at(view: memoryview, pos: int) -> int:
-    return struct.unpack_from(">q", view, pos)[0]
+    base_offset: int = struct.unpack_from(">q", view, pos)[0]
+    return base_offset
 
 
-def _strided(view, end: int, dtype) -> np.ndarray:
+def _strided(view: memoryview, end: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
     """A read-only array with one ``dtype`` item starting at every byte ``p`` with ``p + itemsize <= end``.
 
     Fancy-indexing it with batch positions copies whole headers at once (a fixed-size copy per item),
@@ -334,7 +340,15 @@ def _strided(view, end: int, dtype) -> np.ndarray:
     return np.ndarray((end - dtype.itemsize + 1,), dtype, buffer=view, strides=(1,))
 
 
-def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
+def _gather(
+    view: memoryview,
+    path: str,
+    end: int,
+    positions: list[int],
+    legacy_seen: bool,
+    stop: StopReason,
+    problem: ScanProblem | None,
+) -> LogScan:
     """Read every header field of the accepted batches at once (vectorised gather)."""
     n = len(positions)
     pos = np.asarray(positions, dtype=np.int64)
@@ -414,7 +428,7 @@ def _gather(view, path, end, positions, legacy_seen, stop, problem) -> LogScan:
     )
 
 
-def _read_zigzag(view, pos: int, limit: int, max_bytes: int) -> tuple[int, int]:
+def _read_zigzag(view: memoryview | bytes, pos: int, limit: int, max_bytes: int) -> tuple[int, int]:
     """Zig-zag varint of at most ``max_bytes`` bytes at ``pos``; ValueError when malformed or past ``limit``."""
     result = shift = 0
     for _ in range(max_bytes):
@@ -429,15 +443,15 @@ def _read_zigzag(view, pos: int, limit: int, max_bytes: int) -> tuple[int, int]:
     raise ValueError(f"varint longer than {max_bytes} bytes")
 
 
-def _read_varint(view, pos: int, limit: int) -> tuple[int, int]:
+def _read_varint(view: memoryview | bytes, pos: int, limit: int) -> tuple[int, int]:
     return _read_zigzag(view, pos, limit, 5)
 
 
-def _read_varlong(view, pos: int, limit: int) -> tuple[int, int]:
+def _read_varlong(view: memoryview | bytes, pos: int, limit: int) -> tuple[int, int]:
     return _read_zigzag(view, pos, limit, 10)
 
 
-def _length_prefixed(view, p: int, end: int, what: str) -> tuple[int, int, int]:
+def _length_prefixed(view: memoryview | bytes, p: int, end: int, what: str) -> tuple[int, int, int]:
     """A control record's varint-length-prefixed key or value: (start, length, position after it)."""
     length, p = _read_varint(view, p, end)
     if length < 0:
@@ -447,7 +461,7 @@ def _length_prefixed(view, p: int, end: int, what: str) -> tuple[int, int, int]:
     return p, length, p + length
 
 
-def parse_marker(view, pos: int, size: int, records_count: int) -> tuple[int, int]:
+def parse_marker(view: memoryview | bytes, pos: int, size: int, records_count: int) -> tuple[int, int]:
     """Parse the first record of an uncompressed control batch at ``pos`` as a transaction marker.
 
     Returns ``(control_type, coordinator_epoch)``. Raises ``ValueError`` with Kafka's reason when the
@@ -497,7 +511,7 @@ def parse_marker(view, pos: int, size: int, records_count: int) -> tuple[int, in
     return control_type, coordinator_epoch
 
 
-def _check_markers(view, scan: LogScan) -> None:
+def _check_markers(view: memoryview, scan: LogScan) -> None:
     """Parse the markers of control batches that carry a producer id (what Kafka's producer state reads),
     recording their type, and cut the scan after a malformed one."""
     is_marker = ((scan.attributes & ATTR_CONTROL) != 0) & (scan.magic >= 2) & (scan.producer_ids > -1)

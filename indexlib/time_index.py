@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import numpy as np
+import numpy.typing as npt
 
 from .abstract_index import INT32_MAX, AbstractIndex, as_int64_array, first_true
 from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError, InvalidTimestampError
@@ -49,7 +50,10 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             self._last_entry = self._parse_entry(self._entries - 1)
 
     def _parse_entry(self, slot: int) -> TimestampOffset:
-        timestamp, relative = self._ENTRY_STRUCT.unpack_from(self._mm, slot * 12)
+        mm = self._mm  # read inline: this is the per-entry path
+        if mm is None:
+            mm = self._mapping()  # raises: only a closed index has no mapping
+        timestamp, relative = self._ENTRY_STRUCT.unpack_from(mm, slot * 12)
         return TimestampOffset(timestamp, self._base_offset + relative)
 
     @property
@@ -104,7 +108,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         self._last_entry = TimestampOffset(timestamp, offset)
         return True
 
-    def append_many(self, timestamps, offsets) -> int:
+    def append_many(self, timestamps: npt.ArrayLike, offsets: npt.ArrayLike) -> int:
         """:meth:`maybe_append` for each pair in order, all or nothing, with one vectorised store.
 
         Equal timestamps are skipped exactly as ``maybe_append`` skips them; the result and the error
@@ -139,7 +143,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         slots = np.arange(n)
         running_max = np.maximum.accumulate(np.concatenate(([last_timestamp], t)))[:-1]
         written = t > running_max
-        entries_before = self._entries + (np.cumsum(written) - written)
+        entries_before = self._entries + (np.cumsum(written, dtype=np.int64) - written)
         last_written = np.maximum.accumulate(np.where(written, slots, -1))
         last_written_before = np.concatenate(([-1], last_written[:-1]))
         offset_before = np.where(last_written_before >= 0, o[np.maximum(last_written_before, 0)], last_offset)

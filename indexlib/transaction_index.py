@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 import stat
 import struct
+from collections.abc import Iterator
+from typing import Self
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import CorruptIndexError, InvalidOffsetError, ReadOnlyIndexError
 from .values import AbortedTxn
@@ -132,7 +135,7 @@ class TransactionIndex:
         return f"TransactionIndex({self._path!r}, start_offset={self._start_offset})"
 
     # ---------------------------------------------------------------------------------- reading
-    def to_numpy(self) -> np.ndarray:
+    def to_numpy(self) -> npt.NDArray[np.void]:
         """All whole records as a big-endian structured array (``DTYPE``); versions checked."""
         self._check_open()
         length = self._file_length()
@@ -153,7 +156,7 @@ class TransactionIndex:
         records = self.to_numpy()
         return [AbortedTxn(int(r[1]), int(r[2]), int(r[3]), int(r[4])) for r in records.tolist()]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[AbortedTxn]:
         return iter(self.all_aborted_txns())
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
@@ -259,10 +262,10 @@ class TransactionIndex:
         except FileNotFoundError:
             return False
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best-effort release of the fd

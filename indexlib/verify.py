@@ -31,8 +31,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from .abstract_index import AbstractIndex
 from .errors import CorruptIndexError, describe_error
@@ -68,7 +70,7 @@ class Finding:
     count: int = 1
     severity: str = "error"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -89,7 +91,7 @@ class SegmentVerify:
         """Suffixes of this segment's index files that have an error finding (what a repair rewrites)."""
         return damaged_index_files(os.path.dirname(self.log_path), self.base_offset, self.findings)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "base_offset": self.base_offset,
             "log_path": self.log_path,
@@ -117,7 +119,7 @@ class PartitionVerify:
     def healthy(self) -> bool:
         return not any(f.severity == "error" for f in self.all_findings)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "partition_dir": self.partition_dir,
             "topic": self.topic,
@@ -177,7 +179,7 @@ def check_partition_transactions(
     bases: list[int],
     plans: list[SegmentPlan | PlanSummary],
     replays: list[tuple[list[AbortedTxn], ScanProblem | None]],
-):
+) -> list[tuple[list[Finding], bool | None]]:
     """:func:`check_transaction_file` for every segment of a partition, in order. After an unreadable
     segment the replay has a gap, so later files are checked but not compared with the rebuild."""
     trusted = True
@@ -355,7 +357,9 @@ def _all_zero(path: str, start: int) -> bool:
 
 
 # ------------------------------------------------------------------------------------ index files
-def _read_index(cls: type[AbstractIndex], path: str, base: int) -> tuple[np.ndarray, int, Finding | None]:
+def _read_index(
+    cls: type[AbstractIndex[Any]], path: str, base: int
+) -> tuple[npt.NDArray[np.void], int, Finding | None]:
     """Every whole entry (a copy) and the file length, through a read-only open; or a finding."""
     try:
         with cls(path, base, writable=False) as index:
@@ -723,10 +727,12 @@ def _check_txn_index(
 
 
 # ----------------------------------------------------------------------------- expected bytes
-def _encode(dtype: np.dtype, first: np.ndarray, second: np.ndarray) -> bytes:
+def _encode(dtype: np.dtype[np.void], first: npt.NDArray[np.int64], second: npt.NDArray[np.int64]) -> bytes:
+    names = dtype.names
+    assert names is not None  # an index entry's structured dtype
     out = np.empty(len(first), dtype=dtype)
-    out[dtype.names[0]] = first
-    out[dtype.names[1]] = second
+    out[names[0]] = first
+    out[names[1]] = second
     return out.tobytes()
 
 

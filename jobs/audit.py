@@ -12,48 +12,51 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pyarrow as pa
 
 from .pipeline import TOOL_VERSION, RunReport
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 KEY = ("run_id", "record_type", "log_dir", "topic", "partition", "base_offset")
 
-SCHEMA = pa.schema(
-    [
-        ("run_id", pa.string()),
-        ("run_mode", pa.string()),
-        ("record_type", pa.string()),  # "segment" or "run"
-        ("date", pa.string()),  # partition column: the run's UTC start date, YYYY-MM-DD
-        ("run_started", pa.timestamp("us", tz="UTC")),
-        ("run_finished", pa.timestamp("us", tz="UTC")),
-        ("log_dir", pa.string()),
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("base_offset", pa.int64()),
-        ("segment_bytes", pa.int64()),
-        ("index_bytes", pa.int64()),  # size before the run; null when absent
-        ("timeindex_bytes", pa.int64()),
-        ("txnindex_bytes", pa.int64()),
-        ("segments", pa.int64()),  # 1 for a segment row; the count for a run row
-        ("batches_scanned", pa.int64()),
-        ("bytes_scanned", pa.int64()),
-        ("valid_bytes", pa.int64()),
-        ("invalid_tail_bytes", pa.int64()),
-        ("finding_kinds", pa.list_(pa.string())),
-        ("findings_json", pa.string()),
-        ("status", pa.string()),  # ok | findings | repaired | rebuilt | failed
-        ("action", pa.string()),  # none | rebuilt | repaired | would_rebuild | would_repair | cannot_rebuild | failed
-        ("index_entries", pa.int64()),  # entries of the rebuilt files
-        ("timeindex_entries", pa.int64()),
-        ("txnindex_entries", pa.int64()),
-        ("files_written", pa.list_(pa.string())),
-        ("backup_location", pa.string()),
-        ("duration_s", pa.float64()),
-        ("tool_version", pa.string()),
-        ("settings_json", pa.string()),
-    ]
-)
+_COLUMNS: list[tuple[str, pa.DataType]] = [
+    ("run_id", pa.string()),
+    ("run_mode", pa.string()),
+    ("record_type", pa.string()),  # "segment" or "run"
+    ("date", pa.string()),  # partition column: the run's UTC start date, YYYY-MM-DD
+    ("run_started", pa.timestamp("us", tz="UTC")),
+    ("run_finished", pa.timestamp("us", tz="UTC")),
+    ("log_dir", pa.string()),
+    ("topic", pa.string()),
+    ("partition", pa.int32()),
+    ("base_offset", pa.int64()),
+    ("segment_bytes", pa.int64()),
+    ("index_bytes", pa.int64()),  # size before the run; null when absent
+    ("timeindex_bytes", pa.int64()),
+    ("txnindex_bytes", pa.int64()),
+    ("segments", pa.int64()),  # 1 for a segment row; the count for a run row
+    ("batches_scanned", pa.int64()),
+    ("bytes_scanned", pa.int64()),
+    ("valid_bytes", pa.int64()),
+    ("invalid_tail_bytes", pa.int64()),
+    ("finding_kinds", pa.list_(pa.string())),
+    ("findings_json", pa.string()),
+    ("status", pa.string()),  # ok | findings | repaired | rebuilt | failed
+    ("action", pa.string()),  # none | rebuilt | repaired | would_rebuild | would_repair | cannot_rebuild | failed
+    ("index_entries", pa.int64()),  # entries of the rebuilt files
+    ("timeindex_entries", pa.int64()),
+    ("txnindex_entries", pa.int64()),
+    ("files_written", pa.list_(pa.string())),
+    ("backup_location", pa.string()),
+    ("duration_s", pa.float64()),
+    ("tool_version", pa.string()),
+    ("settings_json", pa.string()),
+]
+SCHEMA = pa.schema(_COLUMNS)
 
 
 def rows_for(report: RunReport) -> pa.Table:
@@ -67,7 +70,7 @@ def rows_for(report: RunReport) -> pa.Table:
         "run_finished": report.finished,
         "tool_version": TOOL_VERSION,
     }
-    rows = []
+    rows: list[dict[str, Any]] = []
     for o in report.outcomes:
         t = o.task
         errors = [f for f in o.findings if f.severity == "error"]
@@ -157,14 +160,14 @@ def _merge_predicate() -> str:
     return " AND ".join(f"t.{k} = s.{k}" for k in KEY)
 
 
-def spark_has_delta(spark) -> bool:
+def spark_has_delta(spark: SparkSession | None) -> TypeGuard[SparkSession]:
     """Whether the session was started with Delta Lake's SQL extension (then ``delta-spark`` writes)."""
     if spark is None:
         return False
-    return "DeltaSparkSessionExtension" in spark.conf.get("spark.sql.extensions", "")
+    return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
 
 
-def write(table_uri: str, rows: pa.Table, spark=None) -> str:
+def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> str:
     """MERGE ``rows`` into the audit table (created on first use). Returns the writer used."""
     if spark_has_delta(spark):  # pragma: no cover - the Delta Lake jars cannot be fetched on CI's machines
         from delta.tables import DeltaTable as SparkDeltaTable

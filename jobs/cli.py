@@ -14,11 +14,18 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from indexlib.errors import describe_error
 
-from .config import conf_dir
+from .config import Settings, conf_dir
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from .pipeline import RunReport
 
 PROG = "kafka-index"
 LOG4J_FILE = conf_dir() / "log4j2.properties"
@@ -29,7 +36,7 @@ class UsageError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         print(f"{PROG}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
@@ -125,12 +132,12 @@ def build_parser() -> argparse.ArgumentParser:
 class ConsoleProgress:
     """A one-line progress bar on stderr (segments, bytes, throughput), updated from Spark accumulators."""
 
-    def __init__(self, stream=sys.stderr, interval: float = 0.5):
+    def __init__(self, stream: TextIO = sys.stderr, interval: float = 0.5) -> None:
         self.stream, self.interval = stream, interval
         self._stop = threading.Event()
-        self._thread = None
+        self._thread: threading.Thread | None = None
 
-    def start(self, total: int, total_bytes: int, poll) -> None:
+    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int]]) -> None:
         self.total, self.total_bytes, self.poll, self.t0 = total, total_bytes, poll, time.monotonic()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -160,7 +167,7 @@ class ConsoleProgress:
 
 
 # ----------------------------------------------------------------------------------------- jobs
-def spark_session(settings, app_name: str):
+def spark_session(settings: Settings, app_name: str) -> SparkSession:
     """The session: spark-submit's master when launched by it, else the configured one (``local[*]``)."""
     from pyspark.sql import SparkSession
 
@@ -178,7 +185,7 @@ def spark_session(settings, app_name: str):
     return spark
 
 
-def run_job(args) -> int:
+def run_job(args: argparse.Namespace) -> int:
     from .config import resolve_settings
     from .discovery import discover, parse_partition_filter
     from .pipeline import LockedLogDirError, RunOptions, check_run, run
@@ -222,7 +229,7 @@ def run_job(args) -> int:
     if not found.partitions:
         print(f"{PROG}: no partition matched in {', '.join(settings.log_dirs)}", file=sys.stderr)
     spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
-    local = spark.sparkContext.master.startswith("local")
+    local = (spark.sparkContext.master or "").startswith("local")
     progress = ConsoleProgress() if (local and not args.no_progress and sys.stderr.isatty()) else None
     try:
         report = run(spark, found, settings, options, progress)
@@ -244,7 +251,7 @@ def run_job(args) -> int:
     return report.exit_code
 
 
-def report_dict(report) -> dict:
+def report_dict(report: RunReport) -> dict[str, Any]:
     return {
         "run_id": report.run_id,
         "mode": report.mode,
@@ -282,7 +289,7 @@ def report_dict(report) -> dict:
     }
 
 
-def _write_json(target: str, data: dict) -> None:
+def _write_json(target: str, data: dict[str, Any]) -> None:
     text = json.dumps(data, indent=2, default=str)
     if target == "-":
         print(text)
@@ -292,7 +299,7 @@ def _write_json(target: str, data: dict) -> None:
             f.write(text + "\n")
 
 
-def _table(headers: list[str], rows: list[list]) -> str:
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
     cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
@@ -300,7 +307,7 @@ def _table(headers: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _print_report(report) -> None:
+def _print_report(report: RunReport) -> None:
     from .pipeline import summary_rows
 
     findings = [f for fs in report.partition_findings.values() for f in fs] + [
@@ -356,14 +363,16 @@ def _print_report(report) -> None:
 
 
 # ------------------------------------------------------------------------------ dump / lookup
-def run_dump(args) -> int:
+def run_dump(args: argparse.Namespace) -> int:
     """``kafka-index dump`` is the library's ``python -m indexlib dump`` (one implementation)."""
     from indexlib.cli import main as indexlib_main
 
     return indexlib_main(["dump", args.file] + (["--json"] if args.as_json else []))
 
 
-def lookup(segment: str, offset: int | None = None, timestamp: int | None = None, ceiling: bool = False) -> dict:
+def lookup(
+    segment: str, offset: int | None = None, timestamp: int | None = None, ceiling: bool = False
+) -> dict[str, Any]:
     """The index entries used and the exact batch found for an offset or timestamp in one segment."""
     import numpy as np
 
@@ -377,16 +386,19 @@ def lookup(segment: str, offset: int | None = None, timestamp: int | None = None
     base = int(name[:20])
     directory = os.path.dirname(segment) or "."
     scan = scan_log(segment)
-    answer: dict = {"segment": segment, "base_offset": base}
+    answer: dict[str, Any] = {"segment": segment, "base_offset": base}
     with OffsetIndex(segment_file(directory, base, ".index"), base, writable=False) as index:
-        target_offset = offset
         if timestamp is not None:
             with TimeIndex(segment_file(directory, base, ".timeindex"), base, writable=False) as times:
-                entry = times.lookup_ceiling(timestamp) if ceiling else times.lookup(timestamp)
+                time_entry = times.lookup_ceiling(timestamp) if ceiling else times.lookup(timestamp)
             answer["timeindex_entry"] = (
-                None if entry is None else {"timestamp": entry.timestamp, "offset": entry.offset}
+                None if time_entry is None else {"timestamp": time_entry.timestamp, "offset": time_entry.offset}
             )
-            target_offset = base if entry is None or entry.timestamp < 0 else entry.offset
+            target_offset = base if time_entry is None or time_entry.timestamp < 0 else time_entry.offset
+        elif offset is not None:
+            target_offset = offset
+        else:
+            raise ValueError(f"{segment}: nothing to look up: give an offset or a timestamp")
         entry = index.lookup_ceiling(target_offset) if (ceiling and timestamp is None) else index.lookup(target_offset)
         answer["index_entry"] = None if entry is None else {"offset": entry.offset, "position": entry.position}
     start = entry.position if entry is not None else 0
@@ -409,7 +421,7 @@ def lookup(segment: str, offset: int | None = None, timestamp: int | None = None
     return answer
 
 
-def run_lookup(args) -> int:
+def run_lookup(args: argparse.Namespace) -> int:
     try:
         answer = lookup(args.segment, args.offset, args.timestamp, args.ceiling)
     except (OSError, ValueError) as exc:
@@ -436,7 +448,7 @@ def run_lookup(args) -> int:
 
 
 # ------------------------------------------------------------------------------------------ audit
-def run_audit(args) -> int:
+def run_audit(args: argparse.Namespace) -> int:
     from . import audit
     from .config import ConfigError, load_config_file
 
@@ -479,7 +491,7 @@ def run_audit(args) -> int:
     return 0
 
 
-def _short(value) -> str:
+def _short(value: object) -> str:
     if isinstance(value, list):
         return ",".join(map(str, value))
     if isinstance(value, float):

@@ -13,6 +13,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from indexlib.errors import describe_error
 from indexlib.rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
@@ -80,7 +81,7 @@ class Settings:
         return IndexSettings(**values)
 
 
-def _check_int(source: str, key: str, value, minimum: int) -> int:
+def _check_int(source: str, key: str, value: object, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"{source}: {key} must be an integer, got {value!r}")
     if value < minimum:
@@ -88,7 +89,7 @@ def _check_int(source: str, key: str, value, minimum: int) -> int:
     return value
 
 
-def check_index_setting(source: str, name: str, value) -> int:
+def check_index_setting(source: str, name: str, value: object) -> int:
     """Validate one index setting (``index_interval_bytes`` >= 0, ``segment_index_bytes`` >= 12)."""
     return _check_int(source, name, value, 0 if name == "index_interval_bytes" else 12)
 
@@ -103,7 +104,7 @@ def _read_text(path: str | os.PathLike[str], what: str) -> str:
         raise ConfigError(f"{path}: cannot read {what}: {reason}") from None
 
 
-def _load_mapping(path: str | os.PathLike[str], what: str) -> dict:
+def _load_mapping(path: str | os.PathLike[str], what: str) -> dict[Any, Any]:
     """A JSON or YAML file holding a mapping."""
     text = _read_text(path, what)
     try:
@@ -122,9 +123,9 @@ def _load_mapping(path: str | os.PathLike[str], what: str) -> dict:
     return data
 
 
-def load_config_file(path: str | os.PathLike[str] | None = None) -> dict:
+def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """The config file (default ``conf/defaults.yaml``) merged over Kafka's defaults, validated."""
-    merged = json.loads(json.dumps(KAFKA_DEFAULTS))
+    merged: dict[str, Any] = json.loads(json.dumps(KAFKA_DEFAULTS))
     source = str(path or DEFAULTS_FILE)
     if path is None and not DEFAULTS_FILE.exists():
         return merged

@@ -35,7 +35,7 @@ def make_sample(log_dir: str) -> list[str]:
         rebuild_partition(os.path.join(log_dir, name))
     damaged = []
 
-    def seg(name, index):  # the index-th segment's file name prefix
+    def seg(name: str, index: int) -> str:  # the index-th segment's file name prefix
         logs = sorted(f for f in os.listdir(os.path.join(log_dir, name)) if f.endswith(".log"))
         return os.path.join(log_dir, name, logs[index][:-4])
 

@@ -11,11 +11,14 @@ import heapq
 import os
 import re
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from indexlib.partition import segment_base_offsets, segment_file
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)$")
 _SKIPPED_DIR = re.compile(r"^.+-(?P<kind>delete|future|stray)$")
+
+T = TypeVar("T")
 
 
 class LogDirError(ValueError):
@@ -129,11 +132,11 @@ def discover(
     return found
 
 
-def balance_by_bytes(items: list, sizes: list[int], bins: int) -> list[list]:
+def balance_by_bytes(items: list[T], sizes: list[int], bins: int) -> list[list[T]]:
     """Greedy longest-first assignment of items to ``bins`` lists with near-equal byte totals (LPT:
     the fullest list is at most 4/3 of the best possible); empty lists are dropped."""
     bins = max(1, min(bins, len(items)))
-    groups: list[list] = [[] for _ in range(bins)]
+    groups: list[list[T]] = [[] for _ in range(bins)]
     lightest = [(0, b) for b in range(bins)]  # (total bytes, bin) heap
     for size, item in sorted(zip(sizes, items, strict=True), key=lambda pair: -pair[0]):
         total, target = heapq.heappop(lightest)

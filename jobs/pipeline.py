@@ -25,8 +25,10 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from indexlib import __version__
 from indexlib.partition import (
@@ -54,11 +56,23 @@ from indexlib.verify import (
 from .config import Settings
 from .discovery import Discovery, Partition, balance_by_bytes, task_count
 
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
 MODES = ("verify", "rebuild", "repair")
 
 
 class LockedLogDirError(RuntimeError):
     """An in-place write was asked for in a log dir that a running broker holds."""
+
+
+class Progress(Protocol):
+    """What :func:`run` reports the Spark job's progress to (:class:`jobs.cli.ConsoleProgress`)."""
+
+    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int]]) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 #: A run id names a backup dir and tags staged files: no '/', whitespace, control characters or '~'
@@ -141,7 +155,7 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
         findings, identical = check_segment_files(task.log_path, task.base_offset, scan, plan, task.active)
     else:
         findings, identical = log_findings(task.log_path, scan, plan.fatal), {}
-    sizes = {}
+    sizes: dict[str, int | None] = {}
     for suffix in INDEX_SUFFIXES:
         try:
             sizes[suffix] = os.stat(segment_file(task.partition_dir, task.base_offset, suffix)).st_size
@@ -159,6 +173,7 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
         sizes,
         0.0,
     )
+    suffixes: tuple[str, ...]
     if task.stage == "all":
         suffixes = STAGED_BY_EXECUTORS
     elif task.stage == "damaged":
@@ -169,9 +184,10 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
         suffixes = ()
     if suffixes and plan.fatal is None:
         try:
-            os.makedirs(task.target_dir, exist_ok=True)
+            target_dir = _target_dir(task)
+            os.makedirs(target_dir, exist_ok=True)
             outcome.staged = stage_segment(
-                task.target_dir,
+                target_dir,
                 task.base_offset,
                 plan,
                 [],
@@ -187,6 +203,13 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
             outcome.error = f"{task.target_dir}/{task.base_offset:020d}: {exc}"
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def _target_dir(task: SegmentTask) -> str:
+    """Where a task that writes puts its files (:func:`plan_tasks` sets it for every task that stages)."""
+    if task.target_dir is None:
+        raise ValueError(f"{task.log_path}: a task that writes files needs a target dir")
+    return task.target_dir
 
 
 def _discard_all(outcome: SegmentOutcome) -> None:
@@ -328,7 +351,13 @@ def _backup_dir(settings: Settings, options: RunOptions, run_id: str | None, p: 
     return None
 
 
-def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, progress=None) -> RunReport:
+def run(
+    spark: SparkSession,
+    discovery: Discovery,
+    settings: Settings,
+    options: RunOptions,
+    progress: Progress | None = None,
+) -> RunReport:
     """Run one verify/rebuild/repair over the discovered partitions (see the module docstring)."""
     if options.mode not in MODES:
         raise ValueError(f"unknown mode {options.mode!r}")
@@ -371,7 +400,9 @@ def run(spark, discovery: Discovery, settings: Settings, options: RunOptions, pr
     )
 
 
-def _scan(sc, tasks: list[SegmentTask], run_id: str, bytes_per_task: int, progress) -> list[SegmentOutcome]:
+def _scan(
+    sc: SparkContext, tasks: list[SegmentTask], run_id: str, bytes_per_task: int, progress: Progress | None
+) -> list[SegmentOutcome]:
     """The run's one Spark job: :func:`process_segment` over bins of tasks balanced by bytes; the
     outcomes sorted by log dir, topic, partition, base offset."""
     sizes = [t.size for t in tasks]
@@ -379,11 +410,14 @@ def _scan(sc, tasks: list[SegmentTask], run_id: str, bytes_per_task: int, progre
     done = sc.accumulator(0)
     done_bytes = sc.accumulator(0)
 
-    def run_bin(group):
+    def run_bin(group: list[SegmentTask]) -> list[SegmentOutcome]:
         from pyspark import TaskContext
 
+        context = TaskContext.get()
+        if context is None:  # only ever called inside a Spark task
+            raise RuntimeError("run_bin runs inside a Spark task only")
         # a task attempt's own tag: a speculative or zombie attempt never touches another's staged files
-        tag = f"{run_id}~{TaskContext.get().taskAttemptId()}"
+        tag = f"{run_id}~{context.taskAttemptId()}"
         out = [process_segment(t, tag) for t in group]
         done.add(len(group))
         done_bytes.add(sum(t.size for t in group))
@@ -505,9 +539,10 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
             try:
                 if txn:
                     stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
-                    os.makedirs(t.target_dir, exist_ok=True)
+                    target_dir = _target_dir(t)
+                    os.makedirs(target_dir, exist_ok=True)
                     staged_txn = stage_segment(
-                        t.target_dir,
+                        target_dir,
                         t.base_offset,
                         o.plan,
                         o.aborted,
@@ -535,9 +570,9 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
             fsync_path(directory)
 
 
-def summary_rows(report: RunReport) -> list[dict]:
+def summary_rows(report: RunReport) -> list[dict[str, Any]]:
     """One dict per partition: the final summary table."""
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict[str, Any]] = {}
     for o in report.outcomes:
         t = o.task
         row = rows.setdefault(

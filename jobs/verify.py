@@ -12,7 +12,7 @@ if __name__ == "__main__" and __package__ in (None, ""):
 from jobs.cli import job_main  # noqa: E402
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     return job_main("verify", argv)
 
 
