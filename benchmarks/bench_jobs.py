@@ -81,7 +81,8 @@ sys.path.insert(1, HERE)
 from bench_rebuild import crc_pass, machine_line  # noqa: E402
 
 from indexlib.generate import write_uniform_segment  # noqa: E402
-from indexlib.partition import rebuild_partition, segment_file  # noqa: E402
+from indexlib.layout import segment_file  # noqa: E402
+from indexlib.partition import rebuild_partition  # noqa: E402
 from indexlib.verify import verify_partition  # noqa: E402
 from jobs.config import resolve_settings  # noqa: E402
 from jobs.discovery import balance_by_bytes, discover, task_count  # noqa: E402

@@ -29,7 +29,8 @@ from typing import Any, TextIO
 
 from .abstract_index import INT32_MAX
 from .dump import format_dump, iter_json, read_dump
-from .partition import INDEX_SUFFIXES, PartitionRebuild, parse_partition_dir, rebuild_partition, segment_base_offsets
+from .layout import INDEX_SUFFIXES, parse_partition_dir, segment_base_offsets, segment_name
+from .partition import PartitionRebuild, rebuild_partition
 from .publish import log_dir_is_locked
 from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 
@@ -216,7 +217,7 @@ def print_rebuild(result: PartitionRebuild, target: str, in_place: bool, args: a
     for seg in result.segments:
         scan, plan = seg.scan, seg.plan
         line = (
-            f"segment {seg.base_offset:020d}: {_plural(scan.batch_count, 'batch', 'batches')}, "
+            f"segment {segment_name(seg.base_offset, '')}: {_plural(scan.batch_count, 'batch', 'batches')}, "
             f"{scan.valid_bytes} valid bytes"
         )
         if seg.fatal is None:
@@ -340,7 +341,7 @@ def print_verify(report: Any, args: argparse.Namespace, out: TextIO) -> None:
             f"{suffix} {words.get(seg.identical.get(suffix), _cell(seg.identical.get(suffix)))}"
             for suffix in INDEX_SUFFIXES
         )
-        print(f"  {seg.base_offset:020d} ({state}): {states}", file=out)
+        print(f"  {segment_name(seg.base_offset, '')} ({state}): {states}", file=out)
     errors = [f for f in findings if f.severity == "error"]
     infos = len(findings) - len(errors)
     if report.healthy:

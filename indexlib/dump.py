@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .errors import CorruptIndexError
+from .layout import parse_segment_name
 from .offset_index import OffsetIndex
 from .records import (
     ATTR_COMPRESSION_MASK,
@@ -51,20 +51,18 @@ __all__ = ["FileDump", "KINDS", "dump_file", "format_dump", "iter_json", "parse_
 #: File suffix -> dump kind.
 KINDS = {".index": "offset_index", ".timeindex": "time_index", ".txnindex": "transaction_index", ".log": "log"}
 
-_NAME = re.compile(r"^(\d{20})(\.[a-z]+)$")
 _ROW_CHUNK = 65536
 
 
 def parse_segment_file_name(path: str | os.PathLike[str]) -> tuple[int, str]:
     """``(base_offset, suffix)`` of ``<20 digits>.<index|timeindex|txnindex|log>``; ValueError naming the file."""
-    name = os.path.basename(os.fspath(path))
-    match = _NAME.match(name)
-    if not match or match.group(2) not in KINDS:
+    parsed = parse_segment_name(os.path.basename(os.fspath(path)))
+    if parsed is None or parsed[1] not in KINDS:
         raise ValueError(
             f"{os.fspath(path)}: not a Kafka segment file name (expected <20-digit base offset> followed by "
             f"one of {', '.join(KINDS)}, e.g. 00000000000000000000.index)"
         )
-    return int(match.group(1)), match.group(2)
+    return parsed
 
 
 @dataclass

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 import crc32c
 import numpy as np
 
+from .layout import LOG_SUFFIX, segment_name
+
 __all__ = [
     "encode_batch_v2",
     "encode_control_batch",
@@ -296,7 +298,7 @@ def generate_partition(
 
     paths: list[pathlib.Path] = []
     for segment in range(segments):
-        path = directory / f"{next_offset:020d}.log"
+        path = directory / segment_name(next_offset, LOG_SUFFIX)
         chunks: list[bytes] = []
         for position in range(batches_per_segment):
             remaining = total - (segment * batches_per_segment + position)

@@ -7,13 +7,13 @@ state across them (sequential, small), then publish. The Spark jobs reuse the sa
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from .errors import describe_error
+from .layout import INDEX_SUFFIXES, LOG_SUFFIX, parse_partition_dir, segment_base_offsets, segment_file
 from .producer_state import initial_state_for, read_log_start_offset, relevant_events, replay_segment
 from .publish import (
     discard,
@@ -34,28 +34,6 @@ from .rebuild import (
 )
 from .records import LogScan, ScanProblem, scan_buffer, scan_log
 from .values import AbortedTxn
-
-INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
-_LOG_NAME = re.compile(r"^(\d{20})\.log$")
-_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
-
-
-def parse_partition_dir(path: str | os.PathLike[str]) -> tuple[str, int]:
-    """``(topic, partition)`` from a ``<topic>-<partition>`` directory name; ValueError naming it if not."""
-    name = os.path.basename(os.path.normpath(os.fspath(path)))
-    match = _PARTITION_DIR.match(name)
-    if not match:
-        raise ValueError(f"{os.fspath(path)}: not a Kafka partition directory (expected <topic>-<partition>)")
-    return match.group("topic"), int(match.group("partition"))
-
-
-def segment_base_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
-    """Base offsets of the ``<base:020d>.log`` segments in a partition directory, ascending."""
-    return sorted(int(m.group(1)) for m in map(_LOG_NAME.match, os.listdir(partition_dir)) if m)
-
-
-def segment_file(partition_dir: str, base_offset: int, suffix: str) -> str:
-    return os.path.join(partition_dir, f"{base_offset:020d}{suffix}")
 
 
 @dataclass
@@ -99,7 +77,7 @@ def plan_partition(
     scans, plans = [], []
     for base in bases:
         scan, plan = plan_segment_file(
-            segment_file(partition_dir, base, ".log"), base, index_interval_bytes, segment_index_bytes
+            segment_file(partition_dir, base, LOG_SUFFIX), base, index_interval_bytes, segment_index_bytes
         )
         scans.append(scan)
         plans.append(plan)
@@ -108,7 +86,7 @@ def plan_partition(
     for base, scan, plan, (aborted, replay_fatal) in zip(bases, scans, plans, aborted_per_segment, strict=True):
         fatals = [p for p in (plan.fatal, replay_fatal) if p is not None]
         fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
-        segments.append(SegmentRebuild(base, segment_file(partition_dir, base, ".log"), scan, plan, aborted, fatal))
+        segments.append(SegmentRebuild(base, segment_file(partition_dir, base, LOG_SUFFIX), scan, plan, aborted, fatal))
     return PartitionRebuild(partition_dir, topic, partition, log_start, segments)
 
 

@@ -13,7 +13,6 @@ segments with ``base <= L`` start empty; the first segment with ``base > L`` sta
 from __future__ import annotations
 
 import os
-import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import crc32c
 import numpy as np
 import numpy.typing as npt
 
+from .layout import SNAPSHOT_SUFFIX, parse_segment_name, segment_file
 from .rebuild import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_TXN_DATA
 from .records import ScanProblem
 from .values import AbortedTxn
@@ -59,17 +59,10 @@ def read_snapshot(path: str | os.PathLike[str]) -> dict[int, int]:
     return ongoing
 
 
-_SNAPSHOT_NAME = re.compile(r"^(\d{20})\.snapshot$")
-
-
 def snapshot_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
     """Offsets of the ``<offset>.snapshot`` files in a partition directory, ascending."""
-    found = []
-    for name in os.listdir(partition_dir):
-        match = _SNAPSHOT_NAME.match(name)
-        if match:
-            found.append(int(match.group(1)))
-    return sorted(found)
+    parsed = (parse_segment_name(name) for name in os.listdir(partition_dir))
+    return sorted(p[0] for p in parsed if p is not None and p[1] == SNAPSHOT_SUFFIX)
 
 
 def initial_state_for(
@@ -80,7 +73,7 @@ def initial_state_for(
     for offset in reversed(snapshot_offsets(partition_dir)):
         if log_start_offset < offset <= base_offset:
             try:
-                return read_snapshot(os.path.join(partition_dir, f"{offset:020d}.snapshot")), offset
+                return read_snapshot(segment_file(os.fspath(partition_dir), offset, SNAPSHOT_SUFFIX)), offset
             except (SnapshotError, OSError):
                 continue
     return {}, None

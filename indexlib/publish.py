@@ -18,6 +18,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
+from .layout import staged_path
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
@@ -56,14 +57,6 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def staged_path(final: str, tag: str | None = None) -> str:
-    """The name a new ``final`` is written under before it is installed: hidden, in the same directory
-    (so the rename is atomic), ending in ``.rebuild.tmp`` (verify reports leftovers). ``tag`` (default:
-    this process id) keeps concurrent writers apart; a Spark run uses its run id."""
-    directory, name = os.path.split(final)
-    return os.path.join(directory, f".{name}.{tag if tag is not None else os.getpid()}.rebuild.tmp")
-
-
 def discard(path: str) -> None:
     """Remove ``path`` if it exists (a staged file that will not be installed, an unused backup)."""
     if os.path.lexists(path):
@@ -73,7 +66,7 @@ def discard(path: str) -> None:
 @contextmanager
 def _staging(final: str, tag: str | None) -> Iterator[str]:
     """Yield the staged path of ``final``; the body writes it; then it is fsynced. On failure it is removed."""
-    staged = staged_path(final, tag)
+    staged = staged_path(final, tag if tag is not None else str(os.getpid()))
     discard(staged)  # a retried task's leftover
     try:
         yield staged

@@ -29,7 +29,6 @@ A bad partition directory (missing, not a directory, not named ``<topic>-<partit
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -38,18 +37,23 @@ import numpy.typing as npt
 
 from .abstract_index import AbstractIndex
 from .errors import CorruptIndexError, describe_error
+from .layout import (
+    INDEX_SUFFIXES,
+    LOG_SUFFIX,
+    is_kafka_metadata,
+    is_kafka_transient,
+    is_staged_name,
+    parse_segment_name,
+    segment_file,
+    segment_name,
+)
 from .offset_index import OffsetIndex
-from .partition import INDEX_SUFFIXES, PartitionRebuild, SegmentRebuild, plan_partition, segment_file
+from .partition import PartitionRebuild, SegmentRebuild, plan_partition
 from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, EVENT_ABORT, PlanSummary, SegmentPlan
 from .records import LogScan, ScanProblem, StopReason, open_log
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
 from .values import AbortedTxn
-
-_SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex|snapshot)$")
-_SKIPPED_SUFFIXES = (".deleted", ".cleaned", ".swap")
-_KNOWN_FILES = {"leader-epoch-checkpoint", "partition.metadata", "quorum-state"}
-_KRAFT_SNAPSHOT = re.compile(r"^\d{20}-\d{10}\.checkpoint$")  # __cluster_metadata snapshots
 
 
 @dataclass(frozen=True)
@@ -195,17 +199,21 @@ def directory_findings(partition_dir: str) -> list[Finding]:
     """Orphan index files (no ``.log``) are errors; skipped (``.deleted``/``.cleaned``/``.swap``),
     leftover temporary and unknown files are reported as info."""
     names = sorted(os.listdir(partition_dir))
-    bases = {m.group(1) for m in map(_SEGMENT_FILE.match, names) if m and m.group(2) == "log"}
+    parsed = {name: parse_segment_name(name) for name in names}
+    bases = {p[0] for p in parsed.values() if p is not None and p[1] == LOG_SUFFIX}
     findings = []
     for name in names:
         path = os.path.join(partition_dir, name)
-        match = _SEGMENT_FILE.match(name)
-        if match:
-            if match.group(2) in ("index", "timeindex", "txnindex") and match.group(1) not in bases:
+        segment = parsed[name]
+        if segment is not None:
+            base, suffix = segment
+            if suffix in INDEX_SUFFIXES and base not in bases:
                 findings.append(
-                    Finding("orphan_index_file", path, detail=f"{name} has no {match.group(1)}.log beside it")
+                    Finding(
+                        "orphan_index_file", path, detail=f"{name} has no {segment_name(base, LOG_SUFFIX)} beside it"
+                    )
                 )
-        elif name.endswith(_SKIPPED_SUFFIXES):
+        elif is_kafka_transient(name):
             findings.append(
                 Finding(
                     "skipped_file",
@@ -214,7 +222,7 @@ def directory_findings(partition_dir: str) -> list[Finding]:
                     detail=f"{name}: a file Kafka is deleting, cleaning or swapping; not verified",
                 )
             )
-        elif name.endswith(".rebuild.tmp"):
+        elif is_staged_name(name):
             findings.append(
                 Finding(
                     "leftover_temporary_file",
@@ -223,7 +231,7 @@ def directory_findings(partition_dir: str) -> list[Finding]:
                     detail=f"{name}: a temporary file of an interrupted rebuild; safe to delete",
                 )
             )
-        elif name not in _KNOWN_FILES and not _KRAFT_SNAPSHOT.match(name):
+        elif not is_kafka_metadata(name):
             findings.append(Finding("unknown_file", path, severity="info", detail=f"{name} is not a Kafka file"))
     return findings
 

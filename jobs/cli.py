@@ -377,13 +377,13 @@ def lookup(
     import numpy as np
 
     from indexlib import OffsetIndex, TimeIndex
-    from indexlib.partition import segment_file
+    from indexlib.layout import LOG_SUFFIX, parse_segment_name, segment_file
     from indexlib.records import scan_log
 
-    name = os.path.basename(segment)
-    if not re.fullmatch(r"\d{20}\.log", name):
+    parsed = parse_segment_name(os.path.basename(segment))
+    if parsed is None or parsed[1] != LOG_SUFFIX:
         raise ValueError(f"{segment}: not a segment file (expected <20-digit base offset>.log)")
-    base = int(name[:20])
+    base = parsed[0]
     directory = os.path.dirname(segment) or "."
     scan = scan_log(segment)
     answer: dict[str, Any] = {"segment": segment, "base_offset": base}
@@ -468,10 +468,12 @@ def run_audit(args: argparse.Namespace) -> int:
             since = _parse_time(args.since) if args.since else until - timedelta(days=7)
             sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing")
         elif args.partition:
-            match = re.fullmatch(r"(.+)-(\d+)", args.partition)
-            if not match:
+            from indexlib.layout import parse_partition_dir_name
+
+            named = parse_partition_dir_name(args.partition)
+            if named is None:
                 raise UsageError(f"--partition: expected TOPIC-N, got {args.partition!r}")
-            sql = audit.partition_history_sql(match.group(1), int(match.group(2)))
+            sql = audit.partition_history_sql(*named)
         else:
             sql = audit.latest_run_sql()
         result = audit.query(table, sql)

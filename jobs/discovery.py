@@ -13,10 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from indexlib.partition import segment_base_offsets, segment_file
-
-_PARTITION_DIR = re.compile(r"^(?P<topic>[A-Za-z0-9._-]+)-(?P<partition>\d+)$")
-_SKIPPED_DIR = re.compile(r"^.+-(?P<kind>delete|future|stray)$")
+from indexlib.layout import (
+    LOG_SUFFIX,
+    is_kafka_transient,
+    parse_partition_dir_name,
+    segment_base_offsets,
+    segment_file,
+    skipped_dir_kind,
+)
 
 T = TypeVar("T")
 
@@ -97,15 +101,15 @@ def discover(
             path = os.path.join(log_dir, name)
             if not os.path.isdir(path):
                 continue  # checkpoints, meta.properties, .lock
-            skipped = _SKIPPED_DIR.match(name)
+            skipped = skipped_dir_kind(name)
             if skipped:
-                found.skipped.append((path, f"a '-{skipped.group('kind')}' dir (Kafka is moving or deleting it)"))
+                found.skipped.append((path, f"a '-{skipped}' dir (Kafka is moving or deleting it)"))
                 continue
-            match = _PARTITION_DIR.match(name)
-            if not match:
+            parsed = parse_partition_dir_name(name)
+            if parsed is None:
                 found.skipped.append((path, "not a <topic>-<partition> dir"))
                 continue
-            topic, number = match.group("topic"), int(match.group("partition"))
+            topic, number = parsed
             if topics is not None and not topics.fullmatch(topic):
                 continue
             if partitions is not None and number not in partitions:
@@ -117,14 +121,14 @@ def discover(
                 continue
             segments = []
             for i, base in enumerate(bases):
-                log_path = segment_file(path, base, ".log")
+                log_path = segment_file(path, base, LOG_SUFFIX)
                 try:
                     size = os.stat(log_path).st_size
                 except OSError:
                     size = 0
                 segments.append(Segment(base, log_path, size, i == len(bases) - 1))
             for leftover in sorted(os.listdir(path)):
-                if leftover.endswith((".deleted", ".cleaned", ".swap")):
+                if is_kafka_transient(leftover):
                     found.skipped.append(
                         (os.path.join(path, leftover), "a file Kafka is deleting, cleaning or swapping")
                     )

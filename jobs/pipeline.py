@@ -31,14 +31,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from indexlib import __version__
-from indexlib.partition import (
-    INDEX_SUFFIXES,
-    install_segment,
-    plan_segment_file,
-    replay_partition,
-    segment_file,
-    stage_segment,
-)
+from indexlib.layout import INDEX_SUFFIXES, segment_file, staged_by_run
+from indexlib.partition import install_segment, plan_segment_file, replay_partition, stage_segment
 from indexlib.producer_state import read_log_start_offset
 from indexlib.publish import discard, fsync_path, keep_backup, log_dir_is_locked
 from indexlib.rebuild import PlanSummary
@@ -200,7 +194,7 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
                 outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
         except (OSError, ValueError) as exc:
             _discard_all(outcome)
-            outcome.error = f"{task.target_dir}/{task.base_offset:020d}: {exc}"
+            outcome.error = f"{segment_file(task.target_dir or task.partition_dir, task.base_offset, '')}: {exc}"
     outcome.seconds = time.perf_counter() - started
     return outcome
 
@@ -446,14 +440,6 @@ def _sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
                 discard(os.path.join(target, name))
 
 
-def staged_by_run(name: str, run_id: str) -> bool:
-    """Whether a file name is one this run stages: ``.<segment file>.<run id>[~<attempt>].rebuild.tmp``."""
-    return (
-        re.fullmatch(r"\.\d{20}\.(index|timeindex|txnindex)\." + re.escape(run_id) + r"(~\d+)?\.rebuild\.tmp", name)
-        is not None
-    )
-
-
 def _replay_partitions(
     discovery: Discovery, outcomes: list[SegmentOutcome], check: bool, run_id: str
 ) -> dict[str, list[Finding]]:
@@ -561,7 +547,7 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
             except (OSError, ValueError) as exc:
                 if o.staged:  # failed before anything was replaced: drop what was staged and backed up for it
                     _discard_all(o)
-                o.error = f"{t.target_dir}/{t.base_offset:020d}: {exc}"
+                o.error = f"{segment_file(t.target_dir or t.partition_dir, t.base_offset, '')}: {exc}"
                 o.action = "failed"
             finally:
                 touched.update(os.path.dirname(f) for f in o.written)

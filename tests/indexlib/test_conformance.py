@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.partition import rebuild_partition, segment_base_offsets
+from indexlib.layout import segment_base_offsets
+from indexlib.partition import rebuild_partition
 
 from ..conftest import KAFKA_REAL, requires_kafka_real
 

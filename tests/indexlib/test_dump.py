@@ -20,7 +20,8 @@ import pytest
 from indexlib import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from indexlib.dump import FileDump, dump_file, format_dump, iter_json, parse_segment_file_name, read_dump
 from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
-from indexlib.partition import rebuild_partition, segment_file
+from indexlib.layout import segment_file
+from indexlib.partition import rebuild_partition
 
 from ..conftest import KAFKA_REAL, requires_kafka_real, run_as_unprivileged
 

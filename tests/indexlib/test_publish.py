@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from indexlib.errors import InvalidOffsetError
-from indexlib.publish import install, keep_backup, stage_offset_index, staged_path
+from indexlib.layout import staged_path
+from indexlib.publish import install, keep_backup, stage_offset_index
 
 
 def test_a_staged_file_is_invisible_until_installed(tmp_path):

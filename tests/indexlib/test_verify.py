@@ -16,7 +16,8 @@ import pytest
 
 from indexlib import TransactionIndex
 from indexlib.generate import encode_batch_v2
-from indexlib.partition import plan_partition, rebuild_partition, segment_file
+from indexlib.layout import segment_file
+from indexlib.partition import plan_partition, rebuild_partition
 from indexlib.verify import verify_partition
 
 from ..conftest import KAFKA_REAL, requires_kafka_real

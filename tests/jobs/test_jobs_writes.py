@@ -7,7 +7,8 @@ import json
 import os
 
 from indexlib.generate import encode_batch_v2, generate_partition
-from indexlib.partition import plan_partition, rebuild_partition, segment_file
+from indexlib.layout import segment_file
+from indexlib.partition import plan_partition, rebuild_partition
 from jobs.cli import main
 
 TS = 1_700_000_000_000

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from indexlib.generate import encode_batch_v2, encode_control_batch
-from indexlib.partition import plan_partition, rebuild_partition, replay_partition, segment_file
+from indexlib.layout import segment_file
+from indexlib.partition import plan_partition, rebuild_partition, replay_partition
 from jobs.config import resolve_settings
 from jobs.discovery import discover
 from jobs.pipeline import RunOptions, plan_tasks, process_segment

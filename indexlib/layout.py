@@ -1,0 +1,107 @@
+"""Kafka's file layout in a log dir, in one place: what every other module asks about names.
+
+A log dir holds partition dirs ``<topic>-<partition>`` (topic: Kafka's legal characters
+``[A-Za-z0-9._-]``). Dirs Kafka is deleting, moving between log dirs or has found stray end in
+``-delete``, ``-future`` or ``-stray`` and are not partitions to work on. A partition dir holds segments,
+each ``<base offset:020d>`` plus a suffix (``.log``, ``.index``, ``.timeindex``, ``.txnindex``,
+``.snapshot``); ``.deleted``, ``.cleaned`` and ``.swap`` appended to a name mark a file Kafka is deleting,
+cleaning or swapping (Kafka's ``LogFileUtils``). This project's own files are *staged* index files:
+``.<final name>.<tag>.rebuild.tmp`` beside the final name (hidden, so Kafka never loads one), where a
+run's tag is ``<run id>`` or ``<run id>~<task attempt>``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
+SNAPSHOT_SUFFIX = ".snapshot"
+SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES, SNAPSHOT_SUFFIX)
+#: appended by Kafka to a segment file it is deleting, cleaning or swapping
+KAFKA_TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
+#: files Kafka keeps in a partition dir besides segments
+PARTITION_METADATA_FILES = frozenset({"leader-epoch-checkpoint", "partition.metadata", "quorum-state"})
+STAGED_SUFFIX = ".rebuild.tmp"
+
+_TOPIC = r"[A-Za-z0-9._-]+"
+_PARTITION_DIR = re.compile(rf"(?P<topic>{_TOPIC})-(?P<partition>\d+)")
+_SKIPPED_DIR = re.compile(r".+-(?P<kind>delete|future|stray)")
+_SEGMENT_FILE = re.compile(r"(?P<base>\d{20})(?P<suffix>\.log|\.index|\.timeindex|\.txnindex|\.snapshot)")
+_KRAFT_SNAPSHOT = re.compile(r"\d{20}-\d{10}\.checkpoint")  # __cluster_metadata snapshots
+_STAGED = re.compile(r"\.(?P<final>\d{20}(?:\.index|\.timeindex|\.txnindex))\.(?P<tag>.+)" + re.escape(STAGED_SUFFIX))
+
+
+# ----------------------------------------------------------------------------- partition dirs
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    """``(topic, partition)`` of a ``<topic>-<partition>`` dir name, or None."""
+    match = _PARTITION_DIR.fullmatch(name)
+    return (match.group("topic"), int(match.group("partition"))) if match else None
+
+
+def parse_partition_dir(path: str | os.PathLike[str]) -> tuple[str, int]:
+    """``(topic, partition)`` from a partition dir's path; ValueError naming it if it is not one."""
+    parsed = parse_partition_dir_name(os.path.basename(os.path.normpath(os.fspath(path))))
+    if parsed is None:
+        raise ValueError(f"{os.fspath(path)}: not a Kafka partition directory (expected <topic>-<partition>)")
+    return parsed
+
+
+def skipped_dir_kind(name: str) -> str | None:
+    """``"delete"``, ``"future"`` or ``"stray"`` for a dir Kafka is deleting, moving or has orphaned."""
+    match = _SKIPPED_DIR.fullmatch(name)
+    return match.group("kind") if match else None
+
+
+def partition_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+# ----------------------------------------------------------------------------- segment files
+def segment_name(base_offset: int, suffix: str) -> str:
+    return f"{base_offset:020d}{suffix}"
+
+
+def segment_file(partition_dir: str, base_offset: int, suffix: str) -> str:
+    return os.path.join(partition_dir, segment_name(base_offset, suffix))
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """``(base offset, suffix)`` of a segment file name (one of ``SEGMENT_SUFFIXES``), or None."""
+    match = _SEGMENT_FILE.fullmatch(name)
+    return (int(match.group("base")), match.group("suffix")) if match else None
+
+
+def segment_base_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
+    """Base offsets of the ``.log`` segments in a partition dir, ascending."""
+    parsed = (parse_segment_name(name) for name in os.listdir(partition_dir))
+    return sorted(p[0] for p in parsed if p is not None and p[1] == LOG_SUFFIX)
+
+
+def is_kafka_transient(name: str) -> bool:
+    """A file Kafka is deleting, cleaning or swapping (``.deleted``, ``.cleaned``, ``.swap``)."""
+    return name.endswith(KAFKA_TRANSIENT_SUFFIXES)
+
+
+def is_kafka_metadata(name: str) -> bool:
+    """A partition dir file of Kafka's that is not a segment (checkpoints, metadata, KRaft snapshots)."""
+    return name in PARTITION_METADATA_FILES or _KRAFT_SNAPSHOT.fullmatch(name) is not None
+
+
+# ----------------------------------------------------------------------------- staged files
+def staged_path(final: str, tag: str) -> str:
+    """The hidden name a new version of ``final`` is written under before it is renamed over it."""
+    directory, name = os.path.split(final)
+    return os.path.join(directory, f".{name}.{tag}{STAGED_SUFFIX}")
+
+
+def is_staged_name(name: str) -> bool:
+    """Any run's staged index file (an interrupted run leaves them; safe to delete)."""
+    return _STAGED.fullmatch(name) is not None
+
+
+def staged_by_run(name: str, run_id: str) -> bool:
+    """A staged file of this run: tag ``<run id>`` or ``<run id>~<task attempt>``, never another run's."""
+    match = _STAGED.fullmatch(name)
+    return match is not None and re.fullmatch(re.escape(run_id) + r"(~\d+)?", match.group("tag")) is not None
