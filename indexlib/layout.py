@@ -21,6 +21,8 @@ SNAPSHOT_SUFFIX = ".snapshot"
 SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES, SNAPSHOT_SUFFIX)
 #: appended by Kafka to a segment file it is deleting, cleaning or swapping
 KAFKA_TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
+#: a log dir's checkpoint of each partition's log start offset
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 #: files Kafka keeps in a partition dir besides segments
 PARTITION_METADATA_FILES = frozenset({"leader-epoch-checkpoint", "partition.metadata", "quorum-state"})
 STAGED_SUFFIX = ".rebuild.tmp"

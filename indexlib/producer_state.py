@@ -21,7 +21,7 @@ import crc32c
 import numpy as np
 import numpy.typing as npt
 
-from .layout import SNAPSHOT_SUFFIX, parse_segment_name, segment_file
+from .layout import LOG_START_OFFSET_CHECKPOINT, SNAPSHOT_SUFFIX, parse_segment_name, segment_file
 from .rebuild import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_TXN_DATA
 from .records import ScanProblem
 from .values import AbortedTxn
@@ -83,7 +83,7 @@ def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition
     """The partition's log start offset from ``<log_dir>/log-start-offset-checkpoint`` (0 when absent).
 
     Raises ``ValueError`` naming the file when it is malformed."""
-    path = os.path.join(log_dir, "log-start-offset-checkpoint")
+    path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
     try:
         lines = Path(path).read_text().splitlines()
     except FileNotFoundError:

@@ -181,7 +181,7 @@ def plan_segment(
                     f"batch last offset {int(off_offsets[j])} is not above the previous indexed "
                     f"offset {int(off_offsets[j - 1])}"
                 )
-                kind = "offset_not_increasing"
+                kind = "log_offset_not_increasing"
         elif j == first_time_full:
             reason = (
                 f"the time index would need more than {max_time_entries - 1} entries with "
@@ -190,7 +190,7 @@ def plan_segment(
             kind = "time_index_full"
         else:
             reason = f"time index offset {int(cand_off[j])} goes back below {int(prev_off[j])}"
-            kind = "time_offset_not_increasing"
+            kind = "log_time_offset_not_increasing"
         problems.append(ScanProblem(kind, int(positions[b]), b, reason, int(scan.base_offsets[b])))
 
     time_ts = cand_ts[written]
@@ -201,7 +201,7 @@ def plan_segment(
         if len(time_ts) and final_off < int(time_off[-1]):
             problems.append(
                 ScanProblem(
-                    "time_offset_not_increasing",
+                    "log_time_offset_not_increasing",
                     int(positions[m - 1]),
                     m - 1,
                     f"final time index offset {final_off} goes back below {int(time_off[-1])}",

@@ -29,7 +29,7 @@ A bad partition directory (missing, not a directory, not named ``<topic>-<partit
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from .abstract_index import AbstractIndex
 from .errors import CorruptIndexError, describe_error
+from .findings import ERROR, REBUILD_FILE, Finding, kind
 from .layout import (
     INDEX_SUFFIXES,
     LOG_SUFFIX,
@@ -54,28 +55,6 @@ from .records import LogScan, ScanProblem, StopReason, open_log
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
 from .values import AbortedTxn
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One problem (or, with severity ``"info"``, one notable fact) about one file.
-
-    ``entry`` is the entry number in an index file or the batch number in a ``.log``; ``position`` the
-    byte position in the file; ``count`` how many entries share this kind (the first one is described).
-    """
-
-    kind: str
-    file: str
-    entry: int | None = None
-    position: int | None = None
-    expected: int | str | None = None
-    found: int | str | None = None
-    detail: str = ""
-    count: int = 1
-    severity: str = "error"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -121,7 +100,7 @@ class PartitionVerify:
 
     @property
     def healthy(self) -> bool:
-        return not any(f.severity == "error" for f in self.all_findings)
+        return not any(f.severity == ERROR for f in self.all_findings)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -137,7 +116,7 @@ class PartitionVerify:
 def damaged_index_files(partition_dir: str, base_offset: int, findings: list[Finding]) -> list[str]:
     """Suffixes (``.index``, ...) of one segment's index files named by an error finding, sorted."""
     names = {segment_file(partition_dir, base_offset, s): s for s in INDEX_SUFFIXES}
-    return sorted({names[f.file] for f in findings if f.severity == "error" and f.file in names})
+    return sorted({names[f.file] for f in findings if f.file in names and kind(f.kind).triggers == REBUILD_FILE})
 
 
 def verify_partition(
@@ -218,7 +197,6 @@ def directory_findings(partition_dir: str) -> list[Finding]:
                 Finding(
                     "skipped_file",
                     path,
-                    severity="info",
                     detail=f"{name}: a file Kafka is deleting, cleaning or swapping; not verified",
                 )
             )
@@ -227,12 +205,11 @@ def directory_findings(partition_dir: str) -> list[Finding]:
                 Finding(
                     "leftover_temporary_file",
                     path,
-                    severity="info",
                     detail=f"{name}: a temporary file of an interrupted rebuild; safe to delete",
                 )
             )
         elif not is_kafka_metadata(name):
-            findings.append(Finding("unknown_file", path, severity="info", detail=f"{name} is not a Kafka file"))
+            findings.append(Finding("unknown_file", path, detail=f"{name} is not a Kafka file"))
     return findings
 
 
@@ -417,7 +394,6 @@ def _zero_tail(path: str, start: int, n: int, entry_size: int, active: bool) -> 
                 start * entry_size,
                 0,
                 n - start,
-                severity="info",
                 detail=f"{n - start} zero entries after entry {start}: the active segment's preallocated "
                 "space (a running broker, or an unclean shutdown that Kafka's recovery handles)",
             )

@@ -31,14 +31,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from indexlib import __version__
-from indexlib.layout import INDEX_SUFFIXES, segment_file, staged_by_run
+from indexlib.findings import CUT_TAIL, Finding, kind
+from indexlib.layout import INDEX_SUFFIXES, LOG_START_OFFSET_CHECKPOINT, segment_file, staged_by_run
 from indexlib.partition import install_segment, plan_segment_file, replay_partition, stage_segment
 from indexlib.producer_state import read_log_start_offset
 from indexlib.publish import discard, fsync_path, keep_backup, log_dir_is_locked
 from indexlib.rebuild import PlanSummary
 from indexlib.values import AbortedTxn
 from indexlib.verify import (
-    Finding,
     check_partition_transactions,
     check_segment_files,
     damaged_index_files,
@@ -465,7 +465,7 @@ def _replay_partitions(
             partition_findings[p.path].append(
                 Finding(
                     "bad_log_start_checkpoint",
-                    os.path.join(p.log_dir, "log-start-offset-checkpoint"),
+                    os.path.join(p.log_dir, LOG_START_OFFSET_CHECKPOINT),
                     detail=f"{exc}; assuming log start offset 0",
                 )
             )
@@ -513,7 +513,7 @@ def _commit(outcomes: list[SegmentOutcome], options: RunOptions) -> None:
                 txn = ".txnindex" in damaged
                 cut = None
                 if options.truncate_corrupt_tail and any(
-                    f.file == t.log_path and f.kind.startswith("log_") for f in o.findings
+                    f.file == t.log_path and kind(f.kind).triggers == CUT_TAIL for f in o.findings
                 ):
                     cut = o.valid_bytes
                 if not damaged and cut is None:

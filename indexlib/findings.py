@@ -1,0 +1,197 @@
+"""Every kind of finding verify can report, with what it means and what it makes a run do.
+
+Policy reads this registry, never a kind's name: a repair rewrites the file of every ``REBUILD_FILE``
+finding, cuts the ``.log`` at the valid prefix for ``CUT_TAIL`` (only when asked to), and writes nothing
+for a segment with a ``REFUSE_SEGMENT`` finding (Kafka's own recovery would fail there). ``concerns`` is
+the file a finding of that kind names: an index suffix, ``.log``, ``"index file"`` (any of the three
+index files), ``"partition dir"`` (any file in it) or ``"log dir"`` (a file of the log dir). The README's findings table is checked against
+this registry by a test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ERROR = "error"
+INFO = "info"
+
+REBUILD_FILE = "rebuild the file"
+CUT_TAIL = "cut the .log tail when asked"
+REFUSE_SEGMENT = "refuse the segment"
+NOTHING = "nothing"
+
+
+@dataclass(frozen=True)
+class FindingKind:
+    name: str
+    severity: str  # ERROR: the file is wrong (verify exits 1); INFO: worth knowing, nothing is wrong
+    concerns: str
+    triggers: str
+    meaning: str
+
+
+def _kinds(*kinds: FindingKind) -> dict[str, FindingKind]:
+    registry: dict[str, FindingKind] = {}
+    for kind in kinds:
+        assert kind.name not in registry, f"finding kind {kind.name} registered twice"
+        registry[kind.name] = kind
+    return registry
+
+
+def _index(name: str, concerns: str, meaning: str) -> FindingKind:
+    return FindingKind(name, ERROR, concerns, REBUILD_FILE, meaning)
+
+
+def _tail(name: str, meaning: str) -> FindingKind:
+    return FindingKind(name, ERROR, ".log", CUT_TAIL, meaning)
+
+
+def _refuse(name: str, meaning: str) -> FindingKind:
+    return FindingKind(name, ERROR, ".log", REFUSE_SEGMENT, meaning)
+
+
+KINDS: dict[str, FindingKind] = _kinds(
+    # ---- missing, torn or unreadable index files
+    _index("index_missing", ".index", "the segment has no .index"),
+    _index("timeindex_missing", ".timeindex", "the segment has no .timeindex"),
+    _index(
+        "txnindex_missing",
+        ".txnindex",
+        "the segment has aborted transactions but no .txnindex (a 0-byte or absent one is otherwise fine)",
+    ),
+    _index("bad_length", "index file", "the file is not a whole number of entries (8, 12 or 34 bytes): a torn write"),
+    _index("unreadable_file", "index file", "the index file cannot be read (permissions, not a regular file)"),
+    _index(
+        "untrimmed_zero_tail",
+        "index file",
+        "zero-filled preallocated entries at the end of an inactive segment's index (Kafka reads them as entries)",
+    ),
+    FindingKind(
+        "preallocated_zero_tail",
+        INFO,
+        "index file",
+        NOTHING,
+        "the active segment's index is preallocated with zeros, as a running broker leaves it",
+    ),
+    # ---- .index entries
+    _index("offset_below_base", ".index", "an entry's offset is below the segment's base offset"),
+    _index("offset_not_increasing", ".index", "an entry's offset is not above the previous entry's"),
+    _index("position_not_increasing", ".index", "an entry's position is not above the previous entry's"),
+    _index("position_outside_valid_data", ".index", "an entry points past the valid data of the .log"),
+    _index("position_not_batch_start", ".index", "an entry points into the middle of a batch"),
+    _index("offset_before_batch", ".index", "an entry's offset is below the first offset of the batch it points to"),
+    _index(
+        "offset_inside_previous_batch",
+        ".index",
+        "an entry's offset belongs to the batch before the one it points to",
+    ),
+    # ---- .timeindex entries
+    _index("timestamp_not_increasing", ".timeindex", "an entry's timestamp is not above the previous entry's"),
+    _index("time_offset_decreasing", ".timeindex", "an entry's offset is below the previous entry's"),
+    _index("time_offset_outside_segment", ".timeindex", "an entry's offset is outside the segment's offsets"),
+    _index(
+        "timestamp_not_running_max",
+        ".timeindex",
+        "an entry's timestamp is not the largest batch timestamp up to its offset",
+    ),
+    _index(
+        "time_index_missing_final_entry",
+        ".timeindex",
+        "an inactive segment's time index lacks the entry Kafka appends on roll (time-based retention reads it)",
+    ),
+    # ---- .txnindex records
+    _index("txn_bad_version", ".txnindex", "a record's version is not 0"),
+    _index("txn_last_offset_not_increasing", ".txnindex", "a record's last offset is not above the previous one's"),
+    _index("txn_outside_segment", ".txnindex", "a record's last offset is outside the segment's valid offsets"),
+    _index("txn_not_abort_marker", ".txnindex", "a record's last offset is not an ABORT marker of its producer"),
+    _index("txn_entry_missing", ".txnindex", "an aborted transaction replayed from the log is not in the file"),
+    _index("txn_entry_unexpected", ".txnindex", "a record matches no aborted transaction replayed from the log"),
+    _index(
+        "txn_last_stable_offset_mismatch",
+        ".txnindex",
+        "a record's last stable offset differs from the replay's (a raised one makes the broker stop collecting "
+        "aborted transactions early, so read_committed consumers receive aborted records)",
+    ),
+    # ---- an invalid .log tail: indexes cover the valid prefix; only --truncate-corrupt-tail cuts the .log
+    _tail("log_crc_mismatch", "a batch's CRC does not match: the .log is invalid from that batch on"),
+    _tail("log_size_below_minimum", "a batch's size field is below the minimum: the .log is invalid from there"),
+    _tail("log_truncated_batch", "the last batch runs past the end of the .log"),
+    _tail("log_invalid_marker", "a transaction marker is malformed: the .log is invalid after that batch"),
+    _tail("log_short_tail", "1 to 17 bytes after the last batch, too short for a batch header"),
+    _tail("log_zero_tail", "zero bytes after the last batch (a preallocated or unflushed tail)"),
+    # ---- Kafka's recovery would fail on this segment: nothing is rebuilt for it
+    _refuse("offset_overflow", "an offset does not fit the index's 32-bit relative offsets"),
+    _refuse("offset_index_full", "the offset index would need more entries than segment.index.bytes holds"),
+    _refuse("time_index_full", "the time index would need more entries than segment.index.bytes holds"),
+    _refuse("log_offset_not_increasing", "a batch's last offset is not above the previously indexed offset"),
+    _refuse("log_time_offset_not_increasing", "the time index offset would go back below the previous entry's"),
+    _refuse(
+        "non_transactional_in_open_transaction",
+        "a producer writes a plain batch while its transaction is open (Kafka throws InvalidTxnStateException)",
+    ),
+    _refuse("unknown_control_type", "a control batch of an unknown type"),
+    _refuse("compressed_control_batch", "a compressed transaction marker batch (Kafka never writes one)"),
+    _refuse("unknown_compression", "a batch compressed with an unknown codec"),
+    _refuse("unreadable_segment", "the .log cannot be read (permissions, not a regular file)"),
+    # ---- the partition dir and its log dir
+    FindingKind(
+        "bad_log_start_checkpoint",
+        ERROR,
+        "log dir",
+        NOTHING,
+        "the log dir's log-start-offset-checkpoint is malformed; the replay assumes log start offset 0",
+    ),
+    FindingKind("orphan_index_file", ERROR, "partition dir", NOTHING, "an index file without its .log"),
+    FindingKind("unknown_file", INFO, "partition dir", NOTHING, "a file that is not Kafka's"),
+    FindingKind(
+        "skipped_file", INFO, "partition dir", NOTHING, "a file Kafka is deleting, cleaning or swapping; not verified"
+    ),
+    FindingKind(
+        "leftover_temporary_file",
+        INFO,
+        "partition dir",
+        NOTHING,
+        "a staged file of an interrupted run; safe to delete",
+    ),
+)
+
+
+def kind(name: str) -> FindingKind:
+    """The registered kind; KeyError for a name no code may produce."""
+    return KINDS[name]
+
+
+def triggers(name: str) -> str:
+    return KINDS[name].triggers
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem (or, with severity ``"info"``, one notable fact) about one file.
+
+    ``kind`` is a registered kind (ValueError otherwise) and sets ``severity``. ``entry`` is the entry
+    number in an index file or the batch number in a ``.log``; ``position`` the byte position in the
+    file; ``count`` how many entries share this kind (the first one is described).
+    """
+
+    kind: str
+    file: str
+    entry: int | None = None
+    position: int | None = None
+    expected: int | str | None = None
+    found: int | str | None = None
+    detail: str = ""
+    count: int = 1
+    severity: str = ""
+
+    def __post_init__(self) -> None:
+        registered = KINDS.get(self.kind)
+        if registered is None:
+            raise ValueError(f"finding kind {self.kind!r} is not registered in indexlib.findings")
+        if self.severity and self.severity != registered.severity:
+            raise ValueError(f"finding kind {self.kind!r} has severity {registered.severity}, not {self.severity}")
+        object.__setattr__(self, "severity", registered.severity)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
