@@ -30,7 +30,7 @@ Per run, in this order:
 * the indexlib core alone, in this process: ``rebuild_partition(p, output_dir=<temp>)`` and
   ``verify_partition(p)`` over every partition of the log dir, one after the other;
 * the parallel ceiling of the machine without Spark: the pipeline's executor function
-  (``jobs.pipeline.process_segment``, verify work) over all segments in this process, and split by bytes
+  (``indexlib.engine.process_segment``, verify work) over all segments in this process, and split by bytes
   over two forked, warmed-up processes (``multiprocessing``); the ratio is what two processes give at all;
 * Spark: for each master (``local[1]``, ``local[2]``) and each Spark conf ("as shipped": the conf of
   ``conf/defaults.yaml``, which enables ``spark.python.unix.domain.socket.enabled``, Unix domain sockets
@@ -47,7 +47,7 @@ Per run, in this order:
   ("scan": the Spark job including collect; "replay"; "commit"); the executor compute (sum of the
   per-segment ``seconds`` the executors report: scan, plan, check and, for a rebuild, the staging
   writes); the ideal makespan of the job's bins on the master's slots (the pipeline's binning,
-  ``balance_by_bytes`` into ``jobs.discovery.task_count(bytes, slots, bytes_per_task)`` bins, each bin's
+  ``balance_by_bytes`` into ``jobs.pipeline.task_count(bytes, slots, bytes_per_task)`` bins, each bin's
   compute, bins handed to free slots in order); the CPU seconds the driver, the JVM and the Python workers
   used during the run (``/proc/<pid>/stat``); the size and pickle round trip of the collected outcomes;
 * the fixed cost: the wall time of a whole ``kafka-index verify --log-dir <tiny> --audit-table none
@@ -80,13 +80,14 @@ sys.path.insert(1, HERE)
 
 from bench_rebuild import crc_pass, machine_line  # noqa: E402
 
+from indexlib.discovery import discover  # noqa: E402
+from indexlib.engine import RunOptions, plan_tasks, process_segment  # noqa: E402
 from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.layout import segment_file  # noqa: E402
 from indexlib.partition import rebuild_partition  # noqa: E402
 from indexlib.verify import verify_partition  # noqa: E402
 from jobs.config import resolve_settings  # noqa: E402
-from jobs.discovery import balance_by_bytes, discover, task_count  # noqa: E402
-from jobs.pipeline import RunOptions, plan_tasks, process_segment  # noqa: E402
+from jobs.pipeline import balance_by_bytes, task_count  # noqa: E402
 
 INDEX_INTERVAL_BYTES = 4096
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
@@ -109,7 +110,7 @@ DATASETS = [
 # One Spark job over several log dirs: key -> the DATASETS keys it takes. A+B is the job the issue names.
 COMBINED = {"A+B": ("A", "B")}
 KEYS = [d[0] for d in DATASETS] + list(COMBINED)
-PHASES = ("scan", "replay", "commit")  # jobs.pipeline.RunReport.phase_seconds
+PHASES = ("scan", "replay", "commit")  # indexlib.engine.RunReport.phase_seconds
 
 
 def med(values):
@@ -163,7 +164,7 @@ def _noop(x):
 def ceiling(log_dir: str, pool) -> tuple[float, float]:
     """(one process, two forked processes): process_segment (verify work) over every segment."""
     settings = resolve_settings(log_dirs=[log_dir], audit_table="none")
-    tasks = plan_tasks(discover([log_dir]), settings, RunOptions("verify"))
+    tasks = plan_tasks(discover([log_dir]), RunOptions("verify"), "bench", settings.for_topic)
     halves = balance_by_bytes(tasks, [t.size for t in tasks], 2)
     one = timed(lambda: _verify_group(tasks))
     two = timed(lambda: pool.map(_verify_group, halves, chunksize=1))
@@ -272,24 +273,24 @@ def child(master: str, spec: dict) -> dict:
                     if target:
                         shutil.rmtree(target, ignore_errors=True)
                 # The pipeline's binning (jobs.pipeline.run): task_count bins balanced by bytes.
-                tasks = plan_tasks(discover(log_dirs), settings, RunOptions(mode))
+                tasks = plan_tasks(discover(log_dirs), RunOptions(mode), "bench", settings.for_topic)
                 sizes = [t.size for t in tasks]
                 bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), slots, settings.bytes_per_task))
                 where = {(t.partition_dir, t.base_offset): i for i, b in enumerate(bins) for t in b}
                 per_bin = [0.0] * len(bins)
-                for o in report.outcomes:
+                for o in report.segments:
                     per_bin[where[(o.task.partition_dir, o.task.base_offset)]] += o.seconds
                 blob_start = time.perf_counter()
-                blob = pickle.dumps(report.outcomes, protocol=pickle.HIGHEST_PROTOCOL)
+                blob = pickle.dumps(report.segments, protocol=pickle.HIGHEST_PROTOCOL)
                 pickle.loads(blob)
                 rows.append(
                     {
                         "wall": wall,
-                        "compute": sum(o.seconds for o in report.outcomes),
-                        "segment_median": med([o.seconds for o in report.outcomes]),
+                        "compute": sum(o.seconds for o in report.segments),
+                        "segment_median": med([o.seconds for o in report.segments]),
                         "makespan": makespan(per_bin, slots),
                         "bins": len(bins),
-                        "segments": len(report.outcomes),
+                        "segments": len(report.segments),
                         **{f"phase_{k}": report.phase_seconds.get(k, 0.0) for k in PHASES},
                         "pickle_bytes": len(blob),
                         "pickle_seconds": time.perf_counter() - blob_start,

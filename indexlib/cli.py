@@ -2,16 +2,20 @@
 
 ::
 
-    python -m indexlib rebuild PARTITION_DIR [--index-interval-bytes N] [--segment-index-bytes N]
-                               [--output-dir DIR] [--backup-dir DIR] [--force]
-    python -m indexlib verify  PARTITION_DIR [--index-interval-bytes N] [--segment-index-bytes N]
-                               [--json FILE]            (FILE may be - for stdout)
+    python -m indexlib rebuild PATH... [--index-interval-bytes N] [--segment-index-bytes N]
+                               [--output-dir DIR] [--backup-dir DIR] [--force] [--jobs N] [--json FILE]
+    python -m indexlib verify  PATH... [--index-interval-bytes N] [--segment-index-bytes N]
+                               [--jobs N] [--json FILE]          (FILE may be - for stdout)
     python -m indexlib dump    FILE [--json]
+
+Each PATH is a partition dir (``<log dir>/<topic>-<partition>``) or a whole log dir. Both commands run the
+segment engine (:mod:`indexlib.engine`) with a local process pool of ``--jobs`` processes (default: the
+cores), as the Spark jobs run it on a cluster.
 
 Exit codes: 0 healthy / done; 1 verify found errors, a rebuild could not rebuild a segment (Kafka's
 recovery would fail on it), or a dumped file has problems (listed); 2 bad usage or bad input (a missing
-or unreadable path, a file where a directory is expected, a directory that is not ``<topic>-<partition>``
-or holds no segment, a bad setting, a file that cannot be dumped, a log dir held by a running broker).
+or unreadable path, a file where a directory is expected, a directory holding no partition or no segment,
+a bad setting, a file that cannot be dumped, a log dir held by a running broker).
 
 Errors are one line on stderr, ``python -m indexlib: error: <file>: <problem>``, never a traceback (set
 ``KAFKA_INDEX_DEBUG=1`` to get the traceback of an unexpected error).
@@ -25,14 +29,22 @@ import os
 import stat
 import sys
 from collections.abc import Iterable
-from typing import Any, TextIO
+from typing import TextIO
 
-from .abstract_index import INT32_MAX
+from .discovery import Discovery, discover, discover_partition_dir
 from .dump import format_dump, iter_json, read_dump
-from .layout import INDEX_SUFFIXES, parse_partition_dir, segment_base_offsets, segment_name
-from .partition import PartitionRebuild, rebuild_partition
+from .engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
+from .findings import CUT_TAIL, REFUSE_SEGMENT, kind
+from .layout import INDEX_SUFFIXES, parse_partition_dir_name, partition_name, segment_base_offsets, segment_name
 from .publish import log_dir_is_locked
-from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+from .report import print_report, report_to_dict
+from .settings import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    IndexSettings,
+    SettingError,
+    check_index_setting,
+)
 
 PROG = "python -m indexlib"
 EXIT_OK = 0
@@ -57,21 +69,36 @@ def build_parser() -> argparse.ArgumentParser:
 
     def settings(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
-            "partition_dir", metavar="PARTITION_DIR", help="a Kafka partition directory, <log.dir>/<topic>-<partition>"
+            "paths",
+            nargs="+",
+            metavar="PATH",
+            help="a Kafka partition dir (<log.dir>/<topic>-<partition>) or a whole log dir; several allowed",
         )
         sub.add_argument(
             "--index-interval-bytes",
             type=int,
             default=DEFAULT_INDEX_INTERVAL_BYTES,
             metavar="N",
-            help="the topic's index.interval.bytes (default %(default)s)",
+            help="the topics' index.interval.bytes (default %(default)s)",
         )
         sub.add_argument(
             "--segment-index-bytes",
             type=int,
             default=DEFAULT_SEGMENT_INDEX_BYTES,
             metavar="N",
-            help="the topic's segment.index.bytes (default %(default)s)",
+            help="the topics' segment.index.bytes (default %(default)s)",
+        )
+        sub.add_argument(
+            "--jobs",
+            type=int,
+            default=os.cpu_count() or 1,
+            metavar="N",
+            help="segments processed at once, each in its own process (default: the cores, %(default)s)",
+        )
+        sub.add_argument(
+            "--json",
+            metavar="FILE",
+            help="also write the full report as JSON to FILE (- for stdout; the text report then goes to stderr)",
         )
 
     rebuild = commands.add_parser(
@@ -97,11 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
         "Read-only.",
     )
     settings(verify)
-    verify.add_argument(
-        "--json",
-        metavar="FILE",
-        help="also write the full report as JSON to FILE (- for stdout; the text report then goes to stderr)",
-    )
     verify.set_defaults(run=run_verify)
 
     dump = commands.add_parser(
@@ -117,33 +139,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------ checks
-def check_settings(args: argparse.Namespace) -> None:
-    if not 0 <= args.index_interval_bytes <= INT32_MAX:
-        raise InputError(f"--index-interval-bytes must be between 0 and {INT32_MAX}, got {args.index_interval_bytes}")
-    if not 12 <= args.segment_index_bytes <= INT32_MAX:
-        raise InputError(
-            f"--segment-index-bytes must be between 12 (one time-index entry) and {INT32_MAX}, "
-            f"got {args.segment_index_bytes}"
-        )
-
-
-def check_partition_dir(path: str) -> tuple[str, int]:
-    """``(topic, partition)``; InputError naming ``path`` unless it is a readable partition directory
-    with at least one segment."""
+def check_settings(args: argparse.Namespace) -> IndexSettings:
+    if args.jobs < 1:
+        raise InputError(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such directory") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise InputError(f"{path}: not a directory (expected a <topic>-<partition> partition directory)")
-    try:
-        topic, partition = parse_partition_dir(path)
-    except ValueError as exc:
+        for name in ("index_interval_bytes", "segment_index_bytes"):
+            check_index_setting(f"--{name.replace('_', '-')}", name, getattr(args, name))
+    except SettingError as exc:
         raise InputError(str(exc)) from None
-    bases = segment_base_offsets(path)  # PermissionError names the directory
-    if not bases:
-        raise InputError(f"{path}: no segment (<20-digit base offset>.log) in this directory")
-    return topic, partition
+    return IndexSettings(args.index_interval_bytes, args.segment_index_bytes)
+
+
+def discover_paths(paths: list[str]) -> Discovery:
+    """Each path is a partition dir or a log dir; InputError naming a path that is neither."""
+    found = Discovery()
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise InputError(f"{path}: no such directory") from None
+        if not stat.S_ISDIR(st.st_mode):
+            raise InputError(f"{path}: not a directory (expected a partition dir or a log dir)")
+        if parse_partition_dir_name(os.path.basename(os.path.normpath(path))) is not None:
+            if not segment_base_offsets(path):  # PermissionError names the directory
+                raise InputError(f"{path}: no segment (<20-digit base offset>.log) in this directory")
+            one = discover_partition_dir(path)
+        else:
+            one = discover([path])
+            if not one.partitions:
+                raise InputError(f"{path}: neither a partition dir (<topic>-<partition>) nor a log dir holding one")
+        found.partitions += one.partitions
+        found.skipped += one.skipped
+        found.log_dirs += [d for d in one.log_dirs if d not in found.log_dirs]
+    return found
 
 
 def _describe(exc: BaseException, subject: str | None) -> str:
@@ -171,188 +199,105 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
-# ------------------------------------------------------------------------------------------ rebuild
+# ------------------------------------------------------------------------------ rebuild and verify
 def run_rebuild(args: argparse.Namespace) -> int:
-    check_settings(args)
-    source = args.partition_dir
-    check_partition_dir(source)
-    name = os.path.basename(os.path.normpath(source))
-    target = source if args.output_dir is None else os.path.join(args.output_dir, name)
-    in_place = os.path.realpath(target) == os.path.realpath(source)
-    if in_place:
-        log_dir = os.path.dirname(os.path.realpath(source))
-        if log_dir_is_locked(log_dir):
+    settings = check_settings(args)
+    found = discover_paths(args.paths)
+    output_dir = args.output_dir
+    if output_dir is not None and {os.path.realpath(d) for d in found.log_dirs} == {os.path.realpath(output_dir)}:
+        output_dir = None  # the output dir is the log dir itself: that is in place
+    options = RunOptions("rebuild", output_dir=output_dir, force=args.force, backup_root=args.backup_dir)
+    if options.writes_in_place:
+        for log_dir in sorted({p.log_dir for p in found.partitions}):
             lock = os.path.join(log_dir, ".lock")
-            if not args.force:
+            if log_dir_is_locked(log_dir):
+                if not args.force:
+                    raise InputError(
+                        f"{lock}: held by another process (a running broker?); refusing to rebuild in place "
+                        "(stop the broker, use --output-dir, or pass --force)"
+                    )
+                _warn(f"{lock}: held by another process; rebuilding in place anyway (--force)")
+        for p in found.partitions:
+            if not os.access(p.path, os.W_OK | os.X_OK):
                 raise InputError(
-                    f"{lock}: held by another process (a running broker?); refusing to rebuild "
-                    f"{source} in place (stop the broker, use --output-dir, or pass --force)"
+                    f"{p.path}: Permission denied: cannot write the rebuilt index files into this "
+                    "directory (rebuild elsewhere with --output-dir DIR)"
                 )
-            _warn(f"{lock}: held by another process; rebuilding in place anyway (--force)")
-        if not os.access(source, os.W_OK | os.X_OK):
-            raise InputError(
-                f"{source}: Permission denied: cannot write the rebuilt index files into this "
-                "directory (rebuild elsewhere with --output-dir DIR)"
-            )
-    result = rebuild_partition(
-        source,
-        index_interval_bytes=args.index_interval_bytes,
-        segment_index_bytes=args.segment_index_bytes,
-        output_dir=None if in_place else args.output_dir,
-        backup_dir=args.backup_dir,
-    )
-    print_rebuild(result, target, in_place, args, sys.stdout)
-    return EXIT_FINDINGS if any(seg.fatal is not None for seg in result.segments) else EXIT_OK
+    return _run(args, found, options, settings)
 
 
-def print_rebuild(result: PartitionRebuild, target: str, in_place: bool, args: argparse.Namespace, out: TextIO) -> None:
-    where = "in place" if in_place else f"into {target}"
-    print(
-        f"rebuild {result.topic}-{result.partition} ({result.partition_dir}) {where}: "
-        f"index.interval.bytes={args.index_interval_bytes} segment.index.bytes={args.segment_index_bytes}, "
-        f"log start offset {result.log_start_offset}",
-        file=out,
-    )
-    written = backups = failed = 0
-    for seg in result.segments:
-        scan, plan = seg.scan, seg.plan
-        line = (
-            f"segment {segment_name(seg.base_offset, '')}: {_plural(scan.batch_count, 'batch', 'batches')}, "
-            f"{scan.valid_bytes} valid bytes"
-        )
-        if seg.fatal is None:
-            counts = {
-                ".index": len(plan.offset_offsets),
-                ".timeindex": len(plan.time_timestamps),
-                ".txnindex": len(seg.aborted),
-            }
-            names = {os.path.splitext(p)[1] for p in seg.written}
-            files = [
-                f"{suffix} {_plural(counts[suffix], 'entry', 'entries')}"
-                for suffix in INDEX_SUFFIXES
-                if suffix in names
-            ]
-            if ".txnindex" not in names:
-                files.append(".txnindex not needed (no aborted transaction)")
-            line += "; " + ", ".join(files)
-        print(line, file=out)
-        if seg.truncation is not None:
-            p = seg.truncation
-            print(
-                f"  corrupt tail: {p.kind} at byte {p.position} (batch {p.batch_index}): {p.detail}; "
-                f"{scan.invalid_bytes} bytes after the valid data, which Kafka's recovery would truncate "
-                "(the .log is left unchanged)",
-                file=out,
-            )
-        elif scan.invalid_bytes:
-            print(
-                f"  short tail: {scan.invalid_bytes} bytes after the last batch, which Kafka's recovery "
-                "would truncate (the .log is left unchanged)",
-                file=out,
-            )
-        if seg.fatal is not None:
-            p = seg.fatal
-            failed += 1
-            print(
-                f"  FATAL {p.kind} at byte {p.position} (batch {p.batch_index}): {p.detail}; "
-                "Kafka's recovery would fail here, so no index file was written for this segment",
-                file=out,
-            )
-        written += len(seg.written)
-        backups += len(seg.backups)
-    summary = f"done: {_plural(len(result.segments), 'segment')}, {_plural(written, 'file')} written to {target}"
-    if args.backup_dir is not None:
-        summary += f", {_plural(backups, 'previous file')} kept in {args.backup_dir}"
-    if failed:
-        summary += f"; {_plural(failed, 'segment')} could not be rebuilt"
-    print(summary, file=out)
-
-
-# ------------------------------------------------------------------------------------------- verify
 def run_verify(args: argparse.Namespace) -> int:
-    check_settings(args)
-    check_partition_dir(args.partition_dir)
-    from .verify import verify_partition  # imported here: dump and rebuild do not need it
+    settings = check_settings(args)
+    return _run(args, discover_paths(args.paths), RunOptions("verify"), settings)
 
-    report = verify_partition(
-        args.partition_dir,
-        index_interval_bytes=args.index_interval_bytes,
-        segment_index_bytes=args.segment_index_bytes,
-    )
+
+def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: IndexSettings) -> int:
+    try:
+        check_run(found, options)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    report = run(found, options, lambda topic: settings, map_locally(args.jobs))
     text_out = sys.stdout
     if args.json is not None:
-        data = report.to_dict()
-        data.setdefault("healthy", report.healthy)
-        data.setdefault(
-            "settings",
-            {"index_interval_bytes": args.index_interval_bytes, "segment_index_bytes": args.segment_index_bytes},
-        )
+        text = json.dumps(report_to_dict(report), indent=2, default=str) + "\n"
         if args.json == "-":
-            json.dump(data, sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            sys.stdout.write(text)
             sys.stdout.flush()
             text_out = sys.stderr
         else:
             with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(data, f, indent=2)
-                f.write("\n")
-    print_verify(report, args, text_out)
-    return EXIT_OK if report.healthy else EXIT_FINDINGS
+                f.write(text)
+    print_segments(report, settings, text_out)
+    print_report(report, text_out)
+    return report.exit_code
 
 
-def _cell(value: Any) -> str:
-    return "-" if value is None else " ".join(str(value).split())
-
-
-def print_verify(report: Any, args: argparse.Namespace, out: TextIO) -> None:
-    print(
-        f"verify {report.topic}-{report.partition} ({report.partition_dir}): "
-        f"index.interval.bytes={args.index_interval_bytes} segment.index.bytes={args.segment_index_bytes}, "
-        f"{_plural(len(report.segments), 'segment')}",
-        file=out,
-    )
-    findings = report.all_findings
-    if findings:
-        header = ("SEVERITY", "KIND", "FILE", "ENTRY", "EXPECTED", "FOUND", "DETAIL")
-        rows = []
-        for f in findings:
-            detail = f.detail if f.count == 1 else f"{f.detail} (x{f.count})"
-            rows.append(
-                (
-                    f.severity,
-                    f.kind,
-                    os.path.basename(f.file) if f.file else "-",
-                    _cell(f.entry),
-                    _cell(f.expected),
-                    _cell(f.found),
-                    _cell(detail),
-                )
-            )
-        widths = [min(40, max(len(r[i]) for r in [header, *rows])) for i in range(len(header) - 1)]
-        for r in [header, *rows]:
-            print("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1], file=out)
-    else:
-        print("no findings", file=out)
-    print("identical to rebuild:", file=out)
+def print_segments(report: RunReport, settings: IndexSettings, out: TextIO) -> None:
+    """Per partition, one line per segment: what was scanned and written (rebuild) or how each file
+    compares with the rebuild (verify), with a corrupt tail or a refusal spelled out."""
     words = {True: "identical", False: "differs", None: "absent, none expected"}
-    for seg in report.segments:
-        state = "active" if seg.active else "inactive"
-        states = ", ".join(
-            f"{suffix} {words.get(seg.identical.get(suffix), _cell(seg.identical.get(suffix)))}"
-            for suffix in INDEX_SUFFIXES
+    by_partition: dict[str, list[SegmentResult]] = {}
+    for s in report.segments:
+        by_partition.setdefault(s.task.partition_dir, []).append(s)
+    for path, segments in by_partition.items():
+        t = segments[0].task
+        where = ""
+        if report.mode == "rebuild":
+            target = t.target_dir or path
+            where = " in place" if target == path else f" into {target}"
+        print(
+            f"{report.mode} {partition_name(t.topic, t.partition)} ({path}){where}: "
+            f"index.interval.bytes={settings.index_interval_bytes} segment.index.bytes={settings.segment_index_bytes}, "
+            f"{_plural(len(segments), 'segment')}",
+            file=out,
         )
-        print(f"  {segment_name(seg.base_offset, '')} ({state}): {states}", file=out)
-    errors = [f for f in findings if f.severity == "error"]
-    infos = len(findings) - len(errors)
-    if report.healthy:
-        verdict = f"verdict: healthy ({_plural(len(report.segments), 'segment')}, no errors"
-        verdict += f", {_plural(infos, 'info finding')})" if infos else ")"
-    else:
-        files = {f.file for f in errors}
-        verdict = f"verdict: NOT healthy: {_plural(len(errors), 'error finding')} in {_plural(len(files), 'file')}"
-        if infos:
-            verdict += f" (and {_plural(infos, 'info finding')})"
-    print(verdict, file=out)
+        for s in segments:
+            line = f"  {segment_name(s.task.base_offset, '')}: {_plural(s.batches, 'batch', 'batches')}, {s.valid_bytes} valid bytes"
+            if report.mode == "rebuild" and s.action == "rebuilt":
+                counts = {
+                    ".index": s.plan.index_entries,
+                    ".timeindex": s.plan.timeindex_entries,
+                    ".txnindex": len(s.aborted),
+                }
+                names = {os.path.splitext(p)[1] for p in s.written}
+                files = [f"{x} {_plural(counts[x], 'entry', 'entries')}" for x in INDEX_SUFFIXES if x in names]
+                if ".txnindex" not in names:
+                    files.append(".txnindex not needed (no aborted transaction)")
+                line += "; " + ", ".join(files)
+            elif report.mode == "verify":
+                line += f" ({'active' if s.task.active else 'inactive'}); " + ", ".join(
+                    f"{x} {words.get(s.identical.get(x), str(s.identical.get(x)))}" for x in INDEX_SUFFIXES
+                )
+            print(line, file=out)
+            for f in s.findings:
+                if f.file == s.task.log_path and kind(f.kind).triggers == CUT_TAIL:
+                    print(
+                        f"    corrupt tail: {f.kind} at byte {f.position} (batch {f.entry}): {f.detail} "
+                        "(the .log is left unchanged)",
+                        file=out,
+                    )
+                elif kind(f.kind).triggers == REFUSE_SEGMENT:
+                    print(f"    FATAL {f.kind} at byte {f.position} (batch {f.entry}): {f.detail}", file=out)
 
 
 # --------------------------------------------------------------------------------------------- dump
@@ -387,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (2) or --help (0): argparse already printed why
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_BAD_INPUT)
-    subject = getattr(args, "partition_dir", None) or getattr(args, "file", None)
+    subject = " ".join(getattr(args, "paths", None) or []) or getattr(args, "file", None)
     try:
         code: int = args.run(args)
         return code

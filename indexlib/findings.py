@@ -10,8 +10,11 @@ this registry by a test.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from .layout import INDEX_SUFFIXES, segment_file
 
 ERROR = "error"
 INFO = "info"
@@ -195,3 +198,10 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def files_to_rebuild(partition_dir: str, base_offset: int, findings: Iterable[Finding]) -> list[str]:
+    """Suffixes of one segment's index files that a finding marks "rebuild the file" (what a repair
+    rewrites), sorted."""
+    names = {segment_file(partition_dir, base_offset, s): s for s in INDEX_SUFFIXES}
+    return sorted({names[f.file] for f in findings if f.file in names and KINDS[f.kind].triggers == REBUILD_FILE})

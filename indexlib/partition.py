@@ -1,7 +1,10 @@
-"""A Kafka partition directory: its segments, and the rebuild of all their index files.
+"""One partition in memory, and the steps every run is made of.
 
-:func:`rebuild_partition` = scan + plan every segment (independent, parallelisable), replay producer
-state across them (sequential, small), then publish. The Spark jobs reuse the same three steps.
+The steps: :func:`plan_segment_file` (scan + plan one segment: independent, parallel),
+:func:`replay_partition` (producer state across the segments: sequential, small), :func:`stage_segment`
+and :func:`install_segment` (atomic publishing). :mod:`indexlib.engine` assembles them into the runs the
+command lines and the Spark job make. :func:`plan_partition` and :func:`rebuild_partition` keep a whole
+partition's scans and plans in memory: the library API for one partition, and the tests' reference.
 """
 
 from __future__ import annotations
@@ -24,15 +27,9 @@ from .publish import (
     stage_time_index,
     stage_transaction_index,
 )
-from .rebuild import (
-    DEFAULT_INDEX_INTERVAL_BYTES,
-    DEFAULT_SEGMENT_INDEX_BYTES,
-    EVENT_TXN_DATA,
-    PlanSummary,
-    SegmentPlan,
-    plan_segment,
-)
+from .rebuild import EVENT_TXN_DATA, PlanSummary, SegmentPlan, plan_segment
 from .records import LogScan, ScanProblem, scan_buffer, scan_log
+from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 from .values import AbortedTxn
 
 

@@ -21,9 +21,7 @@ import numpy as np
 
 from .abstract_index import INT32_MAX, round_down_to_multiple
 from .records import ATTR_CONTROL, ATTR_TRANSACTIONAL, MARKER_ABORT, MARKER_COMMIT, LogScan, ScanProblem
-
-DEFAULT_INDEX_INTERVAL_BYTES = 4096
-DEFAULT_SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
+from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 
 # Transactional event kinds (one per v2 batch with a producer id).
 EVENT_DATA = 0  # non-transactional data batch

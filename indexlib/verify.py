@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from .abstract_index import AbstractIndex
 from .errors import CorruptIndexError, describe_error
-from .findings import ERROR, REBUILD_FILE, Finding, kind
+from .findings import ERROR, Finding, files_to_rebuild
 from .layout import (
     INDEX_SUFFIXES,
     LOG_SUFFIX,
@@ -50,8 +50,9 @@ from .layout import (
 )
 from .offset_index import OffsetIndex
 from .partition import PartitionRebuild, SegmentRebuild, plan_partition
-from .rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, EVENT_ABORT, PlanSummary, SegmentPlan
+from .rebuild import EVENT_ABORT, PlanSummary, SegmentPlan
 from .records import LogScan, ScanProblem, StopReason, open_log
+from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
 from .values import AbortedTxn
@@ -72,7 +73,7 @@ class SegmentVerify:
     @property
     def damaged_files(self) -> list[str]:
         """Suffixes of this segment's index files that have an error finding (what a repair rewrites)."""
-        return damaged_index_files(os.path.dirname(self.log_path), self.base_offset, self.findings)
+        return files_to_rebuild(os.path.dirname(self.log_path), self.base_offset, self.findings)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -111,12 +112,6 @@ class PartitionVerify:
             "findings": [f.to_dict() for f in self.findings],
             "segments": [s.to_dict() for s in self.segments],
         }
-
-
-def damaged_index_files(partition_dir: str, base_offset: int, findings: list[Finding]) -> list[str]:
-    """Suffixes (``.index``, ...) of one segment's index files named by an error finding, sorted."""
-    names = {segment_file(partition_dir, base_offset, s): s for s in INDEX_SUFFIXES}
-    return sorted({names[f.file] for f in findings if f.file in names and kind(f.kind).triggers == REBUILD_FILE})
 
 
 def verify_partition(

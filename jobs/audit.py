@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pyarrow as pa
 
-from .pipeline import TOOL_VERSION, RunReport
+from indexlib.engine import RunReport
+
+from .config import Settings
+from .pipeline import TOOL_VERSION
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,7 +62,7 @@ _COLUMNS: list[tuple[str, pa.DataType]] = [
 SCHEMA = pa.schema(_COLUMNS)
 
 
-def rows_for(report: RunReport) -> pa.Table:
+def rows_for(report: RunReport, settings: Settings) -> pa.Table:
     """The audit rows of one run, in :data:`SCHEMA`."""
     date = report.started.strftime("%Y-%m-%d")
     common = {
@@ -71,7 +74,7 @@ def rows_for(report: RunReport) -> pa.Table:
         "tool_version": TOOL_VERSION,
     }
     rows: list[dict[str, Any]] = []
-    for o in report.outcomes:
+    for o in report.segments:
         t = o.task
         errors = [f for f in o.findings if f.severity == "error"]
         status = (
@@ -127,25 +130,25 @@ def rows_for(report: RunReport) -> pa.Table:
             "topic": "",
             "partition": -1,
             "base_offset": -1,
-            "segment_bytes": sum(o.file_size for o in report.outcomes),
-            "segments": len(report.outcomes),
-            "batches_scanned": sum(o.batches for o in report.outcomes),
-            "bytes_scanned": sum(o.file_size for o in report.outcomes),
-            "valid_bytes": sum(o.valid_bytes for o in report.outcomes),
-            "invalid_tail_bytes": sum(o.invalid_bytes for o in report.outcomes),
+            "segment_bytes": sum(o.file_size for o in report.segments),
+            "segments": len(report.segments),
+            "batches_scanned": sum(o.batches for o in report.segments),
+            "bytes_scanned": sum(o.file_size for o in report.segments),
+            "valid_bytes": sum(o.valid_bytes for o in report.segments),
+            "invalid_tail_bytes": sum(o.invalid_bytes for o in report.segments),
             "finding_kinds": kinds,
             "findings_json": json.dumps([f.to_dict() for fs in report.partition_findings.values() for f in fs]),
             "status": "ok" if report.exit_code == 0 else "findings",
             "action": report.mode,
-            "files_written": [w for o in report.outcomes for w in o.written],
+            "files_written": [w for o in report.segments for w in o.written],
             "duration_s": (report.finished - report.started).total_seconds(),
             "settings_json": json.dumps(
                 {
-                    "log_dirs": report.settings.log_dirs,
-                    "index_interval_bytes": report.settings.defaults.index_interval_bytes,
-                    "segment_index_bytes": report.settings.defaults.segment_index_bytes,
-                    "topic_overrides": report.settings.topic_overrides,
-                    "cli_overrides": report.settings.cli_overrides,
+                    "log_dirs": settings.log_dirs,
+                    "index_interval_bytes": settings.defaults.index_interval_bytes,
+                    "segment_index_bytes": settings.defaults.segment_index_bytes,
+                    "topic_overrides": settings.topic_overrides,
+                    "cli_overrides": settings.cli_overrides,
                     "output_dir": report.options.output_dir,
                     "dry_run": report.options.dry_run,
                 }

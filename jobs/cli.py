@@ -25,7 +25,6 @@ from .config import Settings, conf_dir
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .pipeline import RunReport
 
 PROG = "kafka-index"
 LOG4J_FILE = conf_dir() / "log4j2.properties"
@@ -186,9 +185,12 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
 
 
 def run_job(args: argparse.Namespace) -> int:
+    from indexlib.discovery import discover, parse_partition_filter
+    from indexlib.engine import LockedLogDirError, RunOptions, check_run
+    from indexlib.report import print_report, report_to_dict
+
     from .config import resolve_settings
-    from .discovery import discover, parse_partition_filter
-    from .pipeline import LockedLogDirError, RunOptions, check_run, run
+    from .pipeline import run
 
     try:
         settings = resolve_settings(
@@ -219,6 +221,7 @@ def run_job(args: argparse.Namespace) -> int:
             getattr(args, "dry_run", False),
             getattr(args, "truncate_corrupt_tail", False),
             args.force,
+            settings.backup_dir,
         )
         check_run(found, options)
     except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
@@ -236,57 +239,19 @@ def run_job(args: argparse.Namespace) -> int:
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    _print_report(report)
+    print_report(report, sys.stdout)
     if args.json_file:
-        _write_json(args.json_file, report_dict(report))
+        _write_json(args.json_file, report_to_dict(report))
     if settings.audit_table:
         from . import audit
 
-        writer = audit.write(settings.audit_table, audit.rows_for(report), spark)
+        writer = audit.write(settings.audit_table, audit.rows_for(report, settings), spark)
         print(
-            f"audit: {len(report.outcomes) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}"
+            f"audit: {len(report.segments) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}"
         )
-    if args.exit_zero_on_findings and not any(o.error for o in report.outcomes):
+    if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
-
-
-def report_dict(report: RunReport) -> dict[str, Any]:
-    return {
-        "run_id": report.run_id,
-        "mode": report.mode,
-        "exit_code": report.exit_code,
-        "started": report.started.isoformat(),
-        "finished": report.finished.isoformat(),
-        "phase_seconds": {k: round(v, 4) for k, v in report.phase_seconds.items()},
-        "log_dirs": report.settings.log_dirs,
-        "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
-        "partition_findings": {k: [f.to_dict() for f in v] for k, v in report.partition_findings.items() if v},
-        "segments": [
-            {
-                "log_dir": o.task.log_dir,
-                "topic": o.task.topic,
-                "partition": o.task.partition,
-                "base_offset": o.task.base_offset,
-                "log_path": o.task.log_path,
-                "bytes": o.file_size,
-                "batches": o.batches,
-                "valid_bytes": o.valid_bytes,
-                "invalid_bytes": o.invalid_bytes,
-                "index_interval_bytes": o.task.index_interval_bytes,
-                "segment_index_bytes": o.task.segment_index_bytes,
-                "findings": [f.to_dict() for f in o.findings],
-                "identical": o.identical,
-                "action": o.action,
-                "written": o.written,
-                "backups": o.backups,
-                "error": o.error,
-                "seconds": round(o.seconds, 4),
-            }
-            for o in report.outcomes
-        ],
-        "remaining_findings": [f.to_dict() for f in report.remaining_findings],
-    }
 
 
 def _write_json(target: str, data: dict[str, Any]) -> None:
@@ -297,69 +262,6 @@ def _write_json(target: str, data: dict[str, Any]) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
         with open(target, "w", encoding="utf-8") as f:
             f.write(text + "\n")
-
-
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
-    cells = [[str(c) for c in headers]] + [["" if c is None else str(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-def _print_report(report: RunReport) -> None:
-    from .pipeline import summary_rows
-
-    findings = [f for fs in report.partition_findings.values() for f in fs] + [
-        f for o in report.outcomes for f in o.findings
-    ]
-    if findings:
-        print(
-            _table(
-                ["kind", "file", "entry", "expected", "found", "detail"],
-                [
-                    [
-                        f.kind if f.severity == "error" else f"{f.kind} (info)",
-                        os.path.relpath(f.file),
-                        f.entry,
-                        f.expected,
-                        f.found,
-                        f.detail[:100],
-                    ]
-                    for f in findings
-                ],
-            )
-        )
-        print()
-    failures = [o.error for o in report.outcomes if o.error]
-    if failures:
-        print("failed writes (each file is either unchanged or wholly replaced; see written in --json):")
-        print("\n".join(f"  {error}" for error in failures) + "\n")
-    rows = summary_rows(report)
-    print(
-        _table(
-            ["partition", "segments", "MiB", "findings", "kinds", "files written", "action"],
-            [
-                [
-                    r["partition"],
-                    r["segments"],
-                    f"{r['bytes'] / 2**20:.1f}",
-                    r["findings"],
-                    ",".join(sorted(r["kinds"])),
-                    r["written"],
-                    ",".join(sorted(r["actions"])) or "-",
-                ]
-                for r in rows
-            ],
-        )
-    )
-    total = sum(o.file_size for o in report.outcomes)
-    seconds = (report.finished - report.started).total_seconds()
-    left = report.remaining_findings
-    verdict = "healthy" if report.exit_code == 0 else f"{len(left)} finding(s) remain" if left else "failures"
-    print(
-        f"\n{report.mode} {report.run_id}: {len(report.outcomes)} segments, {total / 2**20:,.1f} MiB in {seconds:.1f} s; {verdict}"
-    )
 
 
 # ------------------------------------------------------------------------------ dump / lookup
@@ -488,7 +390,9 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.as_json:
         print(json.dumps(rows, indent=2, default=str))
     else:
-        print(_table(result.column_names, [[_short(r[c]) for c in result.column_names] for r in rows]))
+        from indexlib.report import format_table
+
+        print(format_table(result.column_names, [[_short(r[c]) for c in result.column_names] for r in rows]))
         print(f"({len(rows)} rows)")
     return 0
 

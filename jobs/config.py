@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from indexlib.errors import describe_error
-from indexlib.rebuild import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+from indexlib.settings import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    IndexSettings,
+    SettingError,
+    check_index_setting,
+)
 
 
 def conf_dir() -> Path:
@@ -46,14 +52,6 @@ BROKER_KEYS = {"log.index.interval.bytes": "index_interval_bytes", "log.index.si
 
 class ConfigError(ValueError):
     """A configuration file or value that cannot be used; the message names the file and key."""
-
-
-@dataclass(frozen=True)
-class IndexSettings:
-    """The two topic configs that decide an index's bytes."""
-
-    index_interval_bytes: int
-    segment_index_bytes: int
 
 
 @dataclass
@@ -89,9 +87,12 @@ def _check_int(source: str, key: str, value: object, minimum: int) -> int:
     return value
 
 
-def check_index_setting(source: str, name: str, value: object) -> int:
-    """Validate one index setting (``index_interval_bytes`` >= 0, ``segment_index_bytes`` >= 12)."""
-    return _check_int(source, name, value, 0 if name == "index_interval_bytes" else 12)
+def _index_setting(source: str, name: str, value: object) -> int:
+    """:func:`indexlib.settings.check_index_setting` (Kafka's bounds), as a ConfigError."""
+    try:
+        return check_index_setting(source, name, value)
+    except SettingError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _read_text(path: str | os.PathLike[str], what: str) -> str:
@@ -134,7 +135,7 @@ def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, An
         if key not in merged:
             raise ConfigError(f"{source}: unknown key {key!r} (known: {', '.join(sorted(merged))})")
         if key in ("index_interval_bytes", "segment_index_bytes"):
-            merged[key] = check_index_setting(source, key, value)
+            merged[key] = _index_setting(source, key, value)
         elif key == "bytes_per_task":
             merged[key] = _check_int(source, key, value, 1)
         elif key in ("audit_table", "backup_dir"):
@@ -173,7 +174,7 @@ def load_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dic
                 value = int(props[prop])
             except ValueError:
                 raise ConfigError(f"{path}: {prop} must be an integer, got {props[prop]!r}") from None
-            settings[name] = check_index_setting(f"{path}: {prop}", name, value)
+            settings[name] = _index_setting(f"{path}: {prop}", name, value)
     return log_dirs, settings
 
 
@@ -191,7 +192,7 @@ def load_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]
             if key in TOPIC_KEYS:
                 if isinstance(value, str) and value.strip().lstrip("-").isdigit():
                     value = int(value)
-                out[str(topic)][TOPIC_KEYS[key]] = check_index_setting(
+                out[str(topic)][TOPIC_KEYS[key]] = _index_setting(
                     f"{path}: topic {topic!r} {key}", TOPIC_KEYS[key], value
                 )
     return out
@@ -221,7 +222,7 @@ def resolve_settings(
     cli = {}
     for name, value in (("index_interval_bytes", index_interval_bytes), ("segment_index_bytes", segment_index_bytes)):
         if value is not None:
-            cli[name] = check_index_setting(f"command line --{name.replace('_', '-')}", name, value)
+            cli[name] = _index_setting(f"command line --{name.replace('_', '-')}", name, value)
     table = audit_table if audit_table is not None else conf["audit_table"]
     if table is not None and table.strip().lower() == "none":
         table = None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shutil
 import struct
 import subprocess
@@ -91,14 +92,15 @@ def test_rebuild_in_place(capsys, partition, tmp_path):
     assert len(produced) == 9  # the generated partition has aborted transactions in every segment
     lines = out.splitlines()
     assert lines[0].startswith("rebuild orders-0 (") and "in place" in lines[0]
-    assert "index.interval.bytes=1000" in lines[0]
+    assert "index.interval.bytes=1000" in lines[0] and "3 segments" in lines[0]
     for seg in expected.segments:
-        line = next(x for x in lines if x.startswith(f"segment {seg.base_offset:020d}:"))
+        line = next(x for x in lines if x.startswith(f"  {seg.base_offset:020d}:"))
         assert f"{seg.scan.batch_count} batches, {seg.scan.valid_bytes} valid bytes" in line
         assert f".index {len(seg.plan.offset_offsets)} entries" in line
         assert f".timeindex {len(seg.plan.time_timestamps)} entries" in line
         assert f".txnindex {len(seg.aborted)} entr" in line
-    assert lines[-1] == f"done: 3 segments, 9 files written to {partition}"
+    assert re.search(r"^orders-0\s+3\s+\S+\s+0\s+9\s+rebuilt$", out, re.M)  # the summary table
+    assert re.fullmatch(r"rebuild rebuild-\S+: 3 segments, .* MiB in .* s; done", lines[-1])
 
 
 def test_rebuild_output_dir_only_reads_the_input(capsys, partition, tmp_path):
@@ -119,10 +121,10 @@ def test_rebuild_backup_dir_keeps_the_previous_files(capsys, partition, tmp_path
     run(capsys, "rebuild", partition, "--index-interval-bytes", 500)
     old = index_files(partition)
     backup = tmp_path / "backup"
-    code, out, _ = run(capsys, "rebuild", partition, "--backup-dir", backup)
+    code, out, _ = run(capsys, "rebuild", partition, "--backup-dir", backup, "--json", tmp_path / "r.json")
     assert code == 0
-    assert index_files(backup) == old
-    assert out.splitlines()[-1].endswith(f"9 previous files kept in {backup}")
+    run_id = json.loads((tmp_path / "r.json").read_text())["run_id"]
+    assert index_files(backup / run_id / "orders-0") == old  # <backup dir>/<run id>/<partition>, as kafka-index
 
 
 def test_rebuild_reports_a_corrupt_tail_and_leaves_the_log(capsys, partition):
@@ -137,10 +139,10 @@ def test_rebuild_reports_a_corrupt_tail_and_leaves_the_log(capsys, partition):
     assert code == 0
     assert (log.stat().st_mtime_ns, log.read_bytes()) == before
     lines = out.splitlines()
-    assert any(x.startswith("segment 00000000000000000000: 40 batches,") for x in lines)
+    assert any(x.startswith("  00000000000000000000: 40 batches,") for x in lines)
     tail = next(x for x in lines if "corrupt tail" in x)
-    assert f"crc_mismatch at byte {bad_at} (batch 40)" in tail
-    assert f"{len(data) - bad_at} bytes after the valid data" in tail
+    assert f"log_crc_mismatch at byte {bad_at} (batch 40)" in tail
+    assert f"truncate the last {len(data) - bad_at} bytes" in tail and "the .log is left unchanged" in tail
 
 
 def test_rebuild_impossible_segment_exits_1(capsys, tmp_path):
@@ -156,8 +158,8 @@ def test_rebuild_impossible_segment_exits_1(capsys, tmp_path):
     code, out, err = run(capsys, "rebuild", part)
     assert code == 1 and err == ""
     fatal = next(x for x in out.splitlines() if "FATAL" in x)
-    assert "offset_overflow at byte" in fatal and "(batch 1)" in fatal and "no index file was written" in fatal
-    assert out.splitlines()[-1].endswith("1 segment could not be rebuilt")
+    assert "offset_overflow at byte" in fatal and "(batch 1)" in fatal and "no index is rebuilt" in fatal
+    assert out.splitlines()[-1].endswith("1 segment(s) could not be rebuilt (Kafka's recovery would fail on them)")
     assert (part / "00000000000000000000.index").exists()
     assert not (part / "00000000000000000010.index").exists()
 
@@ -199,9 +201,11 @@ def test_bad_partition_dirs(capsys, tmp_path, partition, command):
     assert code == 2
     assert_one_error_line(err, a_file, "not a directory")
 
-    code, _, err = run(capsys, command, partition.parent)  # the log dir, not a partition
+    neither = tmp_path / "not-a-log-dir"
+    neither.mkdir()
+    code, _, err = run(capsys, command, neither)
     assert code == 2
-    assert_one_error_line(err, partition.parent, "<topic>-<partition>")
+    assert_one_error_line(err, neither, "neither a partition dir (<topic>-<partition>) nor a log dir")
 
     empty = tmp_path / "empty-7"
     empty.mkdir()
@@ -214,9 +218,11 @@ def test_bad_partition_dirs(capsys, tmp_path, partition, command):
 @pytest.mark.parametrize(
     ("option", "value", "message"),
     [
-        ("--index-interval-bytes", "-1", "--index-interval-bytes must be between 0"),
-        ("--segment-index-bytes", "11", "--segment-index-bytes must be between 12"),
-        ("--segment-index-bytes", str(2**31), "--segment-index-bytes must be between 12"),
+        ("--index-interval-bytes", "-1", "--index-interval-bytes: index.interval.bytes must be between 0"),
+        ("--segment-index-bytes", "11", "--segment-index-bytes: segment.index.bytes must be between 12"),
+        ("--segment-index-bytes", str(2**31), "--segment-index-bytes: segment.index.bytes must be between 12"),
+        ("--segment-index-bytes", str(2**63), "segment.index.bytes must be between 12 and 2147483647"),
+        ("--jobs", "0", "--jobs must be at least 1"),
     ],
 )
 def test_bad_settings(capsys, partition, command, option, value, message):
@@ -310,13 +316,12 @@ def test_verify_healthy(capsys, partition):
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].startswith("verify orders-0 (") and "3 segments" in lines[0]
-    assert "no findings" in lines
-    assert "identical to rebuild:" in lines
+    assert not any(x.startswith("kind ") for x in lines)  # no findings table
     segment_lines = [x for x in lines if x.startswith("  000")]
     assert len(segment_lines) == 3
     assert all(".index identical, .timeindex identical, .txnindex identical" in x for x in segment_lines)
     assert "(active)" in segment_lines[-1] and "(inactive)" in segment_lines[0]
-    assert lines[-1] == "verdict: healthy (3 segments, no errors)"
+    assert re.fullmatch(r"verify verify-\S+: 3 segments, .* MiB in .* s; healthy", lines[-1])
 
 
 def test_verify_damaged_index_exits_1_with_a_finding_row(capsys, partition, tmp_path):
@@ -329,28 +334,28 @@ def test_verify_damaged_index_exits_1_with_a_finding_row(capsys, partition, tmp_
     assert code == 1 and err == ""
     assert snapshot(partition) == before  # verify only reads
     lines = out.splitlines()
-    header = next(i for i, x in enumerate(lines) if x.startswith("SEVERITY"))
-    assert lines[header].split() == ["SEVERITY", "KIND", "FILE", "ENTRY", "EXPECTED", "FOUND", "DETAIL"]
-    rows = [x for x in lines[header + 1 :] if x.startswith("error ")]
-    assert any("00000000000000000000.index" in x for x in rows)
+    header = next(i for i, x in enumerate(lines) if x.startswith("kind "))
+    assert lines[header].split() == ["kind", "file", "entry", "expected", "found", "detail"]
+    rows = lines[header + 2 : lines.index("", header)]
+    assert any(x.startswith("bad_length ") and "00000000000000000000.index" in x for x in rows)
     assert any(".index differs" in x for x in lines if x.startswith("  00000000000000000000"))
-    assert lines[-1].startswith("verdict: NOT healthy: ")
+    assert lines[-1].endswith("; 1 finding(s) remain")
     report = json.loads(report_path.read_text())
-    assert report["healthy"] is False
-    assert report["settings"] == {"index_interval_bytes": 4096, "segment_index_bytes": 10485760}
-    expected = verify_partition(partition).to_dict()
-    assert {k: report[k] for k in expected} == json.loads(json.dumps(expected))
-    findings = [f for s in report["segments"] for f in s["findings"]] + report["findings"]
-    assert any(f["file"].endswith("00000000000000000000.index") and f["severity"] == "error" for f in findings)
+    assert report["exit_code"] == 1 and report["mode"] == "verify"
+    seg = report["segments"][0]
+    assert (seg["index_interval_bytes"], seg["segment_index_bytes"]) == (4096, 10485760)
+    library = {(f.kind, f.file, f.entry) for f in verify_partition(partition).all_findings}
+    assert {(f["kind"], f["file"], f["entry"]) for f in report["remaining_findings"]} == library
+    assert [(f["kind"], f["severity"]) for f in seg["findings"]] == [("bad_length", "error")]
 
 
 def test_verify_json_to_stdout_is_pure_json(capsys, partition):
     code, out, err = run(capsys, "verify", partition, "--json", "-")  # no index files yet: findings
     assert code == 1
     report = json.loads(out)
-    assert report["topic"] == "orders" and report["partition"] == 0 and report["healthy"] is False
-    assert len(report["segments"]) == 3
-    assert "verdict: NOT healthy" in err.splitlines()[-1]  # the text report went to stderr
+    assert {(s["topic"], s["partition"]) for s in report["segments"]} == {("orders", 0)}
+    assert len(report["segments"]) == 3 and report["exit_code"] == 1
+    assert "finding(s) remain" in err.splitlines()[-1]  # the text report went to stderr
 
 
 def test_verify_json_to_an_unwritable_place(capsys, partition, tmp_path):
@@ -431,7 +436,7 @@ def test_entry_point_as_a_subprocess(partition, tmp_path):
     done = python_m("dump", index, "--json")
     assert done.returncode == 0 and json.loads(done.stdout) == dump_file(index)
     done = python_m("verify", partition)
-    assert done.returncode == 1 and "verdict: NOT healthy" in done.stdout  # no index files in place
+    assert done.returncode == 1 and "finding(s) remain" in done.stdout  # no index files in place
     done = python_m("dump", tmp_path / "nope.index")
     assert done.returncode == 2 and done.stdout == ""
     assert_one_error_line(done.stderr, tmp_path / "nope.index")
@@ -471,6 +476,26 @@ def test_real_partition_rebuild_to_output_and_verify(capsys, tmp_path):
     assert index_files(tmp_path / "txn-0") == index_files(part)  # Kafka 4.1.0's own files, byte for byte
     assert ".txnindex 26 entries" in out
     code, out, _ = run(capsys, "verify", part)
-    assert code == 0 and out.splitlines()[-1].startswith("verdict: healthy")
+    assert code == 0 and out.splitlines()[-1].endswith("; healthy")
     code, out, _ = run(capsys, "dump", part / "00000000000000000011.txnindex")
     assert code == 0 and len(out.splitlines()) == 2 + 26
+
+
+# ------------------------------------------------------------------------------- log dirs and --jobs
+def test_a_whole_log_dir_with_a_process_pool_equals_per_partition_rebuilds(capsys, tmp_path):
+    logs = tmp_path / "logs"
+    for i, name in enumerate(("orders-0", "orders-1", "payments-0")):
+        generate_partition(logs / name, segments=2, batches_per_segment=40, transactional_producers=2, seed=30 + i)
+    (logs / "orders-2.abcdef-delete").mkdir()  # Kafka is deleting it: skipped
+    code, out, err = run(capsys, "rebuild", logs, "--output-dir", tmp_path / "pool", "--jobs", "2")
+    assert code == 0 and "skipped" not in err
+    for name in ("orders-0", "orders-1", "payments-0"):
+        rebuild_partition(logs / name, output_dir=tmp_path / "one-by-one")
+        assert index_files(tmp_path / "pool" / name) == index_files(tmp_path / "one-by-one" / name)
+        assert f"rebuild {name} ({logs / name}) into {tmp_path / 'pool' / name}" in out
+    assert not (tmp_path / "pool" / "orders-2.abcdef-delete").exists()
+    # several paths at once, partition dirs and log dirs mixed, serial: the same answer
+    code, out, _ = run(capsys, "verify", logs / "orders-0", logs / "payments-0", "--jobs", "1", "--json", "-")
+    assert code == 1  # no index files in place yet
+    report = json.loads(out)
+    assert sorted({(s["topic"], s["partition"]) for s in report["segments"]}) == [("orders", 0), ("payments", 0)]

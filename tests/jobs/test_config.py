@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from indexlib.discovery import discover, parse_partition_filter
 from jobs.config import DEFAULTS_FILE, ConfigError, load_config_file, resolve_settings
-from jobs.discovery import balance_by_bytes, discover, parse_partition_filter, task_count
+from jobs.pipeline import balance_by_bytes, task_count
 
 
 def test_shipped_defaults_are_kafkas():
@@ -40,9 +41,11 @@ def test_precedence_command_line_topic_config_server_properties_config(tmp_path)
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("index_interval_bytes: -1\n", "must be >= 0"),
+        ("index_interval_bytes: -1\n", "index.interval.bytes must be between 0 and 2147483647, got -1"),
         ("index_interval_bytes: ten\n", "must be an integer"),
-        ("segment_index_bytes: 4\n", "must be >= 12"),
+        ("segment_index_bytes: 4\n", "segment.index.bytes must be between 12 and 2147483647, got 4"),
+        ("segment_index_bytes: 3000000000\n", "segment.index.bytes must be between 12 and 2147483647"),
+        ("index_interval_bytes: 9223372036854775808\n", "index.interval.bytes must be between 0 and 2147483647"),
         ("colour: blue\n", "unknown key 'colour'"),
         ("spark:\n  mastr: local\n", "unknown key spark.mastr"),
         ("[1, 2]\n", "must be a mapping"),
@@ -69,9 +72,13 @@ def test_unreadable_files(tmp_path):
 
 
 def test_partition_filter_and_byte_balancing():
-    assert parse_partition_filter("0,3,5-7") == {0, 3, 5, 6, 7}
-    with pytest.raises(ValueError, match="'7-5'"):
-        parse_partition_filter("7-5")
+    chosen = parse_partition_filter("0,3,5-7")
+    assert [n for n in range(10) if n in chosen] == [0, 3, 5, 6, 7]
+    everything = parse_partition_filter("0-2147483647")  # kept as a range, never a set of 2^31 numbers
+    assert 2147483647 in everything and -1 not in everything and everything.ranges == ((0, 2147483647),)
+    for bad in ("7-5", "3-", "-3", "x", "0-2147483648", ""):
+        with pytest.raises(ValueError, match="--partitions: "):
+            parse_partition_filter(bad)
     bins = balance_by_bytes(list("abcdef"), [100, 90, 10, 10, 10, 80], 3)
     totals = sorted(sum({"a": 100, "b": 90, "c": 10, "d": 10, "e": 10, "f": 80}[x] for x in b) for b in bins)
     assert max(totals) - min(totals) <= 20
@@ -97,7 +104,7 @@ def test_discovery_skips_kafka_special_dirs(tmp_path):
     (tmp_path / "orders-0" / "00000000000000000000.log").write_bytes(b"")
     (tmp_path / "orders-0" / "00000000000000000000.log.swap").write_bytes(b"")
     (tmp_path / "meta.properties").write_text("x")
-    found = discover([str(tmp_path)], partitions={0})
+    found = discover([str(tmp_path)], partitions=parse_partition_filter("0"))
     assert [p.name for p in found.partitions] == ["orders-0"]
     assert found.partitions[0].segments[0].active
     reasons = {p.split("/")[-1]: r for p, r in found.skipped}

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from indexlib.discovery import discover
+from indexlib.engine import RunOptions, _discard_staged, plan_tasks, process_segment
 from indexlib.generate import encode_batch_v2, encode_control_batch
 from indexlib.layout import segment_file
 from indexlib.partition import plan_partition, rebuild_partition, replay_partition
-from jobs.config import resolve_settings
-from jobs.discovery import discover
-from jobs.pipeline import RunOptions, plan_tasks, process_segment
+from indexlib.settings import IndexSettings
 
 BATCHES = 20_000
 
@@ -60,10 +60,8 @@ def busy_partition(tmp_path):
 
 
 def tasks_for(part, mode, **options):
-    settings = resolve_settings(
-        log_dirs=[str(part.parent)], index_interval_bytes=64, backup_dir=str(part.parent.parent / "backups")
-    )
-    return plan_tasks(discover([str(part.parent)]), settings, RunOptions(mode, **options), "run-1")
+    run_options = RunOptions(mode, backup_root=str(part.parent.parent / "backups"), **options)
+    return plan_tasks(discover([str(part.parent)]), run_options, "run-1", lambda topic: IndexSettings(64))
 
 
 def test_the_outcome_for_the_driver_does_not_grow_with_batches(busy_partition, tmp_path):
@@ -123,8 +121,6 @@ def test_repair_stages_only_a_damaged_index_and_backs_it_up(busy_partition):
 def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_path):
     """What a failed commit throws away: the staged files and the backups of the files they would have
     replaced; a cut .log tail saved in the same backup dir is the only copy of its bytes and stays."""
-    from jobs.pipeline import _discard_all
-
     (task,) = tasks_for(busy_partition, "rebuild")
     outcome = process_segment(task)
     backups = tmp_path / "b"
@@ -135,7 +131,51 @@ def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_p
     index_copy.write_bytes(b"old index")
     outcome.backups = [str(index_copy), str(tail)]
     staged = list(outcome.staged.values())
-    _discard_all(outcome)
+    _discard_staged(outcome.staged, outcome.backups)
     assert outcome.staged == {} and outcome.backups == [str(tail)]
     assert tail.read_bytes() == b"cut bytes" and not index_copy.exists()
     assert not any(os.path.exists(p) for p in staged)
+
+
+# ------------------------------------------------------------------------------------- the decision
+def outcome_with(part, mode, findings=(), error=None, **options):
+    """A real outcome of segment 0 in ``mode``, with chosen findings and error."""
+    import dataclasses
+
+    (task,) = tasks_for(part, mode, **options)
+    outcome = process_segment(task)
+    return dataclasses.replace(outcome, findings=list(findings), error=error, staged={}, backups=[])
+
+
+def test_the_decision_is_a_pure_function_of_outcome_replay_and_options(busy_partition):
+    from indexlib.engine import Decision, SegmentReplay, decide
+    from indexlib.findings import Finding
+    from indexlib.records import ScanProblem
+
+    log = str(busy_partition / "00000000000000000000.log")
+    index = segment_file(str(busy_partition), 0, ".index")
+    txn = segment_file(str(busy_partition), 0, ".txnindex")
+    clean = SegmentReplay([], None, [], None)
+    fatal = ScanProblem("non_transactional_in_open_transaction", 0, 0, "x")
+    tail = Finding("log_crc_mismatch", log, 7, 700, found=99)
+    cases = [
+        ("verify", {}, [], None, clean, Decision("none")),
+        ("verify", {}, [], None, SegmentReplay([], fatal, [], None), Decision("cannot_rebuild")),
+        ("rebuild", {}, [], None, clean, Decision("rebuilt", install=True, write_txn=True)),
+        ("rebuild", {"dry_run": True}, [], None, clean, Decision("would_rebuild")),
+        ("rebuild", {}, [], "disk full", clean, Decision("failed")),
+        ("repair", {}, [], None, clean, Decision("none")),
+        ("repair", {}, [Finding("bad_length", index)], None, clean, Decision("repaired", install=True)),
+        ("repair", {}, [], None, SegmentReplay([], None, [Finding("txn_entry_missing", txn)], False),
+         Decision("repaired", install=True, write_txn=True)),
+        ("repair", {"dry_run": True}, [Finding("bad_length", index)], None, clean, Decision("would_repair")),
+        ("repair", {}, [tail], None, clean, Decision("none")),  # the .log is cut only when asked
+        ("repair", {"truncate_corrupt_tail": True}, [tail], None, clean, None),
+        ("repair", {}, [Finding("preallocated_zero_tail", index)], None, clean, Decision("none")),  # info
+    ]  # fmt: skip
+    for mode, options, findings, error, replay, expected in cases:
+        outcome = outcome_with(busy_partition, mode, findings, error, **options)
+        if expected is None:  # the cut is at the valid prefix the scan found
+            expected = Decision("repaired", install=True, cut_tail_at=outcome.valid_bytes)
+        assert decide(outcome, replay, RunOptions(mode, **options)) == expected, (mode, options, findings)
+        assert decide(outcome, replay, RunOptions(mode, **options)) == expected  # same input, same answer

@@ -1,0 +1,166 @@
+"""Find the partitions and segments of a broker's log dirs (metadata only: names and sizes).
+
+A partition dir is ``<topic>-<partition>``; Kafka's ``-delete``, ``-future`` and ``-stray`` dirs are
+skipped and reported, as are ``.deleted`` / ``.cleaned`` / ``.swap`` files inside partitions. Nothing is
+opened for writing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from .abstract_index import INT32_MAX
+from .layout import (
+    LOG_SUFFIX,
+    is_kafka_transient,
+    parse_partition_dir_name,
+    segment_base_offsets,
+    segment_file,
+    skipped_dir_kind,
+)
+
+
+class LogDirError(ValueError):
+    """A log dir that cannot be used (missing, not a directory, unreadable)."""
+
+
+@dataclass(frozen=True)
+class Segment:
+    base_offset: int
+    log_path: str
+    size: int
+    active: bool  # the partition's last segment
+
+
+@dataclass
+class Partition:
+    log_dir: str
+    path: str
+    topic: str
+    partition: int
+    segments: list[Segment]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+
+@dataclass
+class Discovery:
+    partitions: list[Partition] = field(default_factory=list)
+    log_dirs: list[str] = field(default_factory=list)  # where they were looked for
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+
+
+@dataclass(frozen=True)
+class PartitionSelection:
+    """Partition numbers chosen by ``--partitions``, kept as ranges (``0-2147483647`` costs nothing)."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    def __contains__(self, number: object) -> bool:
+        return isinstance(number, int) and any(lo <= number <= hi for lo, hi in self.ranges)
+
+
+def parse_partition_filter(text: str | None) -> PartitionSelection | None:
+    """``"0,2,5-7"`` -> the numbers 0, 2 and 5 to 7 (inclusive ranges); ValueError naming the bad part."""
+    if text is None:
+        return None
+    ranges = []
+    for part in text.split(","):
+        part = part.strip()
+        try:
+            lo, dash, hi = part.partition("-")
+            first, last = int(lo), int(hi if dash else lo)
+            if not 0 <= first <= last <= INT32_MAX or not lo.strip().isdigit():
+                raise ValueError
+        except ValueError:
+            raise ValueError(
+                f"--partitions: {part!r} is not a partition number or range like 3-7 (0 to {INT32_MAX})"
+            ) from None
+        ranges.append((first, last))
+    return PartitionSelection(tuple(ranges))
+
+
+def discover(
+    log_dirs: list[str], topics: re.Pattern[str] | None = None, partitions: PartitionSelection | None = None
+) -> Discovery:
+    """Every selected partition of every log dir, with its segments' sizes (ascending base offset)."""
+    found = Discovery(log_dirs=list(log_dirs))
+    for log_dir in log_dirs:
+        if not os.path.exists(log_dir):
+            raise LogDirError(f"{log_dir}: log dir does not exist")
+        if not os.path.isdir(log_dir):
+            raise LogDirError(f"{log_dir}: expected a log dir (a directory), found a file")
+        try:
+            names = sorted(os.listdir(log_dir))
+        except OSError as exc:
+            raise LogDirError(f"{log_dir}: cannot list the log dir: {exc.strerror}") from None
+        for name in names:
+            path = os.path.join(log_dir, name)
+            if not os.path.isdir(path):
+                continue  # checkpoints, meta.properties, .lock
+            skipped = skipped_dir_kind(name)
+            if skipped:
+                found.skipped.append((path, f"a '-{skipped}' dir (Kafka is moving or deleting it)"))
+                continue
+            parsed = parse_partition_dir_name(name)
+            if parsed is None:
+                found.skipped.append((path, "not a <topic>-<partition> dir"))
+                continue
+            topic, number = parsed
+            if topics is not None and not topics.fullmatch(topic):
+                continue
+            if partitions is not None and number not in partitions:
+                continue
+            _add_partition(found, log_dir, path, topic, number)
+    return found
+
+
+def discover_partition_dir(path: str) -> Discovery:
+    """One partition dir given by its path (its log dir is the parent); LogDirError if it is not one."""
+    if not os.path.isdir(path):
+        raise LogDirError(f"{path}: no such partition dir" if not os.path.exists(path) else f"{path}: not a directory")
+    path = os.path.normpath(path)
+    parsed = parse_partition_dir_name(os.path.basename(path))
+    if parsed is None:
+        raise LogDirError(f"{path}: not a Kafka partition directory (expected <topic>-<partition>)")
+    found = Discovery(log_dirs=[os.path.dirname(os.path.abspath(path))])
+    _add_partition(found, found.log_dirs[0], path, *parsed)
+    return found
+
+
+def is_partition_dir(path: str) -> bool:
+    """A dir named ``<topic>-<partition>`` holding at least one ``.log`` (else: a log dir, or nothing)."""
+    if parse_partition_dir_name(os.path.basename(os.path.normpath(path))) is None:
+        return False
+    try:
+        return bool(segment_base_offsets(path))
+    except OSError:
+        return False
+
+
+def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number: int) -> None:
+    try:
+        bases = segment_base_offsets(path)
+    except OSError as exc:
+        found.skipped.append((path, f"cannot list: {exc.strerror}"))
+        return
+    segments = []
+    for i, base in enumerate(bases):
+        log_path = segment_file(path, base, LOG_SUFFIX)
+        try:
+            size = os.stat(log_path).st_size
+        except OSError:
+            size = 0
+        segments.append(Segment(base, log_path, size, i == len(bases) - 1))
+    for leftover in sorted(os.listdir(path)):
+        if is_kafka_transient(leftover):
+            found.skipped.append((os.path.join(path, leftover), "a file Kafka is deleting, cleaning or swapping"))
+    found.partitions.append(Partition(log_dir, path, topic, number, segments))

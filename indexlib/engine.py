@@ -1,0 +1,592 @@
+"""The segment engine: one verify, rebuild or repair run over a broker's partitions, for every driver.
+
+A run, in order (:func:`run`):
+
+1. **Plan** (driver, metadata only): one :class:`SegmentTask` per segment, saying what to check, what to
+   stage, where to stage it and where backups go (:func:`plan_tasks`).
+2. **Map** (anywhere, in parallel): :func:`process_segment` scans, plans and checks one segment, and
+   *stages* the ``.index``/``.timeindex`` the run will write (fsynced under hidden names beside the final
+   ones, old files copied to the backup dir first). It returns a small :class:`SegmentOutcome`: a plan
+   summary, never the scan. The driver chooses how tasks are mapped: :func:`map_locally` (this process or
+   a process pool) or a Spark job (``jobs.pipeline``).
+3. **Replay** (driver, per partition, sequential and small): producer state is replayed over the
+   outcomes' events (:func:`replay_outcomes`), giving each segment's aborted transactions, the
+   ``.txnindex`` findings and whether Kafka's recovery would refuse it.
+4. **Decide** (pure): :func:`decide` turns an outcome, its replay and the run's options into a
+   :class:`Decision`: the action, whether to write the ``.txnindex``, where to cut the ``.log``.
+5. **Commit** (driver): :func:`commit_segment` applies one decision (renames, the ``.txnindex``, the tail
+   cut) and returns the :class:`SegmentResult` the report and the audit read; what a run staged and did
+   not install is swept (:func:`sweep_staged`), also after a failure.
+
+Invariants: verify and every dry run write nothing; a repair rewrites only files whose findings the
+registry marks "rebuild the file" (and cuts a ``.log`` tail only when asked, after saving the cut bytes);
+Kafka never sees a file of a segment its recovery would refuse; every file is either the old one or the
+whole new one at any moment; in-place writes refuse a log dir whose ``.lock`` is held unless forced.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from .discovery import Discovery, Partition
+from .findings import CUT_TAIL, Finding, files_to_rebuild, kind
+from .layout import INDEX_SUFFIXES, LOG_START_OFFSET_CHECKPOINT, partition_name, segment_file, staged_by_run
+from .partition import install_segment, plan_segment_file, replay_partition, stage_segment
+from .producer_state import read_log_start_offset
+from .publish import discard, fsync_path, keep_backup, log_dir_is_locked
+from .rebuild import PlanSummary, SegmentPlan
+from .records import ScanProblem
+from .settings import IndexSettings
+from .values import AbortedTxn
+from .verify import check_partition_transactions, check_segment_files, directory_findings, fatal_finding, log_findings
+
+MODES = ("verify", "rebuild", "repair")
+#: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
+STAGED_BY_EXECUTORS = (".index", ".timeindex")
+
+#: A run id names a backup dir and tags staged files: no '/', whitespace, control characters or '~'
+#: ('~' separates the task attempt in staged names), no leading '.', at most 200 characters.
+RUN_ID = re.compile(r"[^/\s.~\x00-\x1f][^/\s~\x00-\x1f]{0,199}")
+
+
+class LockedLogDirError(RuntimeError):
+    """An in-place write was asked for in a log dir that a running broker holds."""
+
+
+# ------------------------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run does. ``backup_root``: where a writing run keeps replaced files, under
+    ``<backup_root>/<run id>/<topic>-<partition>/`` (repair always; an in-place rebuild only when set)."""
+
+    mode: str
+    run_id: str | None = None
+    output_dir: str | None = None
+    dry_run: bool = False
+    truncate_corrupt_tail: bool = False
+    force: bool = False
+    backup_root: str | None = None
+
+    @property
+    def read_only(self) -> bool:
+        """Verify and every dry run write nothing: no staged file, backup, rename or tail cut."""
+        return self.mode == "verify" or self.dry_run
+
+    @property
+    def checks(self) -> bool:
+        """Verify and repair check the existing files; a rebuild rewrites them all without looking."""
+        return self.mode in ("verify", "repair")
+
+    @property
+    def writes_in_place(self) -> bool:
+        return not self.read_only and (self.mode == "repair" or self.output_dir is None)
+
+
+def new_run_id(mode: str) -> str:
+    return f"{mode}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def check_run(discovery: Discovery, options: RunOptions) -> None:
+    """Refuse, before anything runs, what a run cannot do safely (``ValueError`` with the reason): an
+    unknown mode; a malformed run id; one partition name in two log dirs when writing (its backup dir, or
+    its ``--output-dir`` dir, is named by the partition alone)."""
+    if options.mode not in MODES:
+        raise ValueError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})")
+    if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
+        raise ValueError(
+            f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
+            "or leading '.', at most 200 characters"
+        )
+    if options.read_only:
+        return
+    where: dict[str, str] = {}
+    for p in discovery.partitions:
+        if where.setdefault(p.name, p.log_dir) != p.log_dir:
+            raise ValueError(
+                f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
+                f"named by partition, so {options.mode} these log dirs in separate runs"
+            )
+
+
+def check_locks(partitions: list[Partition], force: bool) -> None:
+    for log_dir in sorted({p.log_dir for p in partitions}):
+        if log_dir_is_locked(log_dir) and not force:
+            raise LockedLogDirError(
+                f"{log_dir}: the log dir's .lock is held (a running broker?); stop the broker, or pass --force"
+            )
+
+
+# --------------------------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class SegmentTask:
+    """One segment's work: where it is, its index settings, what to check and stage, where to put things."""
+
+    log_dir: str
+    partition_dir: str
+    topic: str
+    partition: int
+    base_offset: int
+    log_path: str
+    size: int
+    active: bool
+    index_interval_bytes: int
+    segment_index_bytes: int
+    check: bool  # run the semantic verify of the existing files
+    stage: str = "none"  # which .index/.timeindex to stage: "all", "damaged" (to rebuild) or "none"
+    target_dir: str | None = None  # where files are written (the partition dir, or under --output-dir)
+    backup_dir: str | None = None  # copy the files to be replaced here first
+    run_id: str | None = None  # tags staged file names
+
+
+def plan_tasks(
+    discovery: Discovery, options: RunOptions, run_id: str, index_settings: Callable[[str], IndexSettings]
+) -> list[SegmentTask]:
+    """One task per segment, with what to check and stage for this run's mode (``index_settings``: a
+    topic's settings)."""
+    stage = "none" if options.read_only else {"rebuild": "all", "repair": "damaged"}[options.mode]
+    tasks = []
+    for p in discovery.partitions:
+        settings = index_settings(p.topic)
+        target = p.path if options.output_dir is None else os.path.join(options.output_dir, p.name)
+        backup = _backup_dir(options, run_id, p)
+        for s in p.segments:
+            tasks.append(
+                SegmentTask(
+                    p.log_dir,
+                    p.path,
+                    p.topic,
+                    p.partition,
+                    s.base_offset,
+                    s.log_path,
+                    s.size,
+                    s.active,
+                    settings.index_interval_bytes,
+                    settings.segment_index_bytes,
+                    options.checks,
+                    stage,
+                    target,
+                    backup,
+                    run_id,
+                )
+            )
+    return tasks
+
+
+def _backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
+    """``<backup root>/<run id>/<topic>-<partition>``: always for repair (default root
+    ``./kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
+    run or ``--output-dir``."""
+    if options.read_only:
+        return None
+    if options.mode == "repair" or (options.mode == "rebuild" and options.output_dir is None and options.backup_root):
+        root = options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
+        return os.path.join(root, run_id, p.name)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- map
+@dataclass
+class SegmentOutcome:
+    """What the map step returns for one segment (small: a plan summary, no scan columns)."""
+
+    task: SegmentTask
+    plan: PlanSummary
+    batches: int
+    file_size: int
+    valid_bytes: int
+    invalid_bytes: int
+    findings: list[Finding]
+    identical: dict[str, bool | None]
+    index_sizes: dict[str, int | None]
+    seconds: float
+    staged: dict[str, str] = field(default_factory=dict)  # final path -> staged path, not installed yet
+    backups: list[str] = field(default_factory=list)  # copies of the files the staged ones will replace
+    error: str | None = None  # staging failed (nothing is left staged)
+
+
+def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome:
+    """Scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and ``.timeindex``;
+    stage the ``.index``/``.timeindex`` the run will write (``task.stage``; staged names carry ``tag``,
+    default the run id), backing up the old ones. A staging failure is recorded in ``error`` with
+    nothing left staged. ``seconds`` covers all of it."""
+    started = time.perf_counter()
+    scan, plan = plan_segment_file(task.log_path, task.base_offset, task.index_interval_bytes, task.segment_index_bytes)
+    if task.check:
+        findings, identical = check_segment_files(task.log_path, task.base_offset, scan, plan, task.active)
+    else:
+        findings, identical = log_findings(task.log_path, scan, plan.fatal), {}
+    sizes: dict[str, int | None] = {}
+    for suffix in INDEX_SUFFIXES:
+        try:
+            sizes[suffix] = os.stat(segment_file(task.partition_dir, task.base_offset, suffix)).st_size
+        except OSError:
+            sizes[suffix] = None
+    outcome = SegmentOutcome(
+        task, plan.summary(), scan.batch_count, scan.file_size, scan.valid_bytes, scan.invalid_bytes, findings,
+        identical, sizes, 0.0,
+    )  # fmt: skip
+    if task.stage == "all":
+        suffixes: tuple[str, ...] = STAGED_BY_EXECUTORS
+    elif task.stage == "damaged":
+        suffixes = tuple(
+            s for s in files_to_rebuild(task.partition_dir, task.base_offset, findings) if s in STAGED_BY_EXECUTORS
+        )
+    else:
+        suffixes = ()
+    if suffixes and plan.fatal is None:
+        target_dir = task.target_dir or task.partition_dir
+        try:
+            os.makedirs(target_dir, exist_ok=True)
+            outcome.staged = stage_segment(
+                target_dir, task.base_offset, plan, [], suffixes, False, task.segment_index_bytes, tag or task.run_id
+            )
+            if task.backup_dir is not None:
+                outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
+        except (OSError, ValueError) as exc:
+            _discard_staged(outcome.staged, outcome.backups)
+            outcome.staged, outcome.backups = {}, []
+            outcome.error = f"{segment_file(target_dir, task.base_offset, '')}: {exc}"
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+MapSegments = Callable[[list[SegmentTask], str], list[SegmentOutcome]]
+
+
+def map_locally(jobs: int = 1) -> MapSegments:
+    """A map step on this machine: in this process (``jobs=1``) or a pool of ``jobs`` processes. The
+    staged files' tag is the run id (each segment is staged by exactly one process)."""
+
+    def map_segments(tasks: list[SegmentTask], run_id: str) -> list[SegmentOutcome]:
+        if jobs <= 1 or len(tasks) <= 1:
+            return [process_segment(t, run_id) for t in tasks]
+        ordered = sorted(tasks, key=lambda t: -t.size)  # big segments first: the pool ends together
+        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+            return list(pool.map(process_segment, ordered, [run_id] * len(ordered)))
+
+    return map_segments
+
+
+# ------------------------------------------------------------------------------------------- replay
+@dataclass(frozen=True)
+class SegmentReplay:
+    """The partition-side facts about one segment: from the producer-state replay and the ``.txnindex``."""
+
+    aborted: list[AbortedTxn]
+    fatal: ScanProblem | None  # Kafka's recovery would stop here (found only by the replay)
+    findings: list[Finding]  # the .txnindex's, and the replay's fatal problem
+    txn_identical: bool | None
+
+
+@dataclass(frozen=True)
+class PartitionReplay:
+    findings: list[Finding]  # partition-level: directory contents, a bad log start checkpoint
+    segments: list[SegmentReplay]  # in the order of the partition's outcomes (ascending base offset)
+
+
+def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check: bool, run_id: str) -> PartitionReplay:
+    """Replay producer state over one partition's outcomes (ascending base offset) and, when ``check``,
+    check its ``.txnindex`` files and directory (this run's own staged files are not leftovers)."""
+    findings: list[Finding] = []
+    if check:
+        findings = [
+            f for f in directory_findings(partition.path) if not staged_by_run(os.path.basename(f.file), run_id)
+        ]
+    if not outcomes:
+        return PartitionReplay(findings, [])
+    try:
+        log_start = read_log_start_offset(partition.log_dir, partition.topic, partition.partition)
+    except (OSError, ValueError) as exc:
+        checkpoint = os.path.join(partition.log_dir, LOG_START_OFFSET_CHECKPOINT)
+        findings.append(Finding("bad_log_start_checkpoint", checkpoint, detail=f"{exc}; assuming log start offset 0"))
+        log_start = 0
+    bases = [o.task.base_offset for o in outcomes]
+    plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]
+    replays = replay_partition(partition.path, bases, plans, log_start)
+    if check:
+        txn = check_partition_transactions([o.task.log_path for o in outcomes], bases, plans, replays)
+    else:
+        txn = [
+            ([fatal_finding(o.task.log_path, fatal)] if fatal else [], None)
+            for o, (_, fatal) in zip(outcomes, replays, strict=True)
+        ]
+    segments = [
+        SegmentReplay(aborted, fatal, txn_findings, txn_identical)
+        for (aborted, fatal), (txn_findings, txn_identical) in zip(replays, txn, strict=True)
+    ]
+    return PartitionReplay(findings, segments)
+
+
+# ------------------------------------------------------------------------------------------- decide
+@dataclass(frozen=True)
+class Decision:
+    """What the commit does for one segment. ``action``: ``none``, ``rebuilt``, ``repaired``,
+    ``would_rebuild``, ``would_repair`` (dry run), ``cannot_rebuild`` (Kafka's recovery would refuse the
+    segment: nothing is written, what was staged is dropped) or ``failed`` (staging failed)."""
+
+    action: str
+    install: bool = False  # rename the staged .index/.timeindex into place
+    write_txn: bool = False  # write the .txnindex (from the replay)
+    cut_tail_at: int | None = None  # cut the .log to this many bytes (after saving the rest)
+
+
+def decide(outcome: SegmentOutcome, replay: SegmentReplay, options: RunOptions) -> Decision:
+    """Pure: the action for one segment from its outcome, its replay and the run's options."""
+    if outcome.error is not None:
+        return Decision("failed")
+    if outcome.plan.fatal is not None or replay.fatal is not None:
+        return Decision("cannot_rebuild")
+    if options.mode == "verify":
+        return Decision("none")
+    if options.mode == "rebuild":
+        write_txn, cut = True, None
+    else:
+        t = outcome.task
+        findings = outcome.findings + replay.findings
+        rebuild = files_to_rebuild(t.partition_dir, t.base_offset, findings)
+        wants_cut = any(f.file == t.log_path and kind(f.kind).triggers == CUT_TAIL for f in findings)
+        write_txn = ".txnindex" in rebuild
+        cut = outcome.valid_bytes if options.truncate_corrupt_tail and wants_cut else None
+        if not (rebuild or cut is not None):
+            return Decision("none")
+    done, would = ("rebuilt", "would_rebuild") if options.mode == "rebuild" else ("repaired", "would_repair")
+    if options.dry_run:
+        return Decision(would)
+    return Decision(done, install=True, write_txn=write_txn, cut_tail_at=cut)
+
+
+# ------------------------------------------------------------------------------------------- commit
+@dataclass
+class SegmentResult:
+    """One segment at the end of a run: what was found, decided and done (the report's and audit's row)."""
+
+    task: SegmentTask
+    plan: PlanSummary
+    batches: int
+    file_size: int
+    valid_bytes: int
+    invalid_bytes: int
+    findings: list[Finding]
+    identical: dict[str, bool | None]
+    index_sizes: dict[str, int | None]
+    seconds: float
+    aborted: list[AbortedTxn]
+    action: str
+    written: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision) -> SegmentResult:
+    """Apply one decision: stage the ``.txnindex`` (with its backup), cut the ``.log`` tail (saved
+    first), rename every staged file into place. Anything not installed is discarded with the backups
+    made for it; a saved ``.log`` tail is never discarded. Directories are not fsynced here (the caller
+    does it once per directory)."""
+    t = outcome.task
+    identical = dict(outcome.identical)
+    if t.check:
+        identical[".txnindex"] = replay.txn_identical
+        if replay.fatal is not None:
+            identical = dict.fromkeys(INDEX_SUFFIXES)
+    result = SegmentResult(
+        t, outcome.plan, outcome.batches, outcome.file_size, outcome.valid_bytes, outcome.invalid_bytes,
+        outcome.findings + replay.findings, identical, outcome.index_sizes, outcome.seconds, replay.aborted,
+        decision.action, error=outcome.error,
+    )  # fmt: skip
+    staged, backups = dict(outcome.staged), list(outcome.backups)
+    if not decision.install:
+        _discard_staged(staged, backups)
+        return result
+    target_dir = t.target_dir or t.partition_dir
+    try:
+        if decision.write_txn:
+            stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
+            os.makedirs(target_dir, exist_ok=True)
+            staged_txn = stage_segment(
+                target_dir, t.base_offset, outcome.plan, replay.aborted, (".txnindex",), stale, t.segment_index_bytes,
+                t.run_id,
+            )  # fmt: skip
+            staged.update(staged_txn)
+            if t.backup_dir is not None:
+                backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
+        if decision.cut_tail_at is not None:  # from here on the saved tail is the only copy of those bytes
+            cut_log_tail(t.log_path, decision.cut_tail_at, t.backup_dir, result.written, result.backups)
+        installing, staged = staged, {}  # from here on a backup may be the only copy of a replaced file
+        install_segment(installing, sync_dir=False, written=result.written)  # backups were kept when staging
+    except (OSError, ValueError) as exc:
+        result.error = f"{segment_file(target_dir, t.base_offset, '')}: {exc}"
+        result.action = "failed"
+    finally:
+        if staged:  # failed before anything was replaced: drop what was staged and backed up for it
+            _discard_staged(staged, backups)
+    result.backups = backups + result.backups
+    return result
+
+
+def _discard_staged(staged: dict[str, str], backups: list[str]) -> None:
+    """Drop staged files and the backups made of the files they would have replaced (in place: the
+    list is emptied of them). Any other backup (a cut ``.log`` tail) is kept: it may be the only copy."""
+    names = {os.path.basename(final) for final in staged}
+    for path in staged.values():
+        discard(path)
+    for path in [b for b in backups if os.path.basename(b) in names]:
+        discard(path)
+    backups[:] = [b for b in backups if os.path.basename(b) not in names]
+    staged.clear()
+
+
+def cut_log_tail(
+    log_path: str, valid_bytes: int, backup_dir: str | None, written: list[str], backups: list[str]
+) -> None:
+    """Save ``log_path[valid_bytes:]`` to ``backup_dir`` (fsynced), then truncate the ``.log`` there.
+    Appends to ``backups`` once the saved tail is durable and to ``written`` once the ``.log`` is cut,
+    so the report stays true if a later step fails."""
+    if backup_dir is None:
+        raise ValueError(f"{log_path}: cutting a corrupt tail needs a backup dir")
+    os.makedirs(backup_dir, exist_ok=True)
+    saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
+    with open(log_path, "rb") as src, open(saved, "wb") as dst:
+        src.seek(valid_bytes)
+        shutil.copyfileobj(src, dst, 1 << 20)
+        dst.flush()
+        os.fsync(dst.fileno())
+    fsync_path(backup_dir)
+    backups.append(saved)
+    os.truncate(log_path, valid_bytes)
+    written.append(log_path)
+    fsync_path(log_path)
+
+
+def sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
+    """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
+    superseded after staging). Only names this run made (see :func:`indexlib.layout.staged_by_run`)."""
+    for target in sorted({t.target_dir for t in tasks if t.stage != "none" and t.target_dir}):
+        try:
+            names = os.listdir(target)
+        except OSError:
+            continue
+        for name in names:
+            if staged_by_run(name, run_id):
+                discard(os.path.join(target, name))
+
+
+# ---------------------------------------------------------------------------------------------- run
+@dataclass
+class RunReport:
+    run_id: str
+    mode: str
+    started: datetime
+    finished: datetime
+    options: RunOptions
+    segments: list[SegmentResult]
+    partition_findings: dict[str, list[Finding]]  # partition dir -> partition-level findings
+    skipped: list[tuple[str, str]]
+    partitions: list[Partition]
+    log_dirs: list[str]
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # "scan" (the map), "replay", "commit"
+
+    @property
+    def remaining_findings(self) -> list[Finding]:
+        """Error findings not fixed by this run's writes."""
+        left = [f for fs in self.partition_findings.values() for f in fs if f.severity == "error"]
+        for s in self.segments:
+            fixed = set(s.written) if s.error is None else set()
+            left += [f for f in s.findings if f.severity == "error" and f.file not in fixed]
+        return left
+
+    @property
+    def failed(self) -> bool:
+        return any(s.error for s in self.segments)
+
+    @property
+    def exit_code(self) -> int:
+        """0 done and healthy; 1 findings remain (verify, a dry-run repair, a repair that could not fix
+        everything) or a segment could not be rebuilt or written."""
+        if self.mode == "rebuild":
+            return 1 if self.failed or any(s.action in ("cannot_rebuild", "failed") for s in self.segments) else 0
+        return 1 if (self.remaining_findings or self.failed) else 0
+
+
+def run(
+    discovery: Discovery,
+    options: RunOptions,
+    index_settings: Callable[[str], IndexSettings],
+    map_segments: MapSegments,
+) -> RunReport:
+    """One verify/rebuild/repair over the discovered partitions (see the module docstring)."""
+    started = datetime.now(UTC)
+    check_run(discovery, options)
+    run_id = options.run_id or new_run_id(options.mode)
+    if options.writes_in_place:
+        check_locks(discovery.partitions, options.force)
+    clock = time.perf_counter()
+    phases: dict[str, float] = {}
+    tasks = plan_tasks(discovery, options, run_id, index_settings)
+    outcomes: list[SegmentOutcome] = []
+    results: list[SegmentResult] = []
+    partition_findings: dict[str, list[Finding]] = {}
+    touched: set[str] = set()
+    try:
+        outcomes = map_segments(tasks, run_id) if tasks else []
+        phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
+        by_partition: dict[str, list[SegmentOutcome]] = {}
+        for o in sorted(outcomes, key=lambda o: o.task.base_offset):
+            by_partition.setdefault(o.task.partition_dir, []).append(o)
+        replays = {}
+        for p in discovery.partitions:
+            replays[p.path] = replay_outcomes(p, by_partition.get(p.path, []), options.checks, run_id)
+            partition_findings[p.path] = replays[p.path].findings
+        phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
+        for p in discovery.partitions:
+            for outcome, replay in zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True):
+                result = commit_segment(outcome, replay, decide(outcome, replay, options))
+                outcome.staged, outcome.backups = {}, []  # committed or discarded: nothing of it is pending
+                touched.update(os.path.dirname(f) for f in result.written)
+                results.append(result)
+        phases["commit"] = time.perf_counter() - clock
+    finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
+        for directory in sorted(touched):
+            fsync_path(directory)
+        for o in outcomes:
+            _discard_staged(o.staged, o.backups)
+        sweep_staged(tasks, run_id)
+    results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
+    return RunReport(
+        run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
+        discovery.partitions, discovery.log_dirs, phases,
+    )  # fmt: skip
+
+
+def summary_rows(report: RunReport) -> list[dict[str, Any]]:
+    """One dict per partition: the final summary table."""
+    rows: dict[str, dict[str, Any]] = {}
+    for s in report.segments:
+        t = s.task
+        row = rows.setdefault(
+            t.partition_dir,
+            {"partition": partition_name(t.topic, t.partition), "log_dir": t.log_dir, "segments": 0, "bytes": 0,
+             "findings": 0, "kinds": set(), "written": 0, "actions": set()},
+        )  # fmt: skip
+        errors = [f for f in s.findings if f.severity == "error"]
+        row["segments"] += 1
+        row["bytes"] += s.file_size
+        row["findings"] += len(errors)
+        row["kinds"].update(f.kind for f in errors)
+        row["written"] += len(s.written)
+        if s.action != "none":
+            row["actions"].add(s.action)
+    for path, findings in report.partition_findings.items():
+        errors = [f for f in findings if f.severity == "error"]
+        if errors and path in rows:
+            rows[path]["findings"] += len(errors)
+            rows[path]["kinds"].update(f.kind for f in errors)
+    return list(rows.values())

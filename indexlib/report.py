@@ -1,0 +1,122 @@
+"""A run's report as both command lines print it (tables and a verdict) and write it (``--json``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .engine import RunReport, summary_rows
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain-text table: a header, a rule, left-aligned columns (``None`` prints empty)."""
+    cells = [[str(c) for c in headers]] + [["" if c is None else " ".join(str(c).split()) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def print_report(report: RunReport, out: TextIO) -> None:
+    """The findings table, failed writes, the per-partition summary and the verdict line."""
+    findings = [f for fs in report.partition_findings.values() for f in fs] + [
+        f for s in report.segments for f in s.findings
+    ]
+    if findings:
+        rows = [
+            [
+                f.kind if f.severity == "error" else f"{f.kind} (info)",
+                os.path.relpath(f.file),
+                f.entry,
+                f.expected,
+                f.found,
+                f.detail if f.count == 1 else f"{f.detail} (x{f.count})",
+            ]
+            for f in findings
+        ]
+        print(format_table(["kind", "file", "entry", "expected", "found", "detail"], rows), file=out)
+        print(file=out)
+    failures = [s.error for s in report.segments if s.error]
+    if failures:
+        print("failed writes (each file is either unchanged or wholly replaced; see written in --json):", file=out)
+        print("\n".join(f"  {error}" for error in failures) + "\n", file=out)
+    summary = [
+        [
+            r["partition"],
+            r["segments"],
+            f"{r['bytes'] / 2**20:.1f}",
+            r["findings"],
+            ",".join(sorted(r["kinds"])),
+            r["written"],
+            ",".join(sorted(r["actions"])) or "-",
+        ]
+        for r in summary_rows(report)
+    ]
+    print(
+        format_table(["partition", "segments", "MiB", "findings", "kinds", "files written", "action"], summary),
+        file=out,
+    )
+    total = sum(s.file_size for s in report.segments)
+    seconds = (report.finished - report.started).total_seconds()
+    verdict = _verdict(report)
+    print(
+        f"\n{report.mode} {report.run_id}: {len(report.segments)} segments, {total / 2**20:,.1f} MiB "
+        f"in {seconds:.1f} s; {verdict}",
+        file=out,
+    )
+
+
+def _verdict(report: RunReport) -> str:
+    refused = sum(s.action == "cannot_rebuild" for s in report.segments)
+    failed = sum(s.action == "failed" for s in report.segments)
+    left = len(report.remaining_findings)
+    if report.exit_code == 0:
+        return "done" if report.mode == "rebuild" else "healthy"
+    parts = []
+    if report.mode != "rebuild" and left:
+        parts.append(f"{left} finding(s) remain")
+    if refused:
+        parts.append(f"{refused} segment(s) could not be rebuilt (Kafka's recovery would fail on them)")
+    if failed:
+        parts.append(f"{failed} segment(s) failed")
+    return "; ".join(parts) or "failures"
+
+
+def report_to_dict(report: RunReport) -> dict[str, Any]:
+    """The ``--json`` report (JSON-able)."""
+    return {
+        "run_id": report.run_id,
+        "mode": report.mode,
+        "exit_code": report.exit_code,
+        "started": report.started.isoformat(),
+        "finished": report.finished.isoformat(),
+        "phase_seconds": {k: round(v, 4) for k, v in report.phase_seconds.items()},
+        "log_dirs": report.log_dirs,
+        "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+        "partition_findings": {k: [f.to_dict() for f in v] for k, v in report.partition_findings.items() if v},
+        "segments": [
+            {
+                "log_dir": s.task.log_dir,
+                "topic": s.task.topic,
+                "partition": s.task.partition,
+                "base_offset": s.task.base_offset,
+                "log_path": s.task.log_path,
+                "bytes": s.file_size,
+                "batches": s.batches,
+                "valid_bytes": s.valid_bytes,
+                "invalid_bytes": s.invalid_bytes,
+                "index_interval_bytes": s.task.index_interval_bytes,
+                "segment_index_bytes": s.task.segment_index_bytes,
+                "findings": [f.to_dict() for f in s.findings],
+                "identical": s.identical,
+                "action": s.action,
+                "written": s.written,
+                "backups": s.backups,
+                "error": s.error,
+                "seconds": round(s.seconds, 4),
+            }
+            for s in report.segments
+        ],
+        "remaining_findings": [f.to_dict() for f in report.remaining_findings],
+    }

@@ -1,0 +1,140 @@
+"""The two drivers of the segment engine agree: ``python -m indexlib`` (a local process pool) and the
+Spark job (``kafka-index``, real local Spark) give the same findings, the same actions, the same bytes
+and the same exit code, over every real fixture set and over each kind of damage the tests build."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from indexlib.cli import main as indexlib_main
+from indexlib.generate import encode_batch_v2, generate_partition
+from indexlib.partition import rebuild_partition
+from jobs.cli import main as kafka_index_main
+
+from ..conftest import KAFKA_REAL, requires_kafka_real
+
+ORACLE = "_rebuilt_by_kafka_4.1.0"
+TS = 1_700_000_000_000
+
+
+def fixture_sets() -> list[Path]:
+    return sorted(p for p in KAFKA_REAL.iterdir() if p.is_dir()) if KAFKA_REAL.is_dir() else []
+
+
+def copy_log_dir(source: Path, target: Path) -> Path:
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(ORACLE, "MANIFEST.json"))
+    for p in target.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return target
+
+
+def files(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def both(mode: str, log_dir: Path, tmp: Path, *extra: str) -> tuple[tuple[int, dict], tuple[int, dict]]:
+    """(exit code, JSON report) of ``python -m indexlib`` and of the Spark job, same mode and log dir."""
+    local_json, spark_json = tmp / f"{mode}-local.json", tmp / f"{mode}-spark.json"
+    local = indexlib_main([mode, str(log_dir), "--jobs", "2", "--json", str(local_json), *extra])
+    spark = kafka_index_main(
+        [mode, "--log-dir", str(log_dir), "--json", str(spark_json), "--audit-table", "none", "--no-progress", *extra]
+    )
+    return (local, json.loads(local_json.read_text())), (spark, json.loads(spark_json.read_text()))
+
+
+def facts(report: dict) -> dict:
+    """What both drivers must agree on: per segment the findings (kind, file, entry, position, found),
+    the action and the files written, the partition-level findings, and what remains."""
+
+    def finding(f: dict) -> tuple:
+        return (f["kind"], f["file"], f["entry"], f["position"], f["found"], f["severity"])
+
+    return {
+        "segments": {
+            (s["topic"], s["partition"], s["base_offset"]): (
+                sorted(map(finding, s["findings"])),
+                s["action"],
+                sorted(s["written"]),
+                s["identical"],
+            )
+            for s in report["segments"]
+        },
+        "partition_findings": {k: sorted(map(finding, v)) for k, v in report["partition_findings"].items()},
+        "remaining": sorted(map(finding, report["remaining_findings"])),
+    }
+
+
+def assert_same_verify_and_rebuild(log_dir: Path, tmp: Path) -> dict:
+    before = files(log_dir)
+    (local_code, local), (spark_code, spark) = both("verify", log_dir, tmp)
+    assert files(log_dir) == before  # both only read
+    assert local_code == spark_code == local["exit_code"] == spark["exit_code"]
+    assert facts(local) == facts(spark)
+    out_local, out_spark = tmp / "out-local", tmp / "out-spark"
+    code_local = indexlib_main(["rebuild", str(log_dir), "--jobs", "2", "--output-dir", str(out_local)])
+    code_spark = kafka_index_main(
+        ["rebuild", "--log-dir", str(log_dir), "--output-dir", str(out_spark), "--audit-table", "none", "--no-progress"]
+    )
+    assert code_local == code_spark
+    assert files(out_local) == files(out_spark)  # the same files, byte for byte
+    assert files(log_dir) == before
+    return local
+
+
+@requires_kafka_real
+@pytest.mark.parametrize("fixture_set", fixture_sets(), ids=lambda p: p.name)
+def test_the_drivers_agree_on_every_real_fixture_set(spark, tmp_path, fixture_set):
+    report = assert_same_verify_and_rebuild(copy_log_dir(fixture_set, tmp_path / "logs"), tmp_path)
+    assert report["exit_code"] == 0 and report["remaining_findings"] == []
+
+
+def damage(log_dir: Path, case: str) -> None:
+    """One kind of damage, as the other tests build it, on a generated log dir."""
+    part = log_dir / "orders-0"
+    seg0 = part / "00000000000000000000"
+    if case == "deleted":
+        os.unlink(f"{seg0}.index")
+    elif case == "torn":
+        os.truncate(f"{seg0}.timeindex", os.path.getsize(f"{seg0}.timeindex") - 5)
+    elif case == "scrambled":
+        data = bytearray(Path(f"{seg0}.index").read_bytes())
+        data[16:40] = bytes(range(24))
+        Path(f"{seg0}.index").write_bytes(bytes(data))
+    elif case == "zero-tailed":
+        with open(f"{seg0}.index", "ab") as f:
+            f.write(b"\0" * 80)
+    elif case == "corrupt-log-tail":
+        log = Path(f"{seg0}.log")
+        data = bytearray(log.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        log.write_bytes(bytes(data))
+    elif case == "bad-checkpoint":
+        (log_dir / "log-start-offset-checkpoint").write_text("0\nnot a number\n")
+    elif case == "refused-segment":  # a plain batch of producer 5 inside its open transaction
+        refused = log_dir / "payments-0"
+        refused.mkdir()
+        data = b"".join(
+            encode_batch_v2(i, [(None, b"x" * 100, TS + i)], producer_id=5, producer_epoch=0, base_sequence=i,
+                            transactional=i < 3)
+            for i in range(6)
+        )  # fmt: skip
+        (refused / "00000000000000000000.log").write_bytes(data)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["deleted", "torn", "scrambled", "zero-tailed", "corrupt-log-tail", "bad-checkpoint", "refused-segment"],
+)
+def test_the_drivers_agree_on_each_kind_of_damage(spark, tmp_path, case):
+    logs = tmp_path / "logs"
+    for i, name in enumerate(("orders-0", "orders-1")):
+        generate_partition(logs / name, segments=2, batches_per_segment=50, transactional_producers=2, seed=20 + i)
+        rebuild_partition(logs / name)
+    damage(logs, case)
+    report = assert_same_verify_and_rebuild(logs, tmp_path)
+    assert report["exit_code"] == 1 and report["remaining_findings"]  # the damage is seen
