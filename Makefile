@@ -54,7 +54,7 @@ package: $(VENV)/.stamp-base
 	$(PY) -m pip wheel --quiet --no-deps -w dist .
 	$(PYTHON) -m venv build/pack-venv
 	build/pack-venv/bin/python -m pip install --quiet --upgrade pip
-	build/pack-venv/bin/python -m pip install --quiet dist/kafka_index_rebuild-*.whl "pyarrow>=15" "pyyaml>=6" "deltalake>=1.0" venv-pack
+	build/pack-venv/bin/python -m pip install --quiet dist/kafka_index_rebuild-*.whl "pyarrow>=15" "pyyaml>=6" "deltalake>=1.0" "javaproperties>=0.8" venv-pack
 	build/pack-venv/bin/venv-pack --quiet -p build/pack-venv -o dist/kafka-index-env.tar.gz --force
 	@ls -l dist
 

@@ -156,22 +156,21 @@ def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, An
 
 
 def load_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, int]]:
-    """``log.dirs`` (or ``log.dir``) and the index settings of a broker's ``server.properties``."""
-    props: dict[str, str] = {}
-    for number, raw in enumerate(_read_text(path, "server properties").splitlines(), 1):
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}:{number}: expected key=value, got {raw!r}")
-        props[line[:sep].strip()] = line[sep + 1 :].strip()
+    """``log.dirs`` (or ``log.dir``) and the index settings of a broker's ``server.properties``, read as
+    Java reads it (``javaproperties``: ``key=value``, ``key:value`` and ``key value`` separators,
+    continuation lines, escapes, ``#``/``!`` comments)."""
+    import javaproperties
+
+    try:
+        props: dict[str, str] = javaproperties.loads(_read_text(path, "server properties"))
+    except ValueError as exc:  # a malformed \\uXXXX escape
+        raise ConfigError(f"{path}: malformed server properties: {exc}") from None
     log_dirs = [d.strip() for d in props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip()]
     settings = {}
     for prop, name in BROKER_KEYS.items():
         if prop in props:
             try:
-                value = int(props[prop])
+                value = int(props[prop].strip())
             except ValueError:
                 raise ConfigError(f"{path}: {prop} must be an integer, got {props[prop]!r}") from None
             settings[name] = _index_setting(f"{path}: {prop}", name, value)

@@ -21,7 +21,7 @@ def test_make_package_builds_a_wheel_and_a_working_packed_env(tmp_path):
     with tarfile.open(dist / "kafka-index-env.tar.gz") as archive:
         archive.extractall(tmp_path / "env", filter="tar")
     probe = (
-        "import indexlib, jobs.audit, jobs.config, crc32c, numpy, deltalake, pyarrow, yaml; "
+        "import indexlib, jobs.audit, jobs.config, crc32c, numpy, deltalake, pyarrow, yaml, javaproperties; "
         "from indexlib.records import scan_buffer; assert crc32c.hardware_based; "
         "assert jobs.config.DEFAULTS_FILE.is_file(), jobs.config.DEFAULTS_FILE; "
         "print(jobs.config.load_config_file()['index_interval_bytes'])"

@@ -115,3 +115,18 @@ def test_discovery_skips_kafka_special_dirs(tmp_path):
         "notapartition",
         "00000000000000000000.log.swap",
     }
+
+
+def test_server_properties_are_read_as_java_reads_them(tmp_path):
+    """Continuation lines and the ``key value`` / ``key:value`` separators are valid Java properties."""
+    props = tmp_path / "server.properties"
+    props.write_text(
+        "# a broker\n! also a comment\nlog.dirs=/data/a,\\\n    /data/b\n"
+        "log.index.interval.bytes 2048\nlog.index.size.max.bytes:4096\nbroker.id = 1\n"
+    )
+    s = resolve_settings(server_properties=str(props))
+    assert s.log_dirs == ["/data/a", "/data/b"]
+    assert (s.defaults.index_interval_bytes, s.defaults.segment_index_bytes) == (2048, 4096)
+    props.write_text("log.index.size.max.bytes=9223372036854775808\n")
+    with pytest.raises(ConfigError, match=r"log.index.size.max.bytes: segment.index.bytes must be between 12 and"):
+        resolve_settings(server_properties=str(props))
