@@ -29,7 +29,7 @@ import os
 import stat
 import struct
 from collections.abc import Iterator
-from typing import ClassVar, Generic, Self, TypeVar
+from typing import ClassVar, Generic, Protocol, Self, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -42,7 +42,13 @@ DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
 WARM_SECTION_BYTES = 8192
 INT32_MAX = 2**31 - 1
 
-E = TypeVar("E")
+
+class _Entry(Protocol):
+    @property
+    def offset(self) -> int: ...
+
+
+E = TypeVar("E", bound=_Entry)  # an entry type with an absolute ``offset`` (OffsetPosition, TimestampOffset)
 
 
 def round_down_to_multiple(number: int, factor: int) -> int:
@@ -78,6 +84,8 @@ class AbstractIndex(Generic[E]):
     #: struct of a whole entry, and of the search key / value fields with their byte offset in an entry.
     _ENTRY_STRUCT: ClassVar[struct.Struct]
     _KEY_STRUCT: ClassVar[struct.Struct]
+    #: whether the entry's offset is its search key (offset index) or its value (time index)
+    _OFFSET_IS_KEY: ClassVar[bool]
     _KEY_FIELD_OFFSET: ClassVar[int]
     _KEY_IS_RELATIVE: ClassVar[bool]
     _VALUE_STRUCT: ClassVar[struct.Struct]
@@ -374,6 +382,18 @@ class AbstractIndex(Generic[E]):
     def _truncate_to_entries(self, n: int) -> None:
         self._entries = n
         self._load_last_entry()
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry whose offset is >= ``offset`` (Kafka's ``truncateTo``)."""
+        self._check_writable()
+        slot = self._slot_for(offset, self._OFFSET_IS_KEY, True)
+        if slot < 0:
+            new_entries = 0
+        elif self._parse_entry(slot).offset == offset:
+            new_entries = slot
+        else:
+            new_entries = slot + 1
+        self._truncate_to_entries(new_entries)
 
     def truncate(self) -> None:
         """Remove every entry (the file keeps its length; old bytes are cut by a later trim)."""

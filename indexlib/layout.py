@@ -18,7 +18,6 @@ import re
 LOG_SUFFIX = ".log"
 INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 SNAPSHOT_SUFFIX = ".snapshot"
-SEGMENT_SUFFIXES = (LOG_SUFFIX, *INDEX_SUFFIXES, SNAPSHOT_SUFFIX)
 #: appended by Kafka to a segment file it is deleting, cleaning or swapping
 KAFKA_TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 #: a log dir's checkpoint of each partition's log start offset
@@ -70,7 +69,7 @@ def segment_file(partition_dir: str, base_offset: int, suffix: str) -> str:
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:
-    """``(base offset, suffix)`` of a segment file name (one of ``SEGMENT_SUFFIXES``), or None."""
+    """``(base offset, suffix)`` of a segment file name (``.log``, an index suffix, ``.snapshot``), or None."""
     match = _SEGMENT_FILE.fullmatch(name)
     return (int(match.group("base")), match.group("suffix")) if match else None
 

@@ -32,6 +32,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     _ENTRY_STRUCT = struct.Struct(">ii")
     _KEY_STRUCT = struct.Struct(">i")
     _KEY_FIELD_OFFSET = 0
+    _OFFSET_IS_KEY = True
     _KEY_IS_RELATIVE = True
     _VALUE_STRUCT = struct.Struct(">i")
     _VALUE_FIELD_OFFSET = 4
@@ -156,18 +157,6 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             )
         self._store_columns(relative, positions)
         self._last_offset = int(offsets[-1])
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry with offset >= ``offset``."""
-        self._check_writable()
-        slot = self._slot_for(offset, True, True)
-        if slot < 0:
-            new_entries = 0
-        elif self._parse_entry(slot).offset == offset:
-            new_entries = slot
-        else:
-            new_entries = slot + 1
-        self._truncate_to_entries(new_entries)
 
     def sanity_check(self) -> None:
         """Kafka's rule: last offset >= base offset (when non-empty) and length a multiple of 8."""

@@ -46,11 +46,6 @@ class SegmentRebuild:
     written: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
 
-    @property
-    def truncation(self) -> ScanProblem | None:
-        """The corrupt or incomplete tail Kafka's recovery would cut from the ``.log``."""
-        return self.scan.problem
-
 
 @dataclass
 class PartitionRebuild:

@@ -25,10 +25,6 @@ from .transaction_index import TransactionIndex
 from .values import AbortedTxn
 
 
-class LogDirLockedError(RuntimeError):
-    """The log dir's ``.lock`` is held by another process (a running broker)."""
-
-
 def log_dir_is_locked(log_dir: str | os.PathLike[str]) -> bool:
     """Whether another process holds the POSIX lock on ``<log_dir>/.lock`` (a running broker does)."""
     path = os.path.join(log_dir, ".lock")

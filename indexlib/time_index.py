@@ -38,6 +38,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     _ENTRY_STRUCT = struct.Struct(">qi")
     _KEY_STRUCT = struct.Struct(">q")
     _KEY_FIELD_OFFSET = 0
+    _OFFSET_IS_KEY = False
     _KEY_IS_RELATIVE = False
     _VALUE_STRUCT = struct.Struct(">i")
     _VALUE_FIELD_OFFSET = 8
@@ -177,18 +178,6 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             self._store_columns(t, relative)
             self._last_entry = TimestampOffset(int(t[-1]), int(o[-1]))
         return count
-
-    def truncate_to(self, offset: int) -> None:
-        """Remove every entry whose offset is >= ``offset``."""
-        self._check_writable()
-        slot = self._slot_for(offset, False, True)
-        if slot < 0:
-            new_entries = 0
-        elif self._parse_entry(slot).offset == offset:
-            new_entries = slot
-        else:
-            new_entries = slot + 1
-        self._truncate_to_entries(new_entries)
 
     def sanity_check(self) -> None:
         """Kafka's rule: last timestamp >= first, last offset >= base, length a multiple of 12."""

@@ -244,7 +244,3 @@ def partition_history_sql(topic: str, partition: int) -> str:
         f"FROM audit WHERE record_type = 'segment' AND topic = '{safe_topic}' AND \"partition\" = {int(partition)} "
         "ORDER BY run_started, base_offset"
     )
-
-
-def now_utc() -> datetime:
-    return datetime.now(UTC)
