@@ -28,14 +28,14 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Iterable
 from typing import TextIO
 
 from .discovery import Discovery, discover, discover_partition_dir
-from .dump import format_dump, iter_json, read_dump
+from .dump import write_dump
 from .engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
 from .findings import CUT_TAIL, REFUSE_SEGMENT, kind
 from .layout import INDEX_SUFFIXES, parse_partition_dir_name, partition_name, segment_base_offsets, segment_name
+from .lookup import lookup, print_lookup
 from .publish import log_dir_is_locked
 from .report import print_report, report_to_dict
 from .settings import (
@@ -135,6 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("file", metavar="FILE", help="<20-digit base offset>.{index,timeindex,txnindex,log}")
     dump.add_argument("--json", action="store_true", help="print JSON instead of text")
     dump.set_defaults(run=run_dump)
+
+    find = commands.add_parser(
+        "lookup",
+        help="find an offset or timestamp through a segment's indexes",
+        description="The index entry a broker's fetch would use for an offset or a timestamp, and the exact "
+        "batch found by scanning the .log from there. Read-only.",
+    )
+    find.add_argument("--segment", required=True, metavar="PATH.log", help="the segment's .log")
+    target = find.add_mutually_exclusive_group(required=True)
+    target.add_argument("--offset", type=int, metavar="N", help="find the batch holding this offset")
+    target.add_argument("--timestamp", type=int, metavar="MS", help="find the first batch with a timestamp >= MS")
+    find.add_argument("--ceiling", action="store_true", help="use the smallest entry at or above the target")
+    find.add_argument("--json", action="store_true", help="print JSON instead of text")
+    find.set_defaults(run=run_lookup)
     return parser
 
 
@@ -302,26 +316,11 @@ def print_segments(report: RunReport, settings: IndexSettings, out: TextIO) -> N
 
 # --------------------------------------------------------------------------------------------- dump
 def run_dump(args: argparse.Namespace) -> int:
-    dump = read_dump(args.file)
-    if args.json:
-        _write_chunks(sys.stdout, iter_json(dump), "")
-        sys.stdout.write("\n")
-    else:
-        _write_chunks(sys.stdout, format_dump(dump), "\n")
-    sys.stdout.flush()
-    return EXIT_FINDINGS if dump.problems else EXIT_OK
+    return write_dump(args.file, args.json, sys.stdout)
 
 
-def _write_chunks(out: TextIO, chunks: Iterable[str], sep: str, batch: int = 4096) -> None:
-    """Write ``chunks`` (each followed by ``sep``) in batches: one write per ``batch`` chunks."""
-    pending: list[str] = []
-    for chunk in chunks:
-        pending.append(chunk)
-        if len(pending) >= batch:
-            out.write(sep.join(pending) + sep)
-            pending.clear()
-    if pending:
-        out.write(sep.join(pending) + sep)
+def run_lookup(args: argparse.Namespace) -> int:
+    return print_lookup(lookup(args.segment, args.offset, args.timestamp, args.ceiling), args.json, sys.stdout)
 
 
 # --------------------------------------------------------------------------------------------- main
@@ -332,7 +331,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (2) or --help (0): argparse already printed why
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_BAD_INPUT)
-    subject = " ".join(getattr(args, "paths", None) or []) or getattr(args, "file", None)
+    subject = (
+        " ".join(getattr(args, "paths", None) or []) or getattr(args, "file", None) or getattr(args, "segment", None)
+    )
     try:
         code: int = args.run(args)
         return code

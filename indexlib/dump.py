@@ -23,9 +23,9 @@ from __future__ import annotations
 import json
 import os
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -46,7 +46,16 @@ from .records import (
 from .time_index import TimeIndex
 from .transaction_index import ABORTED_TXN_VERSION, TransactionIndex
 
-__all__ = ["FileDump", "KINDS", "dump_file", "format_dump", "iter_json", "parse_segment_file_name", "read_dump"]
+__all__ = [
+    "FileDump",
+    "KINDS",
+    "dump_file",
+    "format_dump",
+    "iter_json",
+    "parse_segment_file_name",
+    "read_dump",
+    "write_dump",
+]
 
 #: File suffix -> dump kind.
 KINDS = {".index": "offset_index", ".timeindex": "time_index", ".txnindex": "transaction_index", ".log": "log"}
@@ -444,3 +453,27 @@ def iter_json(dump: FileDump | Mapping[str, Any], indent: int | None = None) -> 
         yield ("\n" if first else ",\n") + json.dumps(row)
         first = False
     yield "\n], " + json.dumps("problems") + ": " + json.dumps(dump.summary["problems"]) + "}"
+
+
+def write_dump(path: str | os.PathLike[str], as_json: bool, out: TextIO) -> int:
+    """Dump one file to ``out`` as text or JSON, streamed; exit code 1 when the file has problems."""
+    dump = read_dump(path)
+    if as_json:
+        _write_chunks(out, iter_json(dump), "")
+        out.write("\n")
+    else:
+        _write_chunks(out, format_dump(dump), "\n")
+    out.flush()
+    return 1 if dump.problems else 0
+
+
+def _write_chunks(out: TextIO, chunks: Iterable[str], sep: str, batch: int = 4096) -> None:
+    """Write ``chunks`` (each followed by ``sep``) in batches: one write per ``batch`` chunks."""
+    pending: list[str] = []
+    for chunk in chunks:
+        pending.append(chunk)
+        if len(pending) >= batch:
+            out.write(sep.join(pending) + sep)
+            pending.clear()
+    if pending:
+        out.write(sep.join(pending) + sep)

@@ -266,87 +266,27 @@ def _write_json(target: str, data: dict[str, Any]) -> None:
 
 # ------------------------------------------------------------------------------ dump / lookup
 def run_dump(args: argparse.Namespace) -> int:
-    """``kafka-index dump`` is the library's ``python -m indexlib dump`` (one implementation)."""
-    from indexlib.cli import main as indexlib_main
+    """``kafka-index dump``: :func:`indexlib.dump.write_dump`, as ``python -m indexlib dump``."""
+    from indexlib.dump import write_dump
 
-    return indexlib_main(["dump", args.file] + (["--json"] if args.as_json else []))
-
-
-def lookup(
-    segment: str, offset: int | None = None, timestamp: int | None = None, ceiling: bool = False
-) -> dict[str, Any]:
-    """The index entries used and the exact batch found for an offset or timestamp in one segment."""
-    import numpy as np
-
-    from indexlib import OffsetIndex, TimeIndex
-    from indexlib.layout import LOG_SUFFIX, parse_segment_name, segment_file
-    from indexlib.records import scan_log
-
-    parsed = parse_segment_name(os.path.basename(segment))
-    if parsed is None or parsed[1] != LOG_SUFFIX:
-        raise ValueError(f"{segment}: not a segment file (expected <20-digit base offset>.log)")
-    base = parsed[0]
-    directory = os.path.dirname(segment) or "."
-    scan = scan_log(segment)
-    answer: dict[str, Any] = {"segment": segment, "base_offset": base}
-    with OffsetIndex(segment_file(directory, base, ".index"), base, writable=False) as index:
-        if timestamp is not None:
-            with TimeIndex(segment_file(directory, base, ".timeindex"), base, writable=False) as times:
-                time_entry = times.lookup_ceiling(timestamp) if ceiling else times.lookup(timestamp)
-            answer["timeindex_entry"] = (
-                None if time_entry is None else {"timestamp": time_entry.timestamp, "offset": time_entry.offset}
-            )
-            target_offset = base if time_entry is None or time_entry.timestamp < 0 else time_entry.offset
-        elif offset is not None:
-            target_offset = offset
-        else:
-            raise ValueError(f"{segment}: nothing to look up: give an offset or a timestamp")
-        entry = index.lookup_ceiling(target_offset) if (ceiling and timestamp is None) else index.lookup(target_offset)
-        answer["index_entry"] = None if entry is None else {"offset": entry.offset, "position": entry.position}
-    start = entry.position if entry is not None else 0
-    # A ceiling entry for an offset lies after the batch holding it: search the whole segment then.
-    searched = scan.positions >= (0 if ceiling and timestamp is None else start)
-    reached = scan.max_timestamps >= timestamp if timestamp is not None else scan.last_offsets >= offset
-    hits = np.flatnonzero(searched & reached)
-    if len(hits):
-        i = int(hits[0])
-        answer["batch"] = {
-            "position": int(scan.positions[i]),
-            "base_offset": int(scan.base_offsets[i]),
-            "last_offset": int(scan.last_offsets[i]),
-            "max_timestamp": int(scan.max_timestamps[i]),
-            "size": int(scan.sizes[i]),
-            "bytes_scanned_from_entry": int(scan.positions[i]) - start,
-        }
-    else:
-        answer["batch"] = None
-    return answer
+    try:
+        return write_dump(args.file, args.as_json, sys.stdout)
+    except (OSError, ValueError) as exc:
+        reason = describe_error(exc)
+        print(f"{PROG}: error: {reason if args.file in reason else f'{args.file}: {reason}'}", file=sys.stderr)
+        return 2
 
 
 def run_lookup(args: argparse.Namespace) -> int:
+    from indexlib.lookup import lookup, print_lookup
+
     try:
         answer = lookup(args.segment, args.offset, args.timestamp, args.ceiling)
     except (OSError, ValueError) as exc:
         reason = describe_error(exc)
         print(f"{PROG}: error: {reason if args.segment in reason else f'{args.segment}: {reason}'}", file=sys.stderr)
         return 2
-    if args.as_json:
-        print(json.dumps(answer, indent=2))
-        return 0
-    what = f"offset {args.offset}" if args.offset is not None else f"timestamp {args.timestamp}"
-    if "timeindex_entry" in answer:
-        print(f"time index entry: {answer['timeindex_entry']}")
-    print(f"offset index entry: {answer['index_entry']}")
-    batch = answer["batch"]
-    if batch is None:
-        print(f"{what}: not in this segment")
-        return 1
-    print(
-        f"{what}: batch at byte {batch['position']} (offsets {batch['base_offset']}..{batch['last_offset']}, "
-        f"max timestamp {batch['max_timestamp']}, {batch['size']} bytes), "
-        f"{batch['bytes_scanned_from_entry']} bytes after the index entry"
-    )
-    return 0
+    return print_lookup(answer, args.as_json, sys.stdout)
 
 
 # ------------------------------------------------------------------------------------------ audit
