@@ -105,7 +105,9 @@ def test_append_out_of_order(idx):
 
 def test_first_entry_may_equal_base_and_sanity_passes(idx):
     idx.append(BASE, 0)
-    idx.sanity_check()
+    idx.sanity_check()  # Kafka's rule is last offset >= base, not >
+    assert idx.entries == 1 and idx.lookup(BASE) == OffsetPosition(BASE, 0)
+    assert idx.to_numpy().tobytes() == b"\x00" * 8  # relative offset 0, position 0
 
 
 def test_relative_offset_overflow(tmp_path):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from indexlib.discovery import discover, parse_partition_filter
 from jobs.config import DEFAULTS_FILE, ConfigError, load_config_file, resolve_settings
-from jobs.pipeline import balance_by_bytes, task_count
 
 
 def test_shipped_defaults_are_kafkas():
@@ -69,52 +67,6 @@ def test_unreadable_files(tmp_path):
     bad.write_text("log.index.interval.bytes=abc\n")
     with pytest.raises(ConfigError, match="log.index.interval.bytes must be an integer"):
         resolve_settings(server_properties=str(bad))
-
-
-def test_partition_filter_and_byte_balancing():
-    chosen = parse_partition_filter("0,3,5-7")
-    assert [n for n in range(10) if n in chosen] == [0, 3, 5, 6, 7]
-    everything = parse_partition_filter("0-2147483647")  # kept as a range, never a set of 2^31 numbers
-    assert 2147483647 in everything and -1 not in everything and everything.ranges == ((0, 2147483647),)
-    for bad in ("7-5", "3-", "-3", "x", "0-2147483648", ""):
-        with pytest.raises(ValueError, match="--partitions: "):
-            parse_partition_filter(bad)
-    bins = balance_by_bytes(list("abcdef"), [100, 90, 10, 10, 10, 80], 3)
-    totals = sorted(sum({"a": 100, "b": 90, "c": 10, "d": 10, "e": 10, "f": 80}[x] for x in b) for b in bins)
-    assert max(totals) - min(totals) <= 20
-    assert len(bins) == 3 and sorted(x for b in bins for x in b) == list("abcdef")
-
-
-def test_task_count_is_one_per_bytes_per_task_and_at_least_one_per_slot(tmp_path):
-    gib = 1 << 30
-    assert task_count(2 * gib, 2, gib) == 2  # the benchmark's 2 GiB on two cores: one wave
-    assert task_count(2 * gib, 8, gib) == 8  # every slot busy even when the data is small
-    assert task_count(10 * gib + 1, 2, gib) == 11
-    assert task_count(0, 0, gib) == 1
-    assert load_config_file()["bytes_per_task"] == gib
-    config = tmp_path / "c.yaml"
-    config.write_text("bytes_per_task: 0\n")
-    with pytest.raises(ConfigError, match="bytes_per_task must be >= 1"):
-        load_config_file(str(config))
-
-
-def test_discovery_skips_kafka_special_dirs(tmp_path):
-    for name in ("orders-0", "orders-1", "orders-0.abc-delete", "orders-2.abc-future", "x-3.q-stray", "notapartition"):
-        (tmp_path / name).mkdir()
-    (tmp_path / "orders-0" / "00000000000000000000.log").write_bytes(b"")
-    (tmp_path / "orders-0" / "00000000000000000000.log.swap").write_bytes(b"")
-    (tmp_path / "meta.properties").write_text("x")
-    found = discover([str(tmp_path)], partitions=parse_partition_filter("0"))
-    assert [p.name for p in found.partitions] == ["orders-0"]
-    assert found.partitions[0].segments[0].active
-    reasons = {p.split("/")[-1]: r for p, r in found.skipped}
-    assert set(reasons) == {
-        "orders-0.abc-delete",
-        "orders-2.abc-future",
-        "x-3.q-stray",
-        "notapartition",
-        "00000000000000000000.log.swap",
-    }
 
 
 def test_server_properties_are_read_as_java_reads_them(tmp_path):
