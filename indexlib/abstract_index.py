@@ -26,15 +26,15 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import stat
 import struct
 from collections.abc import Iterator
-from typing import ClassVar, Generic, Protocol, Self, TypeVar
+from typing import ClassVar, Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from .errors import IndexOffsetOverflowError, ReadOnlyIndexError
+from .errors import IndexOffsetOverflowError
+from .index_file import IndexFile
 
 #: Kafka's default ``segment.index.bytes``.
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -75,7 +75,7 @@ def first_true(mask: npt.NDArray[np.bool_], default: int) -> int:
     return hit if mask[hit] else default
 
 
-class AbstractIndex(Generic[E]):
+class AbstractIndex(IndexFile, Generic[E]):
     """Memory-mapped, fixed-size-entry Kafka index file. See the module docstring for the invariants."""
 
     ENTRY_SIZE: ClassVar[int]
@@ -99,11 +99,9 @@ class AbstractIndex(Generic[E]):
         max_index_size: int = DEFAULT_MAX_INDEX_SIZE,
         writable: bool = True,
     ) -> None:
-        self._path = os.fspath(path)
+        super().__init__(path, writable)
         self._base_offset = int(base_offset)
         self._max_index_size = int(max_index_size)
-        self._writable = bool(writable)
-        self._fd = -1
         self._mm: mmap.mmap | None = None
         self._view_extent = 0  # bytes covered by to_numpy() views handed out on the current mapping
         # Bound unpackers used by the search. Instance attributes so that a test can wrap them to record
@@ -125,17 +123,14 @@ class AbstractIndex(Generic[E]):
                     f"{self._path}: invalid max index size {self._max_index_size}: below one {es}-byte entry"
                 )
             try:
-                fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+                fd = self._open_regular(os.O_RDWR | os.O_CREAT | os.O_EXCL)
                 newly_created = True
             except FileExistsError:
-                fd = os.open(self._path, os.O_RDWR | os.O_CLOEXEC)
+                fd = self._open_regular(os.O_RDWR)
         else:
-            # O_NONBLOCK: opening a FIFO must not hang before the regular-file check below.
-            fd = os.open(self._path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+            fd = self._open_regular(os.O_RDONLY)
         try:
             st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise ValueError(f"{self._path}: not a regular file")
             if newly_created:
                 os.ftruncate(fd, round_down_to_multiple(self._max_index_size, es))
                 st = os.fstat(fd)
@@ -176,20 +171,12 @@ class AbstractIndex(Generic[E]):
 
     # ------------------------------------------------------------------------------------ properties
     @property
-    def path(self) -> str:
-        return self._path
-
-    @property
     def base_offset(self) -> int:
         return self._base_offset
 
     @property
     def max_index_size(self) -> int:
         return self._max_index_size
-
-    @property
-    def writable(self) -> bool:
-        return self._writable
 
     @property
     def entries(self) -> int:
@@ -222,15 +209,6 @@ class AbstractIndex(Generic[E]):
         return f"{type(self).__name__}({self._path!r}, base_offset={self._base_offset}, {state}, {mode})"
 
     # ------------------------------------------------------------------------------------- checks
-    def _check_open(self) -> None:
-        if self._fd < 0:
-            raise ValueError(f"{self._path}: index is closed")
-
-    def _check_writable(self) -> None:
-        self._check_open()
-        if not self._writable:
-            raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
-
     def _relative_offset(self, offset: int) -> int:
         relative = offset - self._base_offset
         if relative < 0 or relative > INT32_MAX:
@@ -419,46 +397,11 @@ class AbstractIndex(Generic[E]):
             if self._writable:
                 self.trim_to_valid_size()
         finally:
-            self._unmap()
-            os.close(self._fd)
-            self._fd = -1
+            self.close_handler()
 
     def close_handler(self) -> None:
         """Unmap and close without trimming (Kafka's ``closeHandler``)."""
         if self._fd < 0:
             return
         self._unmap()
-        os.close(self._fd)
-        self._fd = -1
-
-    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
-        """Atomically rename the file (the mapping stays valid)."""
-        new_path = os.fspath(new_path)
-        if not self._writable:
-            raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
-        os.replace(self._path, new_path)
-        self._path = new_path
-
-    def delete_if_exists(self) -> bool:
-        """Close without trimming and delete the file. Returns whether a file was deleted."""
-        if not self._writable:
-            raise ReadOnlyIndexError(f"{self._path}: index was opened read-only")
-        self.close_handler()
-        try:
-            os.unlink(self._path)
-            return True
-        except FileNotFoundError:
-            return False
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best-effort release of fd and mapping
-        try:
-            if self._fd >= 0:
-                self.close_handler()
-        except Exception:
-            pass
+        super().close_handler()

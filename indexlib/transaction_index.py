@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import os
-import stat
 import struct
 from collections.abc import Iterator
-from typing import Self
 
 import numpy as np
 import numpy.typing as npt
 
-from .errors import CorruptIndexError, InvalidOffsetError, ReadOnlyIndexError
+from .errors import CorruptIndexError, InvalidOffsetError
+from .index_file import IndexFile
 from .values import AbortedTxn
 
 #: Only version written and accepted.
 ABORTED_TXN_VERSION = 0
 
 
-class TransactionIndex:
+class TransactionIndex(IndexFile):
     """Transaction index: a plain sequence of 34-byte big-endian records
     ``(int16 version=0, int64 producer_id, int64 first_offset, int64 last_offset,
     int64 last_stable_offset)``, offsets absolute.
@@ -38,6 +37,7 @@ class TransactionIndex:
     ``writable=False`` never creates or changes the file and treats a missing file as empty.
     """
 
+    KIND = "transaction index"
     RECORD_SIZE = 34
     DTYPE = np.dtype(
         [
@@ -51,10 +51,8 @@ class TransactionIndex:
     _RECORD_STRUCT = struct.Struct(">hqqqq")
 
     def __init__(self, path: str | os.PathLike[str], start_offset: int, writable: bool = True) -> None:
-        self._path = os.fspath(path)
+        super().__init__(path, writable)
         self._start_offset = int(start_offset)
-        self._writable = bool(writable)
-        self._fd = -1
         self._closed = False
         self._last_offset: int | None = None
         if os.path.lexists(self._path):
@@ -68,15 +66,7 @@ class TransactionIndex:
 
     # ------------------------------------------------------------------------------------- file
     def _open_fd(self, create: bool) -> None:
-        if self._writable:
-            flags = os.O_RDWR | os.O_CLOEXEC | (os.O_CREAT if create else 0)
-        else:
-            flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK  # a FIFO must not hang the open
-        fd = os.open(self._path, flags, 0o644)
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            raise ValueError(f"{self._path}: not a regular file")
-        self._fd = fd
+        self._fd = self._open_regular(os.O_RDWR | (os.O_CREAT if create else 0))
 
     def _file_length(self) -> int:
         return os.fstat(self._fd).st_size if self._fd >= 0 else 0
@@ -88,27 +78,13 @@ class TransactionIndex:
                 f"only version {ABORTED_TXN_VERSION} exists"
             )
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError(f"{self._path}: transaction index is closed")
-
-    def _check_writable(self) -> None:
-        self._check_open()
-        if not self._writable:
-            raise ReadOnlyIndexError(f"{self._path}: transaction index was opened read-only")
+    def _is_open(self) -> bool:
+        return not self._closed  # an open index may have no file yet (it is created by the first append)
 
     # ------------------------------------------------------------------------------- properties
     @property
-    def path(self) -> str:
-        return self._path
-
-    @property
     def start_offset(self) -> int:
         return self._start_offset
-
-    @property
-    def writable(self) -> bool:
-        return self._writable
 
     @property
     def exists(self) -> bool:
@@ -235,42 +211,7 @@ class TransactionIndex:
         if self._fd >= 0 and self._writable:
             os.fsync(self._fd)
 
-    def close(self) -> None:
+    def close_handler(self) -> None:
         """Close the file handle. Closing twice is a no-op."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        super().close_handler()
         self._closed = True
-
-    def rename_to(self, new_path: str | os.PathLike[str]) -> None:
-        """Atomically rename the file if it exists, and follow it."""
-        new_path = os.fspath(new_path)
-        if not self._writable:
-            raise ReadOnlyIndexError(f"{self._path}: transaction index was opened read-only")
-        if os.path.lexists(self._path):
-            os.replace(self._path, new_path)
-        self._path = new_path
-
-    def delete_if_exists(self) -> bool:
-        """Close and delete the file. Returns whether a file was deleted."""
-        if not self._writable:
-            raise ReadOnlyIndexError(f"{self._path}: transaction index was opened read-only")
-        self.close()
-        try:
-            os.unlink(self._path)
-            return True
-        except FileNotFoundError:
-            return False
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __del__(self) -> None:  # pragma: no cover - best-effort release of the fd
-        try:
-            if self._fd >= 0:
-                os.close(self._fd)
-        except Exception:
-            pass
