@@ -11,7 +11,7 @@ AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=
 
 .PHONY: demo test bench package clean
 
-$(VENV)/.stamp-base: pyproject.toml
+$(VENV)/.stamp-base: pyproject.toml setup.py indexlib/_kernel.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
@@ -41,6 +41,8 @@ test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) -m mypy --python-executable $(AIRFLOW_VENV)/bin/python airflow_dags
 	$(PY) -m pytest -q --cov --cov-report=term-missing
 	$(PY) tools/check_coverage.py
+	# the library again on its pure-Python scan: the reference, and the fallback without a C compiler
+	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider tests/indexlib
 
 bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_indexlib.py

@@ -1,0 +1,18 @@
+"""The one compiled part: ``indexlib._kernel`` (C, built with the machine's compiler by ``pip install``).
+
+``optional=True``: on a machine without a C compiler the install still succeeds and ``indexlib`` uses
+its pure-Python scan (slower; one warning). Everything else is in ``pyproject.toml``.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "indexlib._kernel",
+            ["indexlib/_kernel.c"],
+            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            optional=True,
+        )
+    ]
+)
