@@ -250,13 +250,16 @@ def _select_indexed_batches(positions: np.ndarray, sizes: np.ndarray, interval: 
 def transaction_events(scan: LogScan, limit: int) -> np.ndarray:
     """The producer-state events of the first ``limit`` batches: v2 batches with a producer id.
 
-    Empty control batches are skipped (Kafka ignores them); markers carry their control type.
+    Empty control batches are skipped (Kafka ignores them); markers carry their control type. A control
+    batch that is not a well-formed ABORT or COMMIT marker changes no state either: Kafka throws while
+    appending it (a malformed marker ends the valid data after it; an unknown type is fatal).
     """
     magic = scan.magic[:limit]
     pids = scan.producer_ids[:limit]
     attrs = scan.attributes[:limit]
     control = (attrs & ATTR_CONTROL) != 0
-    mask = (magic >= 2) & (pids > -1) & ~(control & (scan.records_counts[:limit] == 0))
+    is_marker = (scan.marker_types[:limit] == MARKER_ABORT) | (scan.marker_types[:limit] == MARKER_COMMIT)
+    mask = (magic >= 2) & (pids > -1) & ~(control & ~is_marker)
     idx = np.flatnonzero(mask)
     events = np.empty(len(idx), dtype=EVENT_DTYPE)
     events["batch"] = idx
