@@ -335,18 +335,6 @@ def scan_buffer(buf: Buffer, end: int, path: str = "<buffer>", compiled: bool | 
                         ),
                     )
                     break
-                if magic == 1 and length < 22:
-                    stop, problem = (
-                        StopReason.CORRUPT_BATCH,
-                        ScanProblem(
-                            "size_below_minimum",
-                            pos,
-                            accepted(),
-                            f"v1 message of {length} bytes is shorter than its 22-byte header",
-                            _base_offset_at(view, pos),
-                        ),
-                    )
-                    break
             append(pos)
             pos = batch_end
         if positions or not parts:
@@ -439,7 +427,8 @@ def _gather(
         ts = np.full(len(lp), -1, dtype=np.int64)
         v1 = magic[legacy] == 1
         if v1.any():
-            # A v1 entry is at least 12 + 22 bytes, so its timestamp at +18..+26 is inside the file.
+            # A legacy entry is at least 12 + 14 bytes, so a v1 timestamp at +18..+26 is inside the file
+            # (Kafka checks no more than size >= 14 and the CRC32 before reading it).
             ts[v1] = _strided(view, end, ">i8")[lp[v1] + 18]
         max_timestamps[legacy] = ts
     marker_types = np.full(n, -1, dtype=np.int16)

@@ -349,26 +349,14 @@ def _short_v1_entry(offset: int, timestamp: int) -> bytes:
     return struct.pack(">qi", offset, len(record)) + record
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="records.py rejects a v1 entry of 14..21 bytes (size_below_minimum) although its CRC32 is right; "
-    "kafka-index-format.md 6.2 gives legacy ensureValid as size >= 14 and the CRC32 only",
-)
 def test_a_v1_entry_of_14_bytes_with_a_good_crc_is_valid_per_the_doc():
+    """kafka-index-format.md 6.2: legacy ensureValid is size >= 14 and the CRC32, nothing more (a 14..21-byte
+    v1 entry was once cut as size_below_minimum)."""
     entries = [encode_legacy(0, b"a", magic=1, timestamp=10), _short_v1_entry(1, 20), encode_legacy(2, b"b", magic=0)]
     data = b"".join(entries)
     scan = scan_buffer(data, len(data))
     assert scan.problem is None and scan.stop is StopReason.END and scan.batch_count == 3
     assert scan.max_timestamps.tolist() == [10, 20, -1]
-
-
-def test_what_records_py_does_with_a_14_byte_v1_entry():
-    """The current behaviour behind the xfail above: corrupt at that entry, after its CRC passed."""
-    entries = [encode_legacy(0, b"a", magic=1, timestamp=10), _short_v1_entry(1, 20), encode_legacy(2, b"b", magic=0)]
-    data = b"".join(entries)
-    scan = scan_buffer(data, len(data))
-    assert_stopped_at(scan, "size_below_minimum", len(entries[0]), 1, StopReason.CORRUPT_BATCH)
-    assert "22-byte header" in scan.problem.detail
 
 
 # ------------------------------------------------------------------------------------ control batches
