@@ -24,7 +24,6 @@ Errors are one line on stderr, ``python -m indexlib: error: <file>: <problem>``,
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import stat
 import sys
@@ -37,7 +36,7 @@ from .findings import CUT_TAIL, REFUSE_SEGMENT, kind
 from .layout import INDEX_SUFFIXES, parse_partition_dir_name, partition_name, segment_base_offsets, segment_name
 from .lookup import lookup, print_lookup
 from .publish import log_dir_is_locked
-from .report import print_report, report_to_dict
+from .report import check_json_target, print_report, write_json
 from .settings import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
@@ -250,17 +249,14 @@ def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settin
         check_run(found, options)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    try:
+        check_json_target(args.json)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     report = run(found, options, lambda topic: settings, map_locally(args.jobs))
-    text_out = sys.stdout
+    text_out = sys.stderr if args.json == "-" else sys.stdout  # stdout stays pure JSON
     if args.json is not None:
-        text = json.dumps(report_to_dict(report), indent=2, default=str) + "\n"
-        if args.json == "-":
-            sys.stdout.write(text)
-            sys.stdout.flush()
-            text_out = sys.stderr
-        else:
-            with open(args.json, "w", encoding="utf-8") as f:
-                f.write(text)
+        write_json(report, args.json)
     print_segments(report, settings, text_out)
     print_report(report, text_out)
     return report.exit_code

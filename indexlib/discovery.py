@@ -136,6 +136,16 @@ def discover_partition_dir(path: str) -> Discovery:
     return found
 
 
+def is_partition_dir(path: str) -> bool:
+    """A readable dir named ``<topic>-<partition>`` holding at least one ``.log``."""
+    if parse_partition_dir_name(os.path.basename(os.path.normpath(path))) is None:
+        return False
+    try:
+        return bool(segment_base_offsets(path))
+    except OSError:
+        return False
+
+
 def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number: int) -> None:
     try:
         bases = segment_base_offsets(path)

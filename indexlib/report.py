@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
@@ -120,3 +122,26 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         ],
         "remaining_findings": [f.to_dict() for f in report.remaining_findings],
     }
+
+
+def check_json_target(target: str | None) -> None:
+    """ValueError naming ``target`` unless a report can be written there, checked before a run starts:
+    ``-`` (stdout), or a file (replaced if it exists) in a directory that exists; never creates one."""
+    if target is None or target == "-":
+        return
+    if os.path.isdir(target):
+        raise ValueError(f"{target}: --json names a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(target))
+    if not os.path.isdir(parent):
+        raise ValueError(f"{target}: --json: the directory {parent} does not exist")
+
+
+def write_json(report: RunReport, target: str) -> None:
+    """The ``--json`` report to ``target`` (``-``: stdout)."""
+    text = json.dumps(report_to_dict(report), indent=2, default=str) + "\n"
+    if target == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        with open(target, "w", encoding="utf-8") as f:
+            f.write(text)

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from indexlib.errors import describe_error
 
@@ -76,6 +76,11 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
     p.add_argument("--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a --topic-config topic that matches no partition is an error, not a warning",
+    )
     p.add_argument(
         "--exit-zero-on-findings",
         action="store_true",
@@ -185,9 +190,9 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
 
 
 def run_job(args: argparse.Namespace) -> int:
-    from indexlib.discovery import discover, parse_partition_filter
+    from indexlib.discovery import discover, is_partition_dir, parse_partition_filter
     from indexlib.engine import LockedLogDirError, RunOptions, check_run
-    from indexlib.report import print_report, report_to_dict
+    from indexlib.report import check_json_target, print_report, write_json
 
     from .config import resolve_settings
     from .pipeline import run
@@ -213,7 +218,31 @@ def run_job(args: argparse.Namespace) -> int:
         output_dir = getattr(args, "output_dir", None)
         if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
             raise UsageError(f"{output_dir}: --output-dir exists and is not a directory")
+        check_json_target(args.json_file)
+        for log_dir in settings.log_dirs:
+            if is_partition_dir(log_dir):
+                raise UsageError(
+                    f"{log_dir}: --log-dir names a partition dir; give its log dir "
+                    f"{os.path.dirname(os.path.abspath(log_dir))} (and --topics/--partitions to choose)"
+                )
         found = discover(settings.log_dirs, topics, partitions)
+        if not found.partitions:
+            chosen = " and ".join(
+                f"{flag} {value!r}"
+                for flag, value in (("--topics", args.topics), ("--partitions", args.partitions))
+                if value
+            )
+            raise UsageError(f"no partition{f' matches {chosen}' if chosen else ''} in {', '.join(settings.log_dirs)}")
+        unknown = sorted(set(settings.topic_overrides) - {p.topic for p in found.partitions})
+        if unknown:
+            message = f"{args.topic_config}: topic(s) {', '.join(map(repr, unknown))} match no partition of this run"
+            if args.strict:
+                raise UsageError(message + " (--strict)")
+            print(f"{PROG}: warning: {message}; their settings are not used", file=sys.stderr)
+        if args.command != "verify" and settings.backup_dir is not None:
+            _check_dir_can_exist(settings.backup_dir, "--backup-dir")
+        if settings.audit_table is not None and "://" not in settings.audit_table:
+            _check_dir_can_exist(settings.audit_table, "--audit-table")
         options = RunOptions(
             args.command,
             args.run_id,
@@ -229,8 +258,6 @@ def run_job(args: argparse.Namespace) -> int:
         return 2
     for path, reason in found.skipped:
         print(f"skipped {path}: {reason}", file=sys.stderr)
-    if not found.partitions:
-        print(f"{PROG}: no partition matched in {', '.join(settings.log_dirs)}", file=sys.stderr)
     spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
     local = (spark.sparkContext.master or "").startswith("local")
     progress = ConsoleProgress() if (local and not args.no_progress and sys.stderr.isatty()) else None
@@ -239,29 +266,30 @@ def run_job(args: argparse.Namespace) -> int:
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    print_report(report, sys.stdout)
+    text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
+    print_report(report, text_out)
     if args.json_file:
-        _write_json(args.json_file, report_to_dict(report))
+        write_json(report, args.json_file)
     if settings.audit_table:
         from . import audit
 
         writer = audit.write(settings.audit_table, audit.rows_for(report, settings), spark)
         print(
-            f"audit: {len(report.segments) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}"
+            f"audit: {len(report.segments) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}",
+            file=text_out,
         )
     if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
 
 
-def _write_json(target: str, data: dict[str, Any]) -> None:
-    text = json.dumps(data, indent=2, default=str)
-    if target == "-":
-        print(text)
-    else:
-        os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
-        with open(target, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+def _check_dir_can_exist(path: str, option: str) -> None:
+    """UsageError unless ``path`` is a directory or can be created as one (no file in the way)."""
+    probe = os.path.abspath(path)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise UsageError(f"{path}: {option} must be a directory, but {probe} is a file")
 
 
 # ------------------------------------------------------------------------------ dump / lookup

@@ -55,3 +55,53 @@ def test_both_command_lines_answer_a_lookup_alike(capsys, tmp_path):
         ours = capsys.readouterr().out
         assert indexlib_main(["lookup", "--segment", log, *argv]) == code
         assert capsys.readouterr().out == ours
+
+
+# --------------------------------------------------------------------- bad input: exit 2 before any work
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kafka-index: error: ") and "Traceback" not in err[0], err
+    return err[0]
+
+
+def test_bad_input_is_refused_before_anything_runs(capsys, tmp_path):
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=10, seed=6)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    table = tmp_path / "audit"
+    base = ["--audit-table", str(table), "--no-progress"]
+    cases = [
+        (["verify", "--log-dir", str(logs), "--topics", "order"], "no partition matches --topics 'order'"),
+        (["verify", "--log-dir", str(logs), "--partitions", "7-9"], "no partition matches --partitions '7-9'"),
+        (["verify", "--log-dir", str(logs / "orders-0")], "--log-dir names a partition dir; give its log dir"),
+        (["verify", "--log-dir", str(logs), "--json", str(tmp_path / "missing" / "r.json")], "does not exist"),
+        (["verify", "--log-dir", str(logs), "--json", str(tmp_path)], "--json names a directory"),
+        (["repair", "--log-dir", str(logs), "--backup-dir", str(a_file)], "--backup-dir must be a directory"),
+        (["verify", "--log-dir", str(logs), "--audit-table", str(a_file)], "--audit-table must be a directory"),
+        (["verify", "--log-dir", str(logs), "--audit-table", str(a_file / "x")], "--audit-table must be a directory"),
+        (["verify", "--log-dir", str(logs), "--index-interval-bytes", str(2**63)], "must be between 0 and 2147483647"),
+        (
+            ["verify", "--log-dir", str(logs), "--segment-index-bytes", "3000000000"],
+            "must be between 12 and 2147483647",
+        ),
+    ]
+    for argv, message in cases:
+        assert main(argv[:1] + base + argv[1:]) == 2, argv  # the case's own options come last and win
+        assert message in one_error_line(capsys), argv
+    assert not (tmp_path / "missing").exists() and not table.exists() and not list(logs.rglob("*.index"))
+
+
+def test_a_topic_config_for_no_partition_warns_or_with_strict_refuses(spark, capsys, tmp_path):
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=10, seed=7)
+    rebuild_partition(logs / "orders-0")
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"ordres": {"index.interval.bytes": 512}}')
+    argv = ["verify", "--log-dir", str(logs), "--topic-config", str(topics), "--audit-table", "none", "--no-progress"]
+    assert main(argv + ["--strict"]) == 2
+    assert "topic(s) 'ordres' match no partition of this run (--strict)" in one_error_line(capsys)
+    assert main(argv + ["--json", "-"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["exit_code"] == 0  # stdout is pure JSON: the tables went to stderr
+    assert "warning: " in err and "'ordres' match no partition" in err and "healthy" in err
