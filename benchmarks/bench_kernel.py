@@ -1,0 +1,556 @@
+"""Benchmark of the compiled scan kernel (``indexlib._kernel.walk_v2``) against the pure-Python scan, as
+users run a rebuild: whole ``python -m indexlib`` processes timed from outside (issue 11).
+
+Run: ``.venv/bin/python benchmarks/bench_kernel.py [--runs R] [--cases 170,16k] [--scale S] [--json FILE]
+[--profile]``; quick check: ``--scale 0.05 --runs 2``. About 4 minutes with the defaults.
+
+Data (``indexlib.generate.write_uniform_segment``, as in ``bench_rebuild.py``), generated once in a
+temporary directory under ``/dev/shm`` when it exists (so always in memory; tmpfs pages are page-cache
+pages): per case one partition directory ``bench-0`` holding one segment ``00000000000000000000.log`` and
+no index file; cases: ``170`` = 1 GiB of 170-byte batches, ``16k`` = 1 GiB of 16 KiB batches. A tiny
+partition (one 170-byte batch) gives each mode's baseline memory. Everything is deleted at the end.
+
+Per run, per case, in ONE run so that ratios are same-run (the two modes' order alternates between runs):
+
+* physical limits: ``dd if=FILE of=/dev/null bs=1M`` (dd's own seconds); a bare CRC-32C pass over the file
+  mapped as the scan maps it, in 16 KiB chunks (``bench_rebuild.crc_pass``: crc32c package, mapping and
+  unmapping included); the kernel's own CRC-32C (``indexlib._kernel.crc32c``) over the already mapped file
+  in one call; the compiled walk alone (``walk_v2`` over the mapped file: size, magic and CRC of every
+  batch, the positions as bytes); for small batches also ``crc_pass`` in batch-size chunks, one Python
+  call each (the floor of any per-batch Python loop, i.e. of the pure-Python scan);
+* the rebuild, compiled and pure: ``python -m indexlib rebuild PARTITION_DIR --output-dir OUT --jobs 1``
+  (``time.perf_counter`` around ``subprocess.run``, and the process's user and system CPU time from
+  ``getrusage(RUSAGE_CHILDREN)``; exit code 0 checked), once as is and once with
+  ``KAFKA_INDEX_PURE_PYTHON=1``; both outputs (``.index``, ``.timeindex``) compared byte for byte;
+* memory (untimed, separate runs of the same two commands): each under ``/usr/bin/time -v`` ("Maximum
+  resident set size" = the rebuild process's exact peak RSS, which includes the 1 GiB of the mapped
+  segment's shared tmpfs pages), while a thread of this process samples the rebuild process's
+  ``/proc/<pid>/status`` ``RssAnon`` and ``VmRSS`` every ~0.5 ms; "above the baseline" subtracts the peak
+  ``RssAnon`` of the same command on the tiny partition (interpreter, imports, a one-batch rebuild);
+* where the time goes, in this process (compiled kernel): map (``open_log`` + close: ``MAP_POPULATE`` and
+  the unmap), the walk (``walk_v2``), the header gather (``records._gather``), the whole ``scan_buffer``,
+  ``plan_segment``, staging and installing the index files (``partition.publish_segment`` with fsync), the
+  whole command in-process (``indexlib.cli.main``), and the fixed cost of a process
+  (``python -m indexlib --help``); the pure-Python ``scan_buffer(compiled=False)`` beside them.
+
+``--profile``: once at the end, a cProfile of the in-process command on each case (compiled), top entries.
+
+Every figure is the median over ``--runs`` runs; ratios are taken within a run, then the median. GB = 1e9
+bytes, MiB = 2**20 bytes. Prints Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import cProfile
+import filecmp
+import io
+import json
+import os
+import pstats
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, REPO)
+sys.path.insert(1, HERE)
+
+from bench_rebuild import LOG_NAME, crc_pass, machine_line  # noqa: E402
+
+import indexlib  # noqa: E402
+from indexlib import cli, records  # noqa: E402
+from indexlib.generate import write_uniform_segment  # noqa: E402
+from indexlib.partition import publish_segment  # noqa: E402
+from indexlib.rebuild import plan_segment  # noqa: E402
+from indexlib.records import open_log, scan_buffer  # noqa: E402
+
+try:
+    import indexlib._kernel as kernel
+except ImportError:  # pragma: no cover
+    kernel = None
+
+CMD = [sys.executable, "-m", "indexlib"]
+TIME = "/usr/bin/time"  # GNU time, for -v
+PURE_ENV = "KAFKA_INDEX_PURE_PYTHON"
+INDEX_INTERVAL_BYTES = 4096  # the CLI's defaults
+SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
+MODES = ("compiled", "pure")
+# key, label, segment bytes (times --scale), batch bytes
+CASES = [
+    ("170", "1 GiB of 170-byte batches", 1 << 30, 170),
+    ("16k", "1 GiB of 16 KiB batches", 1 << 30, 16384),
+]
+# issue 11's targets
+TARGET_SMALL_BATCHES = 15.0  # M batches/s, 170-byte batches, 1 GiB segment
+TARGET_SMALL_ANON_MIB = 64.0  # peak RssAnon above the interpreter baseline, same case
+TARGET_LARGE_OF_DD = 0.5  # 16 KiB batches: rebuild >= 50 % of a dd bs=1M read
+
+
+class BenchError(Exception):
+    pass
+
+
+def med(values):
+    return statistics.median(values)
+
+
+def timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def cpu_times() -> list[int]:
+    with open("/proc/stat") as f:
+        return [int(x) for x in f.readline().split()[1:]]
+
+
+def background_busy(seconds: float = 2.0) -> float:
+    """Share of the machine's CPU busy (or stolen) while this benchmark sleeps: the other tenants' load."""
+    a = cpu_times()
+    time.sleep(seconds)
+    d = [y - x for x, y in zip(a, cpu_times(), strict=True)]
+    return (sum(d) - d[3] - d[4]) / max(1, sum(d))
+
+
+def env_for(mode: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
+    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["LC_ALL"] = "C"
+    if mode == "pure":
+        env[PURE_ENV] = "1"
+    return env
+
+
+def run_command(args: list[str], mode: str) -> None:
+    proc = subprocess.run(CMD + args, cwd=REPO, env=env_for(mode), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchError(
+            f"`python -m indexlib {' '.join(args)}` ({mode}) exited with {proc.returncode}\n"
+            f"--- stdout ---\n{proc.stdout[-3000:]}\n--- stderr ---\n{proc.stderr[-3000:]}"
+        )
+
+
+def timed_command(args: list[str], mode: str) -> tuple[float, float, float]:
+    """Wall, user and system CPU seconds of one whole ``python -m indexlib`` process."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = timed(lambda: run_command(args, mode))
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+
+
+def rebuild_args(partition_dir: str, out: str) -> list[str]:
+    return ["rebuild", partition_dir, "--output-dir", out, "--jobs", "1"]
+
+
+def check_modes() -> dict[str, str]:
+    """Each mode's child really uses the scan it is named for; returns the indexlib each child imports."""
+    where = {}
+    probe = "import indexlib, indexlib.records as r; print(r.KERNEL is not None, indexlib.__file__)"
+    for mode in MODES:
+        out = subprocess.run(
+            [sys.executable, "-c", probe], cwd=REPO, env=env_for(mode), capture_output=True, text=True, check=True
+        ).stdout.split()
+        if (out[0] == "True") != (mode == "compiled"):
+            raise BenchError(f"the {mode} child has records.KERNEL {'set' if out[0] == 'True' else 'None'}")
+        where[mode] = out[1]
+    return where
+
+
+def dd_seconds(path: str) -> float:
+    proc = subprocess.run(
+        ["dd", f"if={path}", "of=/dev/null", "bs=1M"], env=env_for("compiled"), capture_output=True, text=True
+    )
+    match = re.search(r"copied, ([0-9.e+-]+) s", proc.stderr)
+    if proc.returncode != 0 or not match:
+        raise BenchError(f"dd failed: {proc.stderr}")
+    return float(match.group(1))
+
+
+# ------------------------------------------------------------------------------------------ memory
+def _status(pid: int) -> dict[str, int]:
+    values = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "RssAnon"):
+                    values[key] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    return values
+
+
+def memory_run(args: list[str], mode: str) -> dict:
+    """Run ``python -m indexlib ARGS`` once (untimed) under ``/usr/bin/time -v``: its exact peak RSS
+    (ru_maxrss) and the sampled peaks of its ``RssAnon`` and ``VmRSS``. (GNU time starts the command from its
+    own small process: ru_maxrss of a vfork'ed child of this big process could carry this one's.)"""
+    proc = subprocess.Popen(
+        [TIME, "-v", *CMD, *args], cwd=REPO, env=env_for(mode), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    peak = {"RssAnon": 0, "VmRSS": 0, "samples": 0}
+    done = threading.Event()
+
+    def sampler() -> None:
+        child = None
+        while not done.is_set():
+            if child is None:
+                try:
+                    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+                        pids = f.read().split()
+                    child = int(pids[0]) if pids else None
+                except OSError:
+                    pass
+            if child is not None:
+                s = _status(child)
+                for k, v in s.items():
+                    peak[k] = max(peak[k], v)
+                peak["samples"] += 1
+            time.sleep(0.0005)
+
+    thread = threading.Thread(target=sampler, daemon=True)
+    thread.start()
+    _out, err = proc.communicate()
+    done.set()
+    thread.join()
+    stderr = err.decode(errors="replace")
+    match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
+    status = re.search(r"Exit status: (\d+)", stderr)
+    if proc.returncode != 0 or not match or not status or status.group(1) != "0":
+        raise BenchError(f"`python -m indexlib {' '.join(args)}` ({mode}) under {TIME} -v failed\n{stderr[-3000:]}")
+    return {"maxrss": int(match.group(1)) * 1024, **peak}
+
+
+# ------------------------------------------------------------------------------- in-process breakdown
+def breakdown(log: str, out_root: str, partition_dir: str, pure_scan: bool) -> dict[str, float]:
+    t: dict[str, float] = {}
+    t["map"] = timed(lambda: open_log(log)[1].close())
+    size, mm = open_log(log)
+    view = memoryview(mm)
+    try:
+        box: dict = {}
+        t["walk"] = timed(lambda: box.setdefault("walk", kernel.walk_v2(view, 0, size)))
+        box["positions"] = np.frombuffer(box.pop("walk")[0], dtype=np.int64)
+        t["gather"] = timed(
+            lambda: records._gather(view, log, size, box["positions"], False, records.StopReason.END, None)
+        )
+        del box["positions"]
+        t["kernel_crc"] = timed(lambda: kernel.crc32c(view))
+        t["scan"] = timed(lambda: box.setdefault("scan", scan_buffer(mm, size, log, compiled=True)))
+        t["plan"] = timed(
+            lambda: box.setdefault("plan", plan_segment(box["scan"], 0, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES))
+        )
+        del box["scan"]
+        out = tempfile.mkdtemp(prefix="out-publish-", dir=out_root)
+        t["publish"] = timed(
+            lambda: publish_segment(out, 0, box["plan"], [], (".index", ".timeindex"), False, SEGMENT_INDEX_BYTES)
+        )
+        shutil.rmtree(out)
+        box.clear()
+        if pure_scan:
+            t["scan_pure"] = timed(lambda: scan_buffer(mm, size, log, compiled=False))
+    finally:
+        view.release()
+        mm.close()
+    out = tempfile.mkdtemp(prefix="out-inproc-", dir=out_root)
+    with contextlib.redirect_stdout(io.StringIO()):
+        codes = []
+        t["inproc"] = timed(lambda: codes.append(cli.main(rebuild_args(partition_dir, out))))
+    shutil.rmtree(out)
+    if codes != [0]:
+        raise BenchError(f"in-process rebuild exited with {codes}")
+    return t
+
+
+def profile(partition_dir: str, out_root: str) -> str:
+    out = tempfile.mkdtemp(prefix="out-profile-", dir=out_root)
+    prof = cProfile.Profile()
+    with contextlib.redirect_stdout(io.StringIO()):
+        prof.runcall(cli.main, rebuild_args(partition_dir, out))
+    shutil.rmtree(out)
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(12)
+    lines = [ln for ln in text.getvalue().splitlines() if ln.strip()]
+    start = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("ncalls"))
+    return "\n".join([lines[start - 1] if start else "", *lines[start:]])
+
+
+# ------------------------------------------------------------------------------------------- report
+def report(data: dict, runs: list[dict], args, root: str, busy: list[float], load: list[str], where) -> None:
+    gb, mib = 1e9, 2**20
+
+    def lst(values, fmt="{:.2f}") -> str:
+        return ", ".join(fmt.format(x) for x in values)
+
+    print(f"machine: {machine_line()}; compiled kernel CRC-32C hardware: {kernel.hardware()}")
+    print(
+        f"files in: {root} ; runs: {len(runs)} (medians; ratios per run, then the median) ; --scale {args.scale} ; "
+        f"indexlib imported by the children from {os.path.dirname(where['compiled'])}"
+    )
+    print(
+        f"before each run: load average {'; '.join(load)}; machine CPU busy or stolen while this benchmark slept "
+        f"2 s (other tenants): {', '.join(f'{b:.0%}' for b in busy)}"
+    )
+    fixed = med([r["help"] for r in runs])
+    print()
+    print(
+        "Rebuild, whole process timed from outside: `python -m indexlib rebuild PARTITION_DIR --output-dir OUT "
+        f"--jobs 1`, compiled (as is) and pure (`{PURE_ENV}=1`) in the same run, order alternating; outputs "
+        "identical byte for byte in every run. Ratio = pure wall / compiled wall (compiled speed-up):"
+    )
+    print()
+    print(
+        "| case | compiled: wall, M batches/s, GB/s | pure: wall, M batches/s, GB/s | compiled / pure speed "
+        "(runs) | compiled walls of the runs | pure walls of the runs |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for key, *_ in CASES:
+        if key not in data:
+            continue
+        d = data[key]
+        size, n = d["bytes"], d["batches"]
+        cells = []
+        for mode in MODES:
+            w = med([r[key][mode] for r in runs])
+            cells.append(f"{w:.3f} s: {n / w / 1e6:.2f} M/s, {size / w / gb:.2f} GB/s")
+        ratio = [r[key]["pure"] / r[key]["compiled"] for r in runs]
+        print(
+            f"| {d['label']} ({n:,} batches of {d['batch']} B) | {cells[0]} | {cells[1]} "
+            f"| **{med(ratio):.2f}x** ({lst(ratio)}) | {lst([r[key]['compiled'] for r in runs], '{:.3f}')} "
+            f"| {lst([r[key]['pure'] for r in runs], '{:.3f}')} |"
+        )
+    print()
+    print(
+        "CPU time of the same timed processes (from `getrusage(RUSAGE_CHILDREN)`; median [min-max]); system time "
+        "is mostly page faults (the mapping's `MAP_POPULATE`, numpy's fresh arrays) and unmapping:"
+    )
+    print()
+    print("| case | compiled: user | compiled: system | pure: user | pure: system |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for key, *_ in CASES:
+        if key not in data:
+            continue
+        cells = []
+        for k in ("compiled_user", "compiled_sys", "pure_user", "pure_sys"):
+            v = [r[key][k] for r in runs]
+            cells.append(f"{med(v):.2f} s [{min(v):.2f}-{max(v):.2f}]")
+        print(f"| {key} | {' | '.join(cells)} |")
+    print()
+    print(f"Fixed cost of a process (`python -m indexlib --help`: interpreter start, imports, exit): {fixed:.3f} s.")
+    print()
+    print("Physical limits in the same runs (one process, one core):")
+    print()
+    print(
+        "| case | `dd if=FILE of=/dev/null bs=1M` | bare CRC-32C pass, 16 KiB chunks (crc32c pkg, map incl.) "
+        "| kernel CRC-32C, one call over the mapped file | compiled walk alone (`walk_v2`) "
+        "| CRC-32C in batch-size chunks, one Python call each |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for key, *_ in CASES:
+        if key not in data:
+            continue
+        d = data[key]
+        size, n = d["bytes"], d["batches"]
+
+        def f(k):
+            s = med([r[key][k] for r in runs])
+            return f"{size / s / gb:.2f} GB/s, {n / s / 1e6:.1f} M batches/s ({s:.3f} s)"
+
+        crcb = f("crcbatch") if "crcbatch" in runs[0][key] else "-"
+        print(f"| {key} | {f('dd')} | {f('crc16k')} | {f('kernel_crc')} | {f('walk')} | {crcb} |")
+    print()
+    print("Targets (issue 11):")
+    print()
+    print("| target | figure | met |")
+    print("| --- | ---: | --- |")
+    if "170" in data:
+        d = data["170"]
+        w = med([r["170"]["compiled"] for r in runs])
+        rate = d["batches"] / w / 1e6
+        print(
+            f"| 170-byte batches, 1 GiB segment: rebuild >= {TARGET_SMALL_BATCHES:.0f} M batches/s | {rate:.2f} M "
+            f"batches/s (compiled) | {'yes' if rate >= TARGET_SMALL_BATCHES else '**no**'} |"
+        )
+        anon = med([r["170"]["mem"]["compiled"]["RssAnon"] - r["base"]["compiled"]["RssAnon"] for r in runs]) / mib
+        print(
+            f"| same: peak anonymous memory <= {TARGET_SMALL_ANON_MIB:.0f} MiB above the interpreter baseline "
+            f"| {anon:.0f} MiB (compiled) | {'yes' if anon <= TARGET_SMALL_ANON_MIB else '**no**'} |"
+        )
+    if "16k" in data:
+        ratio = med([r["16k"]["dd"] / r["16k"]["compiled"] for r in runs])
+        nets = [r["16k"]["compiled"] - r["help"] for r in runs]
+        net = f"{med([r['16k']['dd'] / w for r, w in zip(runs, nets, strict=True)]):.0%}" if min(nets) > 0 else "-"
+        print(
+            f"| 16 KiB batches: rebuild >= {TARGET_LARGE_OF_DD:.0%} of a `dd bs=1M` read | {ratio:.0%} of dd "
+            f"(whole process; {net} net of the {fixed:.2f} s fixed cost, for information) "
+            f"| {'yes' if ratio >= TARGET_LARGE_OF_DD else '**no**'} |"
+        )
+    print()
+    print(
+        "Memory of the rebuild process (separate untimed runs under `/usr/bin/time -v`; median [max]; RSS "
+        "includes the mapped segment's shared tmpfs pages, RssAnon is the process's own memory; baseline = the "
+        "same command on a one-batch partition):"
+    )
+    print()
+    print(
+        "| case | mode | peak RSS (ru_maxrss) | peak VmRSS (sampled) | peak RssAnon (sampled) "
+        "| baseline RssAnon | RssAnon above baseline | per batch |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key, *_ in CASES:
+        if key not in data:
+            continue
+        n = data[key]["batches"]
+        for mode in MODES:
+            m = [r[key]["mem"][mode] for r in runs]
+            base = [r["base"][mode]["RssAnon"] for r in runs]
+            above = [x["RssAnon"] - b for x, b in zip(m, base, strict=True)]
+
+            def f(values) -> str:
+                return f"{med(values) / mib:.0f} MiB [{max(values) / mib:.0f}]"
+
+            print(
+                f"| {key} | {mode} | {f([x['maxrss'] for x in m])} | {f([x['VmRSS'] for x in m])} "
+                f"| {f([x['RssAnon'] for x in m])} | {f(base)} | {f(above)} | {med(above) / n:.0f} B |"
+            )
+    print()
+    print(
+        "Where the compiled rebuild's time goes (in this process, same runs, medians; the walls above are whole "
+        "processes):"
+    )
+    print()
+    print(
+        "| case | map (populate + unmap) | `walk_v2` | header gather | whole `scan_buffer` | `plan_segment` "
+        "| publish (stage + install, fsync) | whole command in-process | process wall (outside) "
+        "| pure `scan_buffer` |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for key, *_ in CASES:
+        if key not in data:
+            continue
+        n = data[key]["batches"]
+
+        def g(k):
+            if k not in runs[0][key]["bd"]:
+                return "-"
+            s = med([r[key]["bd"][k] for r in runs])
+            return f"{s * 1e3:.0f} ms ({s / n * 1e9:.0f} ns/batch)"
+
+        wall = med([r[key]["compiled"] for r in runs])
+        print(
+            f"| {key} | {g('map')} | {g('walk')} | {g('gather')} | {g('scan')} | {g('plan')} | {g('publish')} "
+            f"| {g('inproc')} | {wall * 1e3:.0f} ms | {g('scan_pure')} |"
+        )
+    if data.get("profile"):
+        print()
+        for key, text in data["profile"].items():
+            print(f"cProfile of the in-process compiled rebuild, case {key} (top by own time):")
+            print()
+            print("```")
+            print(text)
+            print("```")
+
+
+# ------------------------------------------------------------------------------------------- main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--cases", default="170,16k", help="comma-separated subset of 170, 16k")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the segment sizes (quick checks)")
+    parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
+    parser.add_argument("--profile", action="store_true", help="a cProfile of the in-process rebuild at the end")
+    args = parser.parse_args(argv)
+    wanted = {k.strip() for k in args.cases.split(",") if k.strip()}
+    cases = [c for c in CASES if c[0] in wanted]
+    if not cases:
+        parser.error(f"no known case in {args.cases!r}")
+    if kernel is None or records.KERNEL is None:
+        print(f"bench_kernel: the compiled kernel is not built, or {PURE_ENV} is set", file=sys.stderr)
+        return 1
+
+    parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    root = tempfile.mkdtemp(prefix="bench-kernel-", dir=parent)
+    try:
+        where = check_modes()
+        data: dict = {"indexlib": os.path.dirname(indexlib.__file__)}
+        dirs = {}
+        tiny = os.path.join(root, "tiny", "bench-0")
+        os.makedirs(tiny)
+        write_uniform_segment(os.path.join(tiny, LOG_NAME), total_bytes=170, batch_bytes=170)
+        for key, label, seg_bytes, batch in cases:
+            seg_bytes = max(1 << 20, int(seg_bytes * args.scale))
+            pdir = os.path.join(root, f"case-{key}", "bench-0")
+            os.makedirs(pdir)
+            log = os.path.join(pdir, LOG_NAME)
+            print(f"[{key}] generating {seg_bytes} B of {batch} B batches ...", file=sys.stderr, flush=True)
+            count = write_uniform_segment(log, total_bytes=seg_bytes, batch_bytes=batch)
+            size = os.path.getsize(log)
+            if args.scale != 1.0:
+                label = f"{size / 2**20:.0f} MiB of {batch}-byte batches"
+            data[key] = {"bytes": size, "batches": count, "batch": size // count, "label": label}
+            dirs[key] = (pdir, log)
+        runs, busy, load = [], [], []
+        for run in range(args.runs):
+            with open("/proc/loadavg") as f:
+                load.append(" ".join(f.read().split()[:3]))
+            busy.append(background_busy())
+            r: dict = {"help": timed(lambda: run_command(["--help"], "compiled")), "base": {}}
+            for mode in MODES:
+                out = tempfile.mkdtemp(prefix="out-base-", dir=root)
+                r["base"][mode] = memory_run(rebuild_args(tiny, out), mode)
+                shutil.rmtree(out)
+            for key, *_ in cases:
+                pdir, log = dirs[key]
+                batch = data[key]["batch"]
+                print(f"[run {run + 1}/{args.runs}] {key}", file=sys.stderr, flush=True)
+                x: dict = {}
+                x["dd"] = dd_seconds(log)
+                x["crc16k"] = timed(lambda: crc_pass(log, 16384))
+                if batch < 4096:
+                    x["crcbatch"] = timed(lambda: crc_pass(log, batch))
+                outs = {}
+                for mode in MODES if run % 2 == 0 else MODES[::-1]:
+                    outs[mode] = tempfile.mkdtemp(prefix=f"out-{key}-{mode}-", dir=root)
+                    x[mode], x[f"{mode}_user"], x[f"{mode}_sys"] = timed_command(rebuild_args(pdir, outs[mode]), mode)
+                for suffix in (".index", ".timeindex"):
+                    a, b = (os.path.join(outs[m], "bench-0", LOG_NAME.replace(".log", suffix)) for m in MODES)
+                    if not filecmp.cmp(a, b, shallow=False):
+                        raise BenchError(f"compiled and pure rebuilds wrote different {suffix} files")
+                for o in outs.values():
+                    shutil.rmtree(o)
+                x["mem"] = {}
+                for mode in MODES:
+                    out = tempfile.mkdtemp(prefix=f"out-{key}-mem-", dir=root)
+                    x["mem"][mode] = memory_run(rebuild_args(pdir, out), mode)
+                    shutil.rmtree(out)
+                x["bd"] = breakdown(log, root, pdir, pure_scan=True)
+                x["walk"], x["kernel_crc"] = x["bd"]["walk"], x["bd"]["kernel_crc"]
+                r[key] = x
+            runs.append(r)
+        if args.profile:
+            data["profile"] = {key: profile(dirs[key][0], root) for key, *_ in cases}
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"data": data, "runs": runs, "busy": busy, "load": load}, f, indent=1)
+        report(data, runs, args, root, busy, load, where)
+        return 0
+    except BenchError as exc:
+        print(f"bench_kernel: FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
