@@ -23,9 +23,12 @@
 #include <nmmintrin.h>
 #define KERNEL_X86 1
 #elif defined(__aarch64__)
+#include <arm_acle.h>
+#if defined(__linux__)
 #include <sys/auxv.h>
 #ifndef HWCAP_CRC32
 #define HWCAP_CRC32 (1 << 7)
+#endif
 #endif
 #define KERNEL_ARM 1
 #endif
@@ -91,12 +94,12 @@ __attribute__((target("+crc"))) static uint32_t crc32c_hw(uint32_t crc, const ui
     while (n >= 8) {
         uint64_t v;
         memcpy(&v, p, 8);
-        c = __builtin_aarch64_crc32cx(c, v);
+        c = __crc32cd(c, v);
         p += 8;
         n -= 8;
     }
     while (n--)
-        c = __builtin_aarch64_crc32cb(c, *p++);
+        c = __crc32cb(c, *p++);
     return ~c;
 }
 #endif
@@ -113,8 +116,10 @@ static int detect_hardware(void) {
 #if defined(KERNEL_X86)
     __builtin_cpu_init();
     return __builtin_cpu_supports("sse4.2");
-#elif defined(KERNEL_ARM)
+#elif defined(KERNEL_ARM) && defined(__linux__)
     return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
+#elif defined(KERNEL_ARM) && defined(__APPLE__)
+    return 1; /* every Apple arm64 CPU has the CRC extension */
 #else
     return 0;
 #endif
@@ -149,9 +154,9 @@ static PyObject *walk_v2(PyObject *self, PyObject *args) {
         int32_t length = (int32_t)be32(batch + 8);
         if (batch[16] != 2 || length < V2_HEADER_SIZE - LOG_OVERHEAD)
             break;
-        Py_ssize_t batch_end = pos + LOG_OVERHEAD + (Py_ssize_t)length;
-        if (batch_end > end)
+        if ((Py_ssize_t)length > end - pos - LOG_OVERHEAD) /* never overflows: compared before adding */
             break;
+        Py_ssize_t batch_end = pos + LOG_OVERHEAD + (Py_ssize_t)length;
         if (crc32c(0, batch + CRC_START, (size_t)(batch_end - pos - CRC_START)) != be32(batch + 17))
             break;
         if (count == capacity) {

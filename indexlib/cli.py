@@ -1,4 +1,5 @@
-"""The library's own command line, ``python -m indexlib`` (no Spark): rebuild, verify and dump, on one machine.
+"""The library's own command line, ``python -m indexlib`` (no Spark): rebuild, verify, dump and lookup, on one
+machine.
 
 ::
 
@@ -7,6 +8,7 @@
     python -m indexlib verify  PATH... [--index-interval-bytes N] [--segment-index-bytes N]
                                [--jobs N] [--json FILE]          (FILE may be - for stdout)
     python -m indexlib dump    FILE [--json]
+    python -m indexlib lookup  --segment PATH.log (--offset N | --timestamp MS) [--ceiling] [--json]
 
 Each PATH is a partition dir (``<log dir>/<topic>-<partition>``) or a whole log dir. Both commands run the
 segment engine (:mod:`indexlib.engine`) with a local process pool of ``--jobs`` processes (default: the
@@ -216,12 +218,10 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 def run_rebuild(args: argparse.Namespace) -> int:
     settings = check_settings(args)
     found = discover_paths(args.paths)
-    output_dir = args.output_dir
-    if output_dir is not None and {os.path.realpath(d) for d in found.log_dirs} == {os.path.realpath(output_dir)}:
-        output_dir = None  # the output dir is the log dir itself: that is in place
-    options = RunOptions("rebuild", output_dir=output_dir, force=args.force, backup_root=args.backup_dir)
-    if options.writes_in_place:
-        for log_dir in sorted({p.log_dir for p in found.partitions}):
+    options = RunOptions("rebuild", output_dir=args.output_dir, force=args.force, backup_root=args.backup_dir)
+    in_place = [p for p in found.partitions if options.in_place(p)]  # --output-dir naming the log dir too
+    if in_place:
+        for log_dir in sorted({p.log_dir for p in in_place}):
             lock = os.path.join(log_dir, ".lock")
             if log_dir_is_locked(log_dir):
                 if not args.force:
@@ -230,7 +230,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
                         "(stop the broker, use --output-dir, or pass --force)"
                     )
                 _warn(f"{lock}: held by another process; rebuilding in place anyway (--force)")
-        for p in found.partitions:
+        for p in in_place:
             if not os.access(p.path, os.W_OK | os.X_OK):
                 raise InputError(
                     f"{p.path}: Permission denied: cannot write the rebuilt index files into this "
@@ -274,7 +274,7 @@ def print_segments(report: RunReport, settings: IndexSettings, out: TextIO) -> N
         where = ""
         if report.mode == "rebuild":
             target = t.target_dir or path
-            where = " in place" if target == path else f" into {target}"
+            where = " in place" if os.path.realpath(target) == os.path.realpath(path) else f" into {target}"
         print(
             f"{report.mode} {partition_name(t.topic, t.partition)} ({path}){where}: "
             f"index.interval.bytes={settings.index_interval_bytes} segment.index.bytes={settings.segment_index_bytes}, "

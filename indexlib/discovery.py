@@ -16,6 +16,7 @@ from .layout import (
     LOG_SUFFIX,
     is_kafka_transient,
     parse_partition_dir_name,
+    partition_name,
     segment_base_offsets,
     segment_file,
     skipped_dir_kind,
@@ -44,7 +45,7 @@ class Partition:
 
     @property
     def name(self) -> str:
-        return f"{self.topic}-{self.partition}"
+        return partition_name(self.topic, self.partition)
 
     @property
     def bytes(self) -> int:

@@ -86,9 +86,15 @@ class RunOptions:
         """Verify and repair check the existing files; a rebuild rewrites them all without looking."""
         return self.mode in ("verify", "repair")
 
-    @property
-    def writes_in_place(self) -> bool:
-        return not self.read_only and (self.mode == "repair" or self.output_dir is None)
+    def target_dir(self, p: Partition) -> str:
+        """Where a partition's files are written: the partition dir, or ``<output dir>/<topic>-<partition>``."""
+        return p.path if self.output_dir is None else os.path.join(self.output_dir, p.name)
+
+    def in_place(self, p: Partition) -> bool:
+        """Whether this run writes into the partition dir itself (also when ``--output-dir`` resolves to it)."""
+        if self.read_only:
+            return False
+        return self.output_dir is None or os.path.realpath(self.target_dir(p)) == os.path.realpath(p.path)
 
 
 def new_run_id(mode: str) -> str:
@@ -97,8 +103,9 @@ def new_run_id(mode: str) -> str:
 
 def check_run(discovery: Discovery, options: RunOptions) -> None:
     """Refuse, before anything runs, what a run cannot do safely (``ValueError`` with the reason): an
-    unknown mode; a malformed run id; one partition name in two log dirs when writing (its backup dir, or
-    its ``--output-dir`` dir, is named by the partition alone)."""
+    unknown mode; a malformed run id; a partition given twice (two paths to one dir); one partition name
+    in two log dirs when writing (its backup dir, or its ``--output-dir`` dir, is named by the partition
+    alone)."""
     if options.mode not in MODES:
         raise ValueError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})")
     if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
@@ -106,6 +113,12 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
             f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
             "or leading '.', at most 200 characters"
         )
+    seen: dict[str, str] = {}
+    for p in discovery.partitions:
+        real = os.path.realpath(p.path)
+        if real in seen:
+            raise ValueError(f"{p.path}: the same partition dir as {seen[real]}; give each partition once")
+        seen[real] = p.path
     if options.read_only:
         return
     where: dict[str, str] = {}
@@ -156,7 +169,7 @@ def plan_tasks(
     tasks = []
     for p in discovery.partitions:
         settings = index_settings(p.topic)
-        target = p.path if options.output_dir is None else os.path.join(options.output_dir, p.name)
+        target = options.target_dir(p)
         backup = _backup_dir(options, run_id, p)
         for s in p.segments:
             tasks.append(
@@ -184,10 +197,10 @@ def plan_tasks(
 def _backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
     """``<backup root>/<run id>/<topic>-<partition>``: always for repair (default root
     ``./kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
-    run or ``--output-dir``."""
+    run or an ``--output-dir`` elsewhere."""
     if options.read_only:
         return None
-    if options.mode == "repair" or (options.mode == "rebuild" and options.output_dir is None and options.backup_root):
+    if options.mode == "repair" or (options.mode == "rebuild" and options.in_place(p) and options.backup_root):
         root = options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
         return os.path.join(root, run_id, p.name)
     return None
@@ -402,7 +415,9 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
         outcome.findings + replay.findings, identical, outcome.index_sizes, outcome.seconds, replay.aborted,
         decision.action, error=outcome.error,
     )  # fmt: skip
-    staged, backups = dict(outcome.staged), list(outcome.backups)
+    # the commit owns what was staged from here on: whoever cleans up after it must not touch those files
+    staged, backups = outcome.staged, outcome.backups
+    outcome.staged, outcome.backups = {}, []
     if not decision.install:
         _discard_staged(staged, backups)
         return result
@@ -526,8 +541,7 @@ def run(
     started = datetime.now(UTC)
     check_run(discovery, options)
     run_id = options.run_id or new_run_id(options.mode)
-    if options.writes_in_place:
-        check_locks(discovery.partitions, options.force)
+    check_locks([p for p in discovery.partitions if options.in_place(p)], options.force)
     clock = time.perf_counter()
     phases: dict[str, float] = {}
     tasks = plan_tasks(discovery, options, run_id, index_settings)
@@ -548,10 +562,10 @@ def run(
         phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
         for p in discovery.partitions:
             for outcome, replay in zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True):
-                result = commit_segment(outcome, replay, decide(outcome, replay, options))
-                outcome.staged, outcome.backups = {}, []  # committed or discarded: nothing of it is pending
-                touched.update(os.path.dirname(f) for f in result.written)
-                results.append(result)
+                decision = decide(outcome, replay, options)
+                if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
+                    touched.add(outcome.task.target_dir or outcome.task.partition_dir)
+                results.append(commit_segment(outcome, replay, decision))
         phases["commit"] = time.perf_counter() - clock
     finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
         for directory in sorted(touched):

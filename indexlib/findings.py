@@ -165,10 +165,6 @@ def kind(name: str) -> FindingKind:
     return KINDS[name]
 
 
-def triggers(name: str) -> str:
-    return KINDS[name].triggers
-
-
 @dataclass(frozen=True)
 class Finding:
     """One problem (or, with severity ``"info"``, one notable fact) about one file.

@@ -151,7 +151,7 @@ def rebuild_partition(
 
     With ``output_dir`` the files go to ``output_dir/<topic>-<partition>/`` and the partition is only read.
     A segment whose rebuild Kafka would abort (see :class:`SegmentRebuild.fatal`) gets no file at all.
-    The ``.log`` is never modified (a corrupt tail is reported in ``truncation``, not cut).
+    The ``.log`` is never modified (a corrupt tail is reported in each segment's ``scan.problem``, not cut).
     ``.txnindex`` is written when there are aborted transactions, and emptied (0 bytes) when a stale
     one exists, as Kafka does.
     """

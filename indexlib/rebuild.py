@@ -21,7 +21,7 @@ import numpy as np
 
 from .abstract_index import INT32_MAX, round_down_to_multiple
 from .records import ATTR_CONTROL, ATTR_TRANSACTIONAL, MARKER_ABORT, MARKER_COMMIT, LogScan, ScanProblem
-from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, check_index_setting
 
 # Transactional event kinds (one per v2 batch with a producer id).
 EVENT_DATA = 0  # non-transactional data batch
@@ -102,10 +102,8 @@ def plan_segment(
     segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
 ) -> SegmentPlan:
     """Compute the rebuilt index entries of one segment (see the module docstring)."""
-    if index_interval_bytes < 0:
-        raise ValueError(f"index.interval.bytes must be >= 0, got {index_interval_bytes}")
-    if segment_index_bytes < 12:
-        raise ValueError(f"segment.index.bytes must be >= 12 for a time index, got {segment_index_bytes}")
+    check_index_setting("plan_segment", "index_interval_bytes", index_interval_bytes)
+    check_index_setting("plan_segment", "segment_index_bytes", segment_index_bytes)
     n = scan.batch_count
     positions, sizes, last_offsets = scan.positions, scan.sizes, scan.last_offsets
     problems: list[ScanProblem] = []

@@ -115,7 +115,7 @@ class StopReason(StrEnum):
 class ScanProblem:
     """Where and why a walk stopped early or found something Kafka's recovery cannot handle."""
 
-    kind: str  # a finding kind, e.g. "crc_mismatch", "size_below_minimum", "truncated_batch"
+    kind: str  # e.g. "crc_mismatch" (reported as the finding log_crc_mismatch), or a fatal finding kind
     position: int  # byte position of the batch concerned
     batch_index: int  # index of that batch in the walk (== number of good batches before it)
     detail: str

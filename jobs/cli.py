@@ -41,16 +41,6 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text} is negative")
-    return value
-
-
 def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     p.add_argument(
         "--log-dir",
@@ -65,8 +55,8 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     p.add_argument(
         "--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)"
     )
-    p.add_argument("--index-interval-bytes", type=_nonneg_int, metavar="N")
-    p.add_argument("--segment-index-bytes", type=_nonneg_int, metavar="N")
+    p.add_argument("--index-interval-bytes", type=int, metavar="N", help="the topics' index.interval.bytes")
+    p.add_argument("--segment-index-bytes", type=int, metavar="N", help="the topics' segment.index.bytes")
     p.add_argument("--audit-table", metavar="PATH", help="Delta audit table path/URI; 'none' disables auditing")
     p.add_argument(
         "--json", metavar="FILE", dest="json_file", help="write the machine-readable report here ('-': stdout)"

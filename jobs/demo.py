@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from indexlib.generate import generate_partition
+from indexlib.layout import segment_base_offsets, segment_file
 from indexlib.partition import rebuild_partition
 
 from .cli import main as kafka_index
@@ -36,8 +37,8 @@ def make_sample(log_dir: str) -> list[str]:
     damaged = []
 
     def seg(name: str, index: int) -> str:  # the index-th segment's file name prefix
-        logs = sorted(f for f in os.listdir(os.path.join(log_dir, name)) if f.endswith(".log"))
-        return os.path.join(log_dir, name, logs[index][:-4])
+        base = segment_base_offsets(os.path.join(log_dir, name))[index]
+        return segment_file(os.path.join(log_dir, name), base, "")
 
     os.unlink(seg("orders-0", 0) + ".index")
     damaged.append(seg("orders-0", 0) + ".index (deleted)")
