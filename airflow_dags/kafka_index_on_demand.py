@@ -73,6 +73,7 @@ with DAG(
         context = get_current_context()
         p = context["params"]
         report = report_path(SETTINGS, DAG_ID, context["run_id"], p["mode"])
+        os.makedirs(os.path.dirname(report), exist_ok=True)  # the job writes --json there, never creates dirs
         return {
             "application": application(SETTINGS, p["mode"]),
             "args": job_arguments(

@@ -33,6 +33,11 @@ with DAG(
     tags=["kafka", "kafka-index"],
     doc_md=__doc__,
 ) as dag:
+    @task(task_id="prepare_reports")
+    def prepare_reports(report_dir: str) -> None:
+        """The run's report dir (the jobs write their --json there and never create directories)."""
+        os.makedirs(report_dir, exist_ok=True)
+
     verify = SparkSubmitOperator(
         task_id="verify",
         name="kafka-index-verify",
@@ -76,4 +81,4 @@ with DAG(
     healthy = EmptyOperator(task_id="healthy")
 
     branch = decide(REPORTS + "/verify.json", SETTINGS["repair_enabled"])
-    verify >> branch >> [repair, healthy, findings_left(REPORTS + "/verify.json")]
+    prepare_reports(REPORTS) >> verify >> branch >> [repair, healthy, findings_left(REPORTS + "/verify.json")]

@@ -88,11 +88,12 @@ def test_dagbag_imports_without_errors(facts):
 def test_scheduled_dag_structure(facts):
     dag = facts["dags"]["kafka_index_scheduled"]
     assert dag["schedule"] == "@daily" and dag["catchup"] is False
-    assert dag["tasks"] == ["decide", "findings_left", "healthy", "repair", "verify"]
+    assert dag["tasks"] == ["decide", "findings_left", "healthy", "prepare_reports", "repair", "verify"]
     assert dag["edges"] == [
         ["decide", "findings_left"],
         ["decide", "healthy"],
         ["decide", "repair"],
+        ["prepare_reports", "verify"],
         ["verify", "decide"],
     ]
     assert dag["operators"]["verify"] == dag["operators"]["repair"] == "SparkSubmitOperator"
