@@ -33,6 +33,7 @@ with DAG(
     tags=["kafka", "kafka-index"],
     doc_md=__doc__,
 ) as dag:
+
     @task(task_id="prepare_reports")
     def prepare_reports(report_dir: str) -> None:
         """The run's report dir (the jobs write their --json there and never create directories)."""
