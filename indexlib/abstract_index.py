@@ -67,6 +67,18 @@ def as_int64_array(values: npt.ArrayLike, path: str, what: str) -> npt.NDArray[n
     return array.astype(np.int64, copy=False).reshape(-1)
 
 
+def reserve(fd: int, path: str, start: int, end: int) -> None:
+    """Extend a file to ``end`` bytes with real blocks from ``start`` on. A store through the mapping into a
+    sparse hole on a full filesystem kills the process with SIGBUS; reserving first turns that into an
+    OSError (ENOSPC) naming the file, before anything is mapped."""
+    if end <= start:
+        return
+    try:
+        os.posix_fallocate(fd, start, end - start)
+    except OSError as exc:
+        raise OSError(exc.errno, f"{exc.strerror} (reserving {end} bytes)", path) from None
+
+
 def first_true(mask: npt.NDArray[np.bool_], default: int) -> int:
     """Index of the first True in ``mask``, or ``default`` when there is none."""
     if len(mask) == 0:
@@ -132,7 +144,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         try:
             st = os.fstat(fd)
             if newly_created:
-                os.ftruncate(fd, round_down_to_multiple(self._max_index_size, es))
+                reserve(fd, self._path, 0, round_down_to_multiple(self._max_index_size, es))
                 st = os.fstat(fd)
             self._fd = fd
             self._length = st.st_size
@@ -140,6 +152,9 @@ class AbstractIndex(IndexFile, Generic[E]):
         except BaseException:
             os.close(fd)
             self._fd = -1
+            if newly_created:  # nothing half-made stays behind (a full disk, say)
+                with contextlib.suppress(OSError):
+                    os.unlink(self._path)
             raise
         self._max_entries = self._length // es
         self._entries = 0 if newly_created else self._length // es
@@ -346,7 +361,10 @@ class AbstractIndex(IndexFile, Generic[E]):
                 ) from None
         self._unmap()
         self._view_extent = 0
-        os.ftruncate(self._fd, rounded)
+        if rounded > self._length:
+            reserve(self._fd, self._path, self._length, rounded)
+        else:
+            os.ftruncate(self._fd, rounded)
         self._length = rounded
         self._map(rounded)
         self._max_entries = rounded // self.ENTRY_SIZE

@@ -469,11 +469,15 @@ def cut_log_tail(
         raise ValueError(f"{log_path}: cutting a corrupt tail needs a backup dir")
     os.makedirs(backup_dir, exist_ok=True)
     saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
-    with open(log_path, "rb") as src, open(saved, "wb") as dst:
-        src.seek(valid_bytes)
-        shutil.copyfileobj(src, dst, 1 << 20)
-        dst.flush()
-        os.fsync(dst.fileno())
+    try:
+        with open(log_path, "rb") as src, open(saved, "wb") as dst:
+            src.seek(valid_bytes)
+            shutil.copyfileobj(src, dst, 1 << 20)
+            dst.flush()
+            os.fsync(dst.fileno())
+    except BaseException:  # the .log is not cut yet: a partial copy is worth nothing
+        discard(saved)
+        raise
     fsync_path(backup_dir)
     backups.append(saved)
     os.truncate(log_path, valid_bytes)

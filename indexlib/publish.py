@@ -82,9 +82,13 @@ def keep_backup(final: str, backup_dir: str) -> str | None:
     backup = os.path.join(backup_dir, os.path.basename(final))
     if not os.path.lexists(backup):
         partial = backup + ".partial"
-        shutil.copy2(final, partial)
-        fsync_path(partial)
-        os.replace(partial, backup)
+        try:
+            shutil.copy2(final, partial)
+            fsync_path(partial)
+            os.replace(partial, backup)
+        except BaseException:  # a full disk, say: no partial copy stays behind
+            discard(partial)
+            raise
         fsync_path(backup_dir)
     return backup
 
