@@ -35,7 +35,14 @@ from .discovery import Discovery, discover, discover_partition_dir
 from .dump import write_dump
 from .engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
 from .findings import CUT_TAIL, REFUSE_SEGMENT, kind
-from .layout import INDEX_SUFFIXES, parse_partition_dir_name, partition_name, segment_base_offsets, segment_name
+from .layout import (
+    INDEX_SUFFIXES,
+    LOG_DIR_LOCK,
+    parse_partition_dir_name,
+    partition_name,
+    segment_base_offsets,
+    segment_name,
+)
 from .lookup import lookup, print_lookup
 from .publish import log_dir_is_locked
 from .report import check_json_target, print_report, write_json
@@ -222,7 +229,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
     in_place = [p for p in found.partitions if options.in_place(p)]  # --output-dir naming the log dir too
     if in_place:
         for log_dir in sorted({p.log_dir for p in in_place}):
-            lock = os.path.join(log_dir, ".lock")
+            lock = os.path.join(log_dir, LOG_DIR_LOCK)
             if log_dir_is_locked(log_dir):
                 if not args.force:
                     raise InputError(

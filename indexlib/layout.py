@@ -20,6 +20,8 @@ INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 SNAPSHOT_SUFFIX = ".snapshot"
 #: appended by Kafka to a segment file it is deleting, cleaning or swapping
 KAFKA_TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
+#: the file a running broker holds locked in each of its log dirs
+LOG_DIR_LOCK = ".lock"
 #: a log dir's checkpoint of each partition's log start offset
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 #: files Kafka keeps in a partition dir besides segments

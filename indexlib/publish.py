@@ -18,7 +18,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from .layout import staged_path
+from .layout import LOG_DIR_LOCK, staged_path
 from .offset_index import OffsetIndex
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
@@ -26,8 +26,9 @@ from .values import AbortedTxn
 
 
 def log_dir_is_locked(log_dir: str | os.PathLike[str]) -> bool:
-    """Whether another process holds the POSIX lock on ``<log_dir>/.lock`` (a running broker does)."""
-    path = os.path.join(log_dir, ".lock")
+    """Whether another process holds ``<log_dir>/.lock``: the POSIX record lock a running broker takes
+    (Java's ``FileChannel.tryLock``), or a BSD ``flock`` lock (a script's, or another tool's)."""
+    path = os.path.join(log_dir, LOG_DIR_LOCK)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -40,6 +41,13 @@ def log_dir_is_locked(log_dir: str | os.PathLike[str]) -> bool:
                 return True
             raise
         fcntl.lockf(fd, fcntl.LOCK_UN)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EAGAIN):
+                return True
+            raise
+        fcntl.flock(fd, fcntl.LOCK_UN)
         return False
     finally:
         os.close(fd)

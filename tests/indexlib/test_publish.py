@@ -1,6 +1,8 @@
 """Staging and installing index files: the old file or the whole new one, backups never overwritten."""
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,3 +41,30 @@ def test_the_first_backup_is_kept(tmp_path):
     assert Path(backup).read_bytes() == b"original"
     assert sorted(os.listdir(tmp_path / "b")) == ["00000000000000000000.index"]
     assert keep_backup(str(tmp_path / "missing.index"), str(tmp_path / "b")) is None
+
+
+def _hold(lock_path, call: str) -> subprocess.Popen:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
+         f"fcntl.{call}(fd, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()", str(lock_path)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+def test_a_lock_held_by_another_process_is_seen_posix_or_flock(tmp_path):
+    """A broker holds .lock with Java's FileChannel.tryLock (a POSIX record lock); other tools use flock."""
+    from indexlib.publish import log_dir_is_locked
+
+    assert not log_dir_is_locked(tmp_path)  # no .lock at all
+    (tmp_path / ".lock").write_bytes(b"")
+    assert not log_dir_is_locked(tmp_path)  # a .lock nobody holds
+    for call in ("lockf", "flock"):
+        holder = _hold(tmp_path / ".lock", call)
+        try:
+            assert log_dir_is_locked(tmp_path), call
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=30)
+        assert not log_dir_is_locked(tmp_path), call  # released when the holder ends
