@@ -170,8 +170,9 @@ def spark_has_delta(spark: SparkSession | None) -> TypeGuard[SparkSession]:
     return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
 
 
-def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> str:
-    """MERGE ``rows`` into the audit table (created on first use). Returns the writer used."""
+def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> tuple[str, int | None]:
+    """MERGE ``rows`` into the audit table (created on first use). Returns the writer used and how many
+    rows were new (``None`` where the writer does not say: delta-spark)."""
     if spark_has_delta(spark):  # pragma: no cover - the Delta Lake jars cannot be fetched on CI's machines
         from delta.tables import DeltaTable as SparkDeltaTable
 
@@ -186,7 +187,7 @@ def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> 
                 .whenNotMatchedInsertAll()
                 .execute()
             )
-        return "delta-spark"
+        return "delta-spark", None
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import TableNotFoundError
 
@@ -200,9 +201,13 @@ def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> 
             mode="append",
             description="kafka-index-rebuild audit: one row per segment per run",
         )
-        return "deltalake"
-    (target.merge(rows, _merge_predicate(), source_alias="s", target_alias="t").when_not_matched_insert_all().execute())
-    return "deltalake"
+        return "deltalake", rows.num_rows
+    metrics = (
+        target.merge(rows, _merge_predicate(), source_alias="s", target_alias="t")
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    return "deltalake", int(metrics["num_target_rows_inserted"])
 
 
 def read(table_uri: str) -> pa.Table:

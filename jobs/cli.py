@@ -116,8 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--failing", action="store_true", help="segments with findings or failures in the time window")
     q.add_argument("--partition", metavar="TOPIC-N", help="history of one partition")
     q.add_argument("--sql", help="free SQL over the table, registered as 'audit'")
-    audit.add_argument("--since", help="window start (ISO date/time, UTC); default 7 days ago")
-    audit.add_argument("--until", help="window end (ISO date/time, UTC); default now")
+    audit.add_argument("--since", help="window start: 7d, 12h, 30m, today, yesterday or ISO (UTC); default 7d")
+    audit.add_argument("--until", help="window end, same forms as --since; default now")
     audit.add_argument("--json", action="store_true", dest="as_json")
     return parser
 
@@ -263,11 +263,10 @@ def run_job(args: argparse.Namespace) -> int:
     if settings.audit_table:
         from . import audit
 
-        writer = audit.write(settings.audit_table, audit.rows_for(report, settings), spark)
-        print(
-            f"audit: {len(report.segments) + 1} rows merged into {settings.audit_table} ({writer}), run id {report.run_id}",
-            file=text_out,
-        )
+        rows = audit.rows_for(report, settings)
+        writer, inserted = audit.write(settings.audit_table, rows, spark)
+        added = f"{rows.num_rows} rows merged" if inserted is None else f"{inserted} of {rows.num_rows} rows new"
+        print(f"audit: {added} in {settings.audit_table} ({writer}), run id {report.run_id}", file=text_out)
     if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
@@ -321,6 +320,8 @@ def run_audit(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: no audit table configured (give --audit-table PATH)", file=sys.stderr)
         return 2
     try:
+        if (args.since or args.until) and not (args.repaired or args.failing):
+            raise UsageError("--since/--until choose the window of --repaired and --failing; they do not apply here")
         if args.sql:
             sql = args.sql
         elif args.repaired or args.failing:
@@ -363,11 +364,23 @@ def _short(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _parse_time(text: str) -> datetime:
+def _parse_time(text: str, now: datetime | None = None) -> datetime:
+    """``7d``, ``12h``, ``30m`` (ago), ``today``, ``yesterday`` (UTC midnights) or an ISO date/time (UTC
+    unless it says otherwise)."""
+    now = now or datetime.now(UTC)
+    word = text.strip().lower()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if word in ("today", "yesterday"):
+        return midnight - timedelta(days=1 if word == "yesterday" else 0)
+    match = re.fullmatch(r"(\d+)\s*([dhm])", word)
+    if match:
+        amount, unit = int(match.group(1)), match.group(2)
+        unit_name = {"d": "days", "h": "hours", "m": "minutes"}[unit]
+        return now - timedelta(**{unit_name: amount})
     try:
         value = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"not an ISO date/time: {text!r}") from None
+        raise UsageError(f"not a time: {text!r} (give 7d, 12h, 30m, today, yesterday or an ISO date/time)") from None
     return value if value.tzinfo else value.replace(tzinfo=UTC)
 
 

@@ -105,3 +105,26 @@ def test_a_topic_config_for_no_partition_warns_or_with_strict_refuses(spark, cap
     out, err = capsys.readouterr()
     assert json.loads(out)["exit_code"] == 0  # stdout is pure JSON: the tables went to stderr
     assert "warning: " in err and "'ordres' match no partition" in err and "healthy" in err
+
+
+def test_audit_time_forms_and_where_they_apply(capsys, tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from jobs.cli import UsageError, _parse_time
+
+    now = datetime(2026, 11, 23, 15, 30, tzinfo=UTC)
+    assert _parse_time("7d", now) == now - timedelta(days=7)
+    assert _parse_time("12h", now) == now - timedelta(hours=12) and _parse_time("30m", now) == now - timedelta(
+        minutes=30
+    )
+    assert _parse_time("today", now) == datetime(2026, 11, 23, tzinfo=UTC)
+    assert _parse_time("yesterday", now) == datetime(2026, 11, 22, tzinfo=UTC)
+    assert _parse_time("2026-11-01", now) == datetime(2026, 11, 1, tzinfo=UTC)
+    try:
+        _parse_time("last week", now)
+        raise AssertionError("accepted")
+    except UsageError as exc:
+        assert "give 7d, 12h, 30m, today, yesterday or an ISO date/time" in str(exc)
+    # --since with --latest used to be ignored silently
+    assert main(["audit", "--audit-table", str(tmp_path / "t"), "--latest", "--since", "7d"]) == 2
+    assert "--since/--until choose the window of --repaired and --failing" in one_error_line(capsys)

@@ -181,15 +181,18 @@ def test_rebuild_output_dir_with_topic_config(spark, broker, tmp_path):
 
 
 @requires_kafka_real
-def test_same_run_id_is_idempotent_and_runs_append(spark, copy_set, tmp_path):
+def test_same_run_id_is_idempotent_and_runs_append(spark, copy_set, tmp_path, capsys):
     logs = copy_set(LOCAL, ["plain-0"])
     table = str(tmp_path / "audit")
     assert run_cli("verify", "--log-dir", logs, "--audit-table", table, "--run-id", "same") == 0
+    assert "audit: 4 of 4 rows new" in capsys.readouterr().out
     first = sorted(audit.read(table).to_pylist(), key=lambda r: (r["record_type"], r["base_offset"]))
     assert run_cli("verify", "--log-dir", logs, "--audit-table", table, "--run-id", "same") == 0
+    assert "audit: 0 of 4 rows new" in capsys.readouterr().out  # the count printed is true
     again = sorted(audit.read(table).to_pylist(), key=lambda r: (r["record_type"], r["base_offset"]))
     assert again == first and len(first) == 4
     assert run_cli("verify", "--log-dir", logs, "--audit-table", table, "--run-id", "other") == 0
+    assert "audit: 4 of 4 rows new" in capsys.readouterr().out
     assert len(audit.read(table).to_pylist()) == 8
 
 
