@@ -31,6 +31,7 @@ import stat
 import sys
 from typing import TextIO
 
+from . import __version__
 from .discovery import Discovery, discover, discover_partition_dir
 from .dump import write_dump
 from .engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 healthy/done; 1 findings (verify), a segment that could not be rebuilt "
         "(rebuild) or a file with problems (dump); 2 bad usage or bad input",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def settings(sub: argparse.ArgumentParser) -> None:

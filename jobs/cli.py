@@ -90,6 +90,9 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
+    from indexlib import __version__
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for mode, text in (
         ("verify", "check every index file against its .log (read-only)"),

@@ -128,3 +128,13 @@ def test_audit_time_forms_and_where_they_apply(capsys, tmp_path):
     # --since with --latest used to be ignored silently
     assert main(["audit", "--audit-table", str(tmp_path / "t"), "--latest", "--since", "7d"]) == 2
     assert "--since/--until choose the window of --repaired and --failing" in one_error_line(capsys)
+
+
+def test_both_command_lines_say_their_version(capsys):
+    from indexlib import __version__
+    from indexlib.cli import main as indexlib_main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"kafka-index {__version__}"
+    assert indexlib_main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"python -m indexlib {__version__}"
