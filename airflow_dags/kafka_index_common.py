@@ -116,8 +116,14 @@ def submit_options(settings: dict[str, Any]) -> dict[str, Any]:
     return options
 
 
+def safe_name(run_id: str) -> str:
+    """An Airflow run id as a file-name-safe run id: ``manual__2026-11-23T16:34:09+00:00`` ->
+    ``manual__2026-11-23T16_34_09_00_00`` (it names backup dirs and staged files)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+
+
 def report_path(settings: dict[str, Any], dag_id: str, run_id: str, task: str) -> str:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
+    safe = safe_name(run_id)
     return os.path.join(settings["report_dir"], dag_id, safe, f"{task}.json")
 
 

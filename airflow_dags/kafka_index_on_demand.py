@@ -17,7 +17,15 @@ from airflow.sdk import DAG, Param, get_current_context, task
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared module beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kafka_index_common import MODES, application, job_arguments, load_settings, report_path, submit_options  # noqa: E402
+from kafka_index_common import (  # noqa: E402
+    MODES,
+    application,
+    job_arguments,
+    load_settings,
+    report_path,
+    safe_name,
+    submit_options,
+)
 
 DAG_ID = "kafka_index_on_demand"
 SETTINGS = load_settings()
@@ -85,7 +93,7 @@ with DAG(
                 partitions=p["partitions"] or None,
                 dry_run=p["dry_run"],
                 truncate_corrupt_tail=p["truncate_corrupt_tail"],
-                run_id=f"{context['run_id']}-{p['mode']}",
+                run_id=f"{safe_name(context['run_id'])}-{p['mode']}",
             ),
         }
 

@@ -17,11 +17,18 @@ from airflow.sdk import DAG, task
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared module beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kafka_index_common import application, findings_in, job_arguments, load_settings, submit_options  # noqa: E402
+from kafka_index_common import (  # noqa: E402
+    application,
+    findings_in,
+    job_arguments,
+    load_settings,
+    safe_name,
+    submit_options,
+)
 
 DAG_ID = "kafka_index_scheduled"
 SETTINGS = load_settings()
-REPORTS = SETTINGS["report_dir"] + "/" + DAG_ID + "/{{ run_id | replace(':', '') | replace('+', '') }}"
+REPORTS = SETTINGS["report_dir"] + "/" + DAG_ID + "/{{ run_id | safe_name }}"
 
 with DAG(
     dag_id=DAG_ID,
@@ -30,6 +37,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
+    user_defined_filters={"safe_name": safe_name},
     tags=["kafka", "kafka-index"],
     doc_md=__doc__,
 ) as dag:
@@ -48,7 +56,7 @@ with DAG(
             mode="verify",
             log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
             report=REPORTS + "/verify.json",
-            run_id="{{ run_id }}-verify",
+            run_id="{{ run_id | safe_name }}-verify",
             exit_zero_on_findings=True,
         ),
         **submit_options(SETTINGS),
@@ -75,7 +83,7 @@ with DAG(
             mode="repair",
             log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
             report=REPORTS + "/repair.json",
-            run_id="{{ run_id }}-repair",
+            run_id="{{ run_id | safe_name }}-repair",
         ),
         **submit_options(SETTINGS),
     )

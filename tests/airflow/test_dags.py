@@ -127,9 +127,9 @@ def test_rendered_spark_submit_arguments(facts):
         "--log-dir",
         "/data/b",
         "--run-id",
-        "scheduled__2026-11-21T00:00:00+00:00-verify",
+        "scheduled__2026-11-21T00_00_00_00_00-verify",  # no ':' or '+' in the backup dir names it gives
         "--json",
-        "/r/kafka_index_scheduled/scheduled__2026-11-21T0000000000/verify.json",
+        "/r/kafka_index_scheduled/scheduled__2026-11-21T00_00_00_00_00/verify.json",
         "--no-progress",
         "--exit-zero-on-findings",
     ]
@@ -233,6 +233,11 @@ def test_on_demand_dag_touches_only_the_chosen_topic(tmp_path):
     after = {str(p.relative_to(logs)): p.stat().st_mtime_ns for p in logs.rglob("*") if p.is_file()}
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert changed == {"orders-0/00000000000000000000.index", "orders-1/00000000000000000000.timeindex"}
+    (run_dir,) = (tmp_path / "backups").iterdir()  # named by the job's run id, made safe from Airflow's
+    assert run_dir.name.startswith("manual__") and run_dir.name.endswith("-repair")
+    assert not set(run_dir.name) & set(":+ ") and sorted(p.name for p in run_dir.iterdir()) == [
+        "orders-1"
+    ]  # orders-0 had no .index to keep
 
 
 def test_on_demand_dry_run_rebuild_writes_nothing(tmp_path):
