@@ -68,15 +68,15 @@ def as_int64_array(values: npt.ArrayLike, path: str, what: str) -> npt.NDArray[n
 
 
 def reserve(fd: int, path: str, start: int, end: int) -> None:
-    """Extend a file to ``end`` bytes with real blocks from ``start`` on. A store through the mapping into a
-    sparse hole on a full filesystem kills the process with SIGBUS; reserving first turns that into an
-    OSError (ENOSPC) naming the file, before anything is mapped."""
+    """Give the file's bytes ``[start, end)`` real blocks. A store through the mapping into a sparse hole on
+    a full filesystem kills the process with SIGBUS; reserving first turns that into an OSError (ENOSPC)
+    naming the file."""
     if end <= start:
         return
     try:
         os.posix_fallocate(fd, start, end - start)
     except OSError as exc:
-        raise OSError(exc.errno, f"{exc.strerror} (reserving {end} bytes)", path) from None
+        raise OSError(exc.errno, f"{exc.strerror} (reserving bytes {start}..{end})", path) from None
 
 
 def first_true(mask: npt.NDArray[np.bool_], default: int) -> int:
@@ -116,6 +116,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         self._max_index_size = int(max_index_size)
         self._mm: mmap.mmap | None = None
         self._view_extent = 0  # bytes covered by to_numpy() views handed out on the current mapping
+        self._reserved = 0  # bytes from 0 known to have real blocks: writes go only below it (see reserve)
         # Bound unpackers used by the search. Instance attributes so that a test can wrap them to record
         # exactly which slots a lookup reads.
         self._unpack_key = self._KEY_STRUCT.unpack_from
@@ -144,7 +145,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         try:
             st = os.fstat(fd)
             if newly_created:
-                reserve(fd, self._path, 0, round_down_to_multiple(self._max_index_size, es))
+                os.ftruncate(fd, round_down_to_multiple(self._max_index_size, es))  # sparse, as Kafka's
                 st = os.fstat(fd)
             self._fd = fd
             self._length = st.st_size
@@ -323,13 +324,25 @@ class AbstractIndex(IndexFile, Generic[E]):
         return slot if slot < self._entries else -1
 
     # ------------------------------------------------------------------------------------ mutation
+    def _reserve_through(self, end: int, ahead: int = 0) -> None:
+        """Real blocks for bytes below ``end`` (plus up to ``ahead`` more, within the file) before they are
+        stored through the mapping; only what is written is reserved, so a preallocated file stays sparse."""
+        if end > self._reserved:
+            target = min(self._length, max(end, self._reserved + ahead))
+            reserve(self._fd, self._path, self._reserved, target)
+            self._reserved = target
+
     def _write_entry(self, slot: int, a: int, b: int) -> None:
+        end = (slot + 1) * self.ENTRY_SIZE
+        if end > self._reserved:
+            self._reserve_through(end, ahead=max(65536, self._reserved))  # amortised over single appends
         self._ENTRY_STRUCT.pack_into(self._mapping(), slot * self.ENTRY_SIZE, a, b)
 
     def _store_columns(self, first: npt.NDArray[np.int64], second: npt.NDArray[np.int64]) -> None:
         """Store a block of entries after the live ones: each column is one vectorised, byte-swapping
         store straight into the mapping (no intermediate copy). Callers validate the block first."""
         count = len(first)
+        self._reserve_through((self._entries + count) * self.ENTRY_SIZE)
         view = np.frombuffer(self._mapping(), dtype=self.DTYPE, count=count, offset=self._entries * self.ENTRY_SIZE)
         names = self.DTYPE.names
         assert names is not None  # DTYPE is a structured dtype of two fields
@@ -361,11 +374,9 @@ class AbstractIndex(IndexFile, Generic[E]):
                 ) from None
         self._unmap()
         self._view_extent = 0
-        if rounded > self._length:
-            reserve(self._fd, self._path, self._length, rounded)
-        else:
-            os.ftruncate(self._fd, rounded)
+        os.ftruncate(self._fd, rounded)  # growth is sparse: writes reserve what they store
         self._length = rounded
+        self._reserved = min(self._reserved, rounded)
         self._map(rounded)
         self._max_entries = rounded // self.ENTRY_SIZE
         self._load_last_entry()
