@@ -33,7 +33,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
 
@@ -208,8 +208,8 @@ def _backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
 
 # ---------------------------------------------------------------------------------------------- map
 @dataclass
-class SegmentOutcome:
-    """What the map step returns for one segment (small: a plan summary, no scan columns)."""
+class SegmentFacts:
+    """What the scan and the checks found about one segment (small: a plan summary, no scan columns)."""
 
     task: SegmentTask
     plan: PlanSummary
@@ -221,6 +221,12 @@ class SegmentOutcome:
     identical: dict[str, bool | None]
     index_sizes: dict[str, int | None]
     seconds: float
+
+
+@dataclass
+class SegmentOutcome(SegmentFacts):
+    """What the map step returns for one segment: its facts and what it staged."""
+
     staged: dict[str, str] = field(default_factory=dict)  # final path -> staged path, not installed yet
     backups: list[str] = field(default_factory=list)  # copies of the files the staged ones will replace
     error: str | None = None  # staging failed (nothing is left staged)
@@ -379,19 +385,9 @@ def decide(outcome: SegmentOutcome, replay: SegmentReplay, options: RunOptions) 
 
 # ------------------------------------------------------------------------------------------- commit
 @dataclass
-class SegmentResult:
+class SegmentResult(SegmentFacts):
     """One segment at the end of a run: what was found, decided and done (the report's and audit's row)."""
 
-    task: SegmentTask
-    plan: PlanSummary
-    batches: int
-    file_size: int
-    valid_bytes: int
-    invalid_bytes: int
-    findings: list[Finding]
-    identical: dict[str, bool | None]
-    index_sizes: dict[str, int | None]
-    seconds: float
     aborted: list[AbortedTxn]
     action: str
     written: list[str] = field(default_factory=list)
@@ -410,11 +406,9 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
         identical[".txnindex"] = replay.txn_identical
         if replay.fatal is not None:
             identical = dict.fromkeys(INDEX_SUFFIXES)
-    result = SegmentResult(
-        t, outcome.plan, outcome.batches, outcome.file_size, outcome.valid_bytes, outcome.invalid_bytes,
-        outcome.findings + replay.findings, identical, outcome.index_sizes, outcome.seconds, replay.aborted,
-        decision.action, error=outcome.error,
-    )  # fmt: skip
+    facts = {f.name: getattr(outcome, f.name) for f in fields(SegmentFacts)}
+    facts.update(findings=outcome.findings + replay.findings, identical=identical)
+    result = SegmentResult(**facts, aborted=replay.aborted, action=decision.action, error=outcome.error)
     # the commit owns what was staged from here on: whoever cleans up after it must not touch those files
     staged, backups = outcome.staged, outcome.backups
     outcome.staged, outcome.backups = {}, []
