@@ -1,6 +1,9 @@
 """Hold each package's line coverage at or above its floor (``[tool.kafka-index-rebuild.coverage-floors]``
 in pyproject.toml), from the data file the test run left (``.coverage``). Run by ``make test`` after
-pytest; exit 1 names every package below its floor. Raise a floor when coverage rises, never lower it."""
+pytest; exit 1 names every package below its floor. Raise a floor when coverage rises, never lower it.
+
+The floors are set with the real-Kafka fixtures beside the checkout (``../shared``, as CI has them);
+without them the tests that need them skip, so the figures are printed but not held to the floors."""
 
 from __future__ import annotations
 
@@ -12,6 +15,7 @@ from pathlib import Path
 import coverage
 
 ROOT = Path(__file__).resolve().parents[1]
+KAFKA_REAL = ROOT.parent / "shared" / "fixtures" / "kafka-real"  # as tests/conftest.py finds them
 
 
 def main() -> int:
@@ -27,6 +31,9 @@ def main() -> int:
         print(f"coverage {package}: {figure:.1f} % (floor {floor:.1f} %) {verdict}")
         if figure < floor:
             below.append(package)
+    if below and not KAFKA_REAL.is_dir():
+        print(f"coverage floors not held: {KAFKA_REAL} is absent, so the tests that need it were skipped")
+        return 0
     if below:
         print(f"coverage fell below the floor in {', '.join(below)}: add tests (the report above names the lines)")
         return 1
