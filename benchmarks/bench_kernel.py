@@ -74,6 +74,7 @@ from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.partition import publish_segment  # noqa: E402
 from indexlib.rebuild import plan_segment  # noqa: E402
 from indexlib.records import open_log, scan_buffer  # noqa: E402
+from indexlib.summary import summarize  # noqa: E402
 
 try:
     import indexlib._kernel as kernel
@@ -249,7 +250,9 @@ def breakdown(log: str, out_root: str, partition_dir: str, pure_scan: bool) -> d
         t["kernel_crc"] = timed(lambda: kernel.crc32c(view))
         t["scan"] = timed(lambda: box.setdefault("scan", scan_buffer(mm, size, log, compiled=True)))
         t["plan"] = timed(
-            lambda: box.setdefault("plan", plan_segment(box["scan"], 0, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES))
+            lambda: box.setdefault(
+                "plan", plan_segment(summarize(box["scan"], 0, INDEX_INTERVAL_BYTES), SEGMENT_INDEX_BYTES)
+            )
         )
         del box["scan"]
         out = tempfile.mkdtemp(prefix="out-publish-", dir=out_root)

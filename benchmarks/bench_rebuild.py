@@ -54,6 +54,7 @@ from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.partition import rebuild_partition  # noqa: E402
 from indexlib.rebuild import plan_segment  # noqa: E402
 from indexlib.records import open_log, scan_log  # noqa: E402
+from indexlib.summary import summarize  # noqa: E402
 
 INDEX_INTERVAL_BYTES = 4096
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
@@ -193,7 +194,7 @@ def run_case(case: Case, root: str, runs: int, verify_partition) -> None:
         # Warm-up rebuild; its index files become the "already correct" ones verify checks.
         warm = os.path.join(out_root, "warm")
         result = rebuild_partition(partition_dir, output_dir=warm)
-        assert result.segments[0].scan.batch_count == case.batches, "the scan did not accept every batch"
+        assert result.segments[0].summary.batch_count == case.batches, "the scan did not accept every batch"
         for written in result.segments[0].written:
             shutil.copyfile(written, os.path.join(partition_dir, os.path.basename(written)))
         shutil.rmtree(warm)
@@ -212,7 +213,7 @@ def run_case(case: Case, root: str, runs: int, verify_partition) -> None:
             holder = {}
             t.setdefault("scan", []).append(timed(lambda: holder.setdefault("scan", scan_log(log))))
             t.setdefault("plan", []).append(
-                timed(lambda: plan_segment(holder["scan"], 0, INDEX_INTERVAL_BYTES, SEGMENT_INDEX_BYTES))
+                timed(lambda: plan_segment(summarize(holder["scan"], 0, INDEX_INTERVAL_BYTES), SEGMENT_INDEX_BYTES))
             )
             holder.clear()  # frees the scan before the rebuild is timed
             out = tempfile.mkdtemp(prefix="out-", dir=out_root)

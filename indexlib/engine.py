@@ -46,6 +46,7 @@ from .publish import discard, fsync_path, keep_backup, log_dir_is_locked
 from .rebuild import PlanSummary, SegmentPlan
 from .records import ScanProblem
 from .settings import IndexSettings
+from .summary import NO_PROBES, probes_for, read_existing_indexes
 from .values import AbortedTxn
 from .verify import check_partition_transactions, check_segment_files, directory_findings, fatal_finding, log_findings
 
@@ -238,11 +239,18 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
     default the run id), backing up the old ones. A staging failure is recorded in ``error`` with
     nothing left staged. ``seconds`` covers all of it."""
     started = time.perf_counter()
-    scan, plan = plan_segment_file(task.log_path, task.base_offset, task.index_interval_bytes, task.segment_index_bytes)
+    existing = read_existing_indexes(task.partition_dir, task.base_offset) if task.check else None
+    summary, plan = plan_segment_file(
+        task.log_path,
+        task.base_offset,
+        task.index_interval_bytes,
+        task.segment_index_bytes,
+        probes_for(existing, task.base_offset) if existing is not None else NO_PROBES,
+    )
     if task.check:
-        findings, identical = check_segment_files(task.log_path, task.base_offset, scan, plan, task.active)
+        findings, identical = check_segment_files(task.log_path, task.base_offset, summary, plan, task.active, existing)
     else:
-        findings, identical = log_findings(task.log_path, scan, plan.fatal), {}
+        findings, identical = log_findings(task.log_path, summary, plan.fatal), {}
     sizes: dict[str, int | None] = {}
     for suffix in INDEX_SUFFIXES:
         try:
@@ -250,7 +258,7 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
         except OSError:
             sizes[suffix] = None
     outcome = SegmentOutcome(
-        task, plan.summary(), scan.batch_count, scan.file_size, scan.valid_bytes, scan.invalid_bytes, findings,
+        task, plan.summary(), summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
         identical, sizes, 0.0,
     )  # fmt: skip
     if task.stage == "all":

@@ -4,7 +4,7 @@ The steps: :func:`plan_segment_file` (scan + plan one segment: independent, para
 :func:`replay_partition` (producer state across the segments: sequential, small), :func:`stage_segment`
 and :func:`install_segment` (atomic publishing). :mod:`indexlib.engine` assembles them into the runs the
 command lines and the Spark job make. :func:`plan_partition` and :func:`rebuild_partition` keep a whole
-partition's scans and plans in memory: the library API for one partition, and the tests' reference.
+partition's summaries and plans in memory: the library API for one partition, and the tests' reference.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import describe_error
 from .layout import INDEX_SUFFIXES, LOG_SUFFIX, parse_partition_dir, segment_base_offsets, segment_file
 from .producer_state import initial_state_for, read_log_start_offset, relevant_events, replay_segment
 from .publish import (
@@ -27,9 +26,20 @@ from .publish import (
     stage_time_index,
     stage_transaction_index,
 )
-from .rebuild import EVENT_TXN_DATA, PlanSummary, SegmentPlan, plan_segment
-from .records import LogScan, ScanProblem, scan_buffer, scan_log
-from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+from .rebuild import PlanSummary, SegmentPlan, plan_segment
+from .records import ScanProblem
+from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, check_index_setting
+from .summary import (
+    EVENT_TXN_DATA,
+    NO_PROBES,
+    ExistingIndex,
+    LogSummary,
+    Probes,
+    probes_for,
+    read_existing_indexes,
+    summarize_log,
+    unreadable_summary,
+)
 from .values import AbortedTxn
 
 
@@ -39,12 +49,13 @@ class SegmentRebuild:
 
     base_offset: int
     log_path: str
-    scan: LogScan
+    summary: LogSummary
     plan: SegmentPlan
     aborted: list[AbortedTxn]
     fatal: ScanProblem | None
     written: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
+    existing: dict[str, ExistingIndex] | None = None  # the .index/.timeindex as read (verify reads them)
 
 
 @dataclass
@@ -60,25 +71,37 @@ def plan_partition(
     partition_dir: str | os.PathLike[str],
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
     segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+    read_indexes: bool = False,
 ) -> PartitionRebuild:
-    """Scan and plan every segment and replay producer state; writes nothing."""
+    """Scan and plan every segment and replay producer state; writes nothing. ``read_indexes``: also
+    read each segment's existing ``.index``/``.timeindex`` (``SegmentRebuild.existing``), and look
+    their entries up during the scan (what verify needs)."""
     partition_dir = os.fspath(partition_dir)
     topic, partition = parse_partition_dir(partition_dir)
     log_start = read_log_start_offset(os.path.dirname(os.path.abspath(partition_dir)), topic, partition)
     bases = segment_base_offsets(partition_dir)
-    scans, plans = [], []
+    summaries, plans, existing = [], [], []
     for base in bases:
-        scan, plan = plan_segment_file(
-            segment_file(partition_dir, base, LOG_SUFFIX), base, index_interval_bytes, segment_index_bytes
+        indexes = read_existing_indexes(partition_dir, base) if read_indexes else None
+        summary, plan = plan_segment_file(
+            segment_file(partition_dir, base, LOG_SUFFIX),
+            base,
+            index_interval_bytes,
+            segment_index_bytes,
+            probes_for(indexes, base) if indexes is not None else NO_PROBES,
         )
-        scans.append(scan)
+        summaries.append(summary)
         plans.append(plan)
+        existing.append(indexes)
     aborted_per_segment = replay_partition(partition_dir, bases, plans, log_start)
     segments = []
-    for base, scan, plan, (aborted, replay_fatal) in zip(bases, scans, plans, aborted_per_segment, strict=True):
+    for base, summary, plan, indexes, (aborted, replay_fatal) in zip(
+        bases, summaries, plans, existing, aborted_per_segment, strict=True
+    ):
         fatals = [p for p in (plan.fatal, replay_fatal) if p is not None]
         fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
-        segments.append(SegmentRebuild(base, segment_file(partition_dir, base, LOG_SUFFIX), scan, plan, aborted, fatal))
+        log_path = segment_file(partition_dir, base, LOG_SUFFIX)
+        segments.append(SegmentRebuild(base, log_path, summary, plan, aborted, fatal, existing=indexes))
     return PartitionRebuild(partition_dir, topic, partition, log_start, segments)
 
 
@@ -87,21 +110,16 @@ def plan_segment_file(
     base_offset: int,
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
     segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
-) -> tuple[LogScan, SegmentPlan]:
-    """Scan and plan one segment: the independent, parallel part of a partition's rebuild."""
-    scan = _scan_or_unreadable(log_path)
-    return scan, plan_segment(scan, base_offset, index_interval_bytes, segment_index_bytes)
-
-
-def _scan_or_unreadable(path: str) -> LogScan:
-    """``scan_log``; a segment that cannot be read becomes an empty scan whose ``fatal`` says why."""
+    probes: Probes = NO_PROBES,
+) -> tuple[LogSummary, SegmentPlan]:
+    """Scan and plan one segment: the independent, parallel part of a partition's rebuild. A segment
+    that cannot be read gets an empty summary whose ``fatal`` says why."""
+    check_index_setting("plan_segment_file", "index_interval_bytes", index_interval_bytes)
     try:
-        return scan_log(path)
+        summary = summarize_log(log_path, base_offset, index_interval_bytes, probes)
     except (OSError, ValueError) as exc:
-        scan = scan_buffer(b"", 0, path)
-        reason = describe_error(exc)
-        scan.fatal = ScanProblem("unreadable_segment", 0, 0, f"cannot read {path}: {reason}")
-        return scan
+        summary = unreadable_summary(log_path, base_offset, index_interval_bytes, exc)
+    return summary, plan_segment(summary, segment_index_bytes)
 
 
 def replay_partition(
@@ -151,7 +169,7 @@ def rebuild_partition(
 
     With ``output_dir`` the files go to ``output_dir/<topic>-<partition>/`` and the partition is only read.
     A segment whose rebuild Kafka would abort (see :class:`SegmentRebuild.fatal`) gets no file at all.
-    The ``.log`` is never modified (a corrupt tail is reported in each segment's ``scan.problem``, not cut).
+    The ``.log`` is never modified (a corrupt tail is reported in each segment's ``summary.problem``, not cut).
     ``.txnindex`` is written when there are aborted transactions, and emptied (0 bytes) when a stale
     one exists, as Kafka does.
     """

@@ -22,8 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .layout import LOG_START_OFFSET_CHECKPOINT, SNAPSHOT_SUFFIX, parse_segment_name, segment_file
-from .rebuild import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_TXN_DATA
 from .records import ScanProblem
+from .summary import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_TXN_DATA
 from .values import AbortedTxn
 
 SNAPSHOT_VERSION = 1

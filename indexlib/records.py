@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import struct
 import zlib
 from dataclasses import dataclass
@@ -165,19 +166,70 @@ class LogScan:
         return self.file_size - self.valid_bytes
 
 
+#: StopReason by the number the compiled kernel returns
+STOP_CODES = tuple(StopReason)
+
+# Problems by code (the compiled kernel returns the same numbers; see _kernel.c): a walk's problem ...
+P_SIZE, P_V2_SIZE, P_TRUNCATED, P_CRC_V2, P_CRC_LEGACY, P_INVALID_MARKER = range(1, 7)
+# ... and a fatal one (Kafka's recovery would throw)
+F_COMPRESSED_CONTROL, F_UNKNOWN_CONTROL_TYPE = 7, 8
+
+
+def problem_from_code(
+    code: int, position: int, batch_index: int, base_offset: int | None, a: int, b: int, text: str | None
+) -> ScanProblem:
+    """The :class:`ScanProblem` for a problem code and its numbers (the one place their words are made)."""
+    if code == P_SIZE:
+        kind, detail = "size_below_minimum", f"batch size field {a} is below the minimum {MIN_SIZE_FIELD}"
+    elif code == P_V2_SIZE:
+        kind, detail = "size_below_minimum", f"v2 batch of {a} bytes is below the {V2_HEADER_SIZE}-byte header"
+    elif code == P_TRUNCATED:
+        kind = "truncated_batch"
+        detail = f"batch of {a} bytes runs {position + a - b} bytes past the end of the file ({b} bytes)"
+    elif code == P_CRC_V2:
+        kind, detail = "crc_mismatch", f"CRC-32C mismatch: stored {a:#010x}, computed {b:#010x}"
+    elif code == P_CRC_LEGACY:
+        kind, detail = "crc_mismatch", f"legacy CRC32 mismatch: stored {a:#010x}, computed {b:#010x}"
+    elif code == P_INVALID_MARKER:
+        kind, detail = "invalid_marker", f"malformed transaction marker: {text}"
+    elif code == F_COMPRESSED_CONTROL:
+        kind = "unknown_compression" if a > 4 else "compressed_control_batch"
+        detail = f"control batch with compression {COMPRESSION_NAMES.get(a, a)}: " + (
+            "Kafka's recovery fails on it" if a > 4 else "its marker cannot be read without decompressing (unsupported)"
+        )
+    elif code == F_UNKNOWN_CONTROL_TYPE:
+        kind = "unknown_control_type"
+        detail = f"control type {a} in a batch with a producer id: Kafka's recovery fails on it"
+    else:
+        raise ValueError(f"unknown scan problem code {code}")
+    return ScanProblem(kind, position, batch_index, detail, base_offset)
+
+
+def compiled_kernel() -> ModuleType | None:
+    """The compiled kernel if it is built, whatever ``KAFKA_INDEX_PURE_PYTHON`` says (tests compare both)."""
+    return _compiled
+
+
 _SIZE_MAGIC_CRC = struct.Struct(">i4xBI")  # at pos+8: size, (leader epoch skipped), magic, crc
 _SIZE_MAGIC = struct.Struct(">i4xB")  # at pos+8: size, magic (Kafka's 17-byte header up to the magic)
 _LEGACY_CRC = struct.Struct(">I")
 
 
+def open_segment(path: str | os.PathLike[str]) -> int:
+    """Open a ``.log`` read-only (never blocking on a FIFO); a file descriptor. ``ValueError`` if it is
+    not a regular file."""
+    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{os.fspath(path)}: not a regular file")
+    return fd
+
+
 def open_log(path: str | os.PathLike[str]) -> tuple[int, mmap.mmap | None]:
     """Open a ``.log`` read-only and map it (``None`` for an empty file). Returns (size, mapping)."""
-    fd = os.open(os.fspath(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+    fd = open_segment(path)
     try:
-        st = os.fstat(fd)
-        if not (st.st_mode & 0o170000) == 0o100000:
-            raise ValueError(f"{os.fspath(path)}: not a regular file")
-        size = st.st_size
+        size = os.fstat(fd).st_size
         if size == 0:
             return 0, None
         flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
@@ -267,56 +319,29 @@ def scan_buffer(buf: Buffer, end: int, path: str = "<buffer>", compiled: bool | 
                 length, magic = unpack_sm(view, pos + 8)
             # else the Python fast loop stopped on this very batch and already read its size and magic
             if length < MIN_SIZE_FIELD:
-                stop, problem = (
-                    StopReason.CORRUPT_BATCH,
-                    ScanProblem(
-                        "size_below_minimum",
-                        pos,
-                        accepted(),
-                        f"batch size field {length} is below the minimum {MIN_SIZE_FIELD}",
-                        _base_offset_at(view, pos),
-                    ),
-                )
+                stop = StopReason.CORRUPT_BATCH
+                problem = problem_from_code(P_SIZE, pos, accepted(), _base_offset_at(view, pos), length, 0, None)
                 break
             batch_end = pos + LOG_OVERHEAD + length
             if batch_end > end:
-                stop, problem = (
-                    StopReason.INCOMPLETE_BATCH,
-                    ScanProblem(
-                        "truncated_batch",
-                        pos,
-                        accepted(),
-                        f"batch of {LOG_OVERHEAD + length} bytes runs {batch_end - end} bytes past the end "
-                        f"of the file ({end} bytes)",
-                        _base_offset_at(view, pos),
-                    ),
+                stop = StopReason.INCOMPLETE_BATCH
+                problem = problem_from_code(
+                    P_TRUNCATED, pos, accepted(), _base_offset_at(view, pos), LOG_OVERHEAD + length, end, None
                 )
                 break
             if 2 <= magic < 128:
                 if length + LOG_OVERHEAD < V2_HEADER_SIZE:
-                    stop, problem = (
-                        StopReason.CORRUPT_BATCH,
-                        ScanProblem(
-                            "size_below_minimum",
-                            pos,
-                            accepted(),
-                            f"v2 batch of {length + LOG_OVERHEAD} bytes is below the {V2_HEADER_SIZE}-byte header",
-                            _base_offset_at(view, pos),
-                        ),
+                    stop = StopReason.CORRUPT_BATCH
+                    problem = problem_from_code(
+                        P_V2_SIZE, pos, accepted(), _base_offset_at(view, pos), length + LOG_OVERHEAD, 0, None
                     )
                     break
                 stored_crc = unpack_u32(view, pos + 17)[0]
-                if crc_c(view[pos + 21 : batch_end]) != stored_crc:
-                    stop, problem = (
-                        StopReason.CORRUPT_BATCH,
-                        ScanProblem(
-                            "crc_mismatch",
-                            pos,
-                            accepted(),
-                            f"CRC-32C mismatch: stored {stored_crc:#010x}, computed "
-                            f"{crc_c(view[pos + 21 : batch_end]):#010x}",
-                            _base_offset_at(view, pos),
-                        ),
+                computed = crc_c(view[pos + 21 : batch_end])
+                if computed != stored_crc:
+                    stop = StopReason.CORRUPT_BATCH
+                    problem = problem_from_code(
+                        P_CRC_V2, pos, accepted(), _base_offset_at(view, pos), stored_crc, computed, None
                     )
                     break
             else:
@@ -324,15 +349,9 @@ def scan_buffer(buf: Buffer, end: int, path: str = "<buffer>", compiled: bool | 
                 crc_stored = unpack_u32(view, pos + 12)[0]
                 computed = crc_ieee(view[pos + 16 : batch_end])
                 if computed != crc_stored:
-                    stop, problem = (
-                        StopReason.CORRUPT_BATCH,
-                        ScanProblem(
-                            "crc_mismatch",
-                            pos,
-                            accepted(),
-                            f"legacy CRC32 mismatch: stored {crc_stored:#010x}, computed {computed:#010x}",
-                            _base_offset_at(view, pos),
-                        ),
+                    stop = StopReason.CORRUPT_BATCH
+                    problem = problem_from_code(
+                        P_CRC_LEGACY, pos, accepted(), _base_offset_at(view, pos), crc_stored, computed, None
                     )
                     break
             append(pos)
@@ -534,6 +553,16 @@ def parse_marker(view: memoryview | bytes, pos: int, size: int, records_count: i
     return control_type, coordinator_epoch
 
 
+def marker_type_or_error(batch: Buffer, records_count: int) -> int | str:
+    """The control type of the marker a whole control batch (its bytes from the first) holds, or why it
+    is malformed (:func:`parse_marker`'s reason)."""
+    view = memoryview(batch)
+    try:
+        return parse_marker(view, 0, len(view), records_count)[0]
+    except ValueError as exc:
+        return str(exc)
+
+
 def _check_markers(view: memoryview, scan: LogScan) -> None:
     """Parse the markers of control batches that carry a producer id (what Kafka's producer state reads),
     recording their type, and cut the scan after a malformed one."""
@@ -544,37 +573,18 @@ def _check_markers(view: memoryview, scan: LogScan) -> None:
         codec = int(scan.attributes[i]) & ATTR_COMPRESSION_MASK
         base = int(scan.base_offsets[i])
         if codec != 0:
-            kind = "unknown_compression" if codec > 4 else "compressed_control_batch"
-            scan.fatal = ScanProblem(
-                kind,
-                pos,
-                i,
-                f"control batch with compression {COMPRESSION_NAMES.get(codec, codec)}: "
-                + (
-                    "Kafka's recovery fails on it"
-                    if codec > 4
-                    else "its marker cannot be read without decompressing (unsupported)"
-                ),
-                base,
-            )
+            scan.fatal = problem_from_code(F_COMPRESSED_CONTROL, pos, i, base, codec, 0, None)
             _cut(scan, i)
             return
-        try:
-            control_type, _ = parse_marker(view, pos, size, int(scan.records_counts[i]))
-        except ValueError as exc:
-            scan.problem = ScanProblem("invalid_marker", pos, i, f"malformed transaction marker: {exc}", base)
+        control_type = marker_type_or_error(view[pos : pos + size], int(scan.records_counts[i]))
+        if isinstance(control_type, str):
+            scan.problem = problem_from_code(P_INVALID_MARKER, pos, i, base, 0, 0, control_type)
             scan.stop = StopReason.INVALID_RECORD
             _cut(scan, i + 1)
             return
         scan.marker_types[i] = control_type
         if control_type not in (MARKER_ABORT, MARKER_COMMIT):
-            scan.fatal = ScanProblem(
-                "unknown_control_type",
-                pos,
-                i,
-                f"control type {control_type} in a batch with a producer id: Kafka's recovery fails on it",
-                base,
-            )
+            scan.fatal = problem_from_code(F_UNKNOWN_CONTROL_TYPE, pos, i, base, control_type, 0, None)
             _cut(scan, i + 1)
             return
 

@@ -35,7 +35,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .abstract_index import AbstractIndex
 from .errors import CorruptIndexError, describe_error
 from .findings import ERROR, Finding, files_to_rebuild
 from .layout import (
@@ -50,9 +49,10 @@ from .layout import (
 )
 from .offset_index import OffsetIndex
 from .partition import PartitionRebuild, SegmentRebuild, plan_partition
-from .rebuild import EVENT_ABORT, PlanSummary, SegmentPlan
-from .records import LogScan, ScanProblem, StopReason, open_log
+from .rebuild import PlanSummary, SegmentPlan
+from .records import ScanProblem, StopReason, open_log
 from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+from .summary import EVENT_ABORT, ExistingIndex, LogSummary
 from .time_index import TimeIndex
 from .transaction_index import TransactionIndex
 from .values import AbortedTxn
@@ -120,16 +120,17 @@ def verify_partition(
     segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
 ) -> PartitionVerify:
     """Verify every segment's index files against its ``.log`` (see the module docstring)."""
-    planned = plan_partition(partition_dir, index_interval_bytes, segment_index_bytes)
+    planned = plan_partition(partition_dir, index_interval_bytes, segment_index_bytes, read_indexes=True)
     return verify_planned(planned)
 
 
 def verify_planned(planned: PartitionRebuild) -> PartitionVerify:
-    """:func:`verify_partition` on an already planned partition (the Spark jobs plan per segment)."""
+    """:func:`verify_partition` on an already planned partition (planned with ``read_indexes=True``)."""
     segs = planned.segments
     last_base = segs[-1].base_offset if segs else None
     per_file = [
-        check_segment_files(s.log_path, s.base_offset, s.scan, s.plan, s.base_offset == last_base) for s in segs
+        check_segment_files(s.log_path, s.base_offset, s.summary, s.plan, s.base_offset == last_base, s.existing)
+        for s in segs
     ]
     txn = check_partition_transactions(
         [s.log_path for s in segs],
@@ -209,32 +210,39 @@ def directory_findings(partition_dir: str) -> list[Finding]:
 
 
 def check_segment_files(
-    log_path: str, base: int, scan: LogScan, plan: SegmentPlan, active: bool
+    log_path: str,
+    base: int,
+    summary: LogSummary,
+    plan: SegmentPlan,
+    active: bool,
+    existing: dict[str, ExistingIndex] | None,
 ) -> tuple[list[Finding], dict[str, bool | None]]:
-    """The per-segment part of verify (parallel, needs the scan): the ``.log``, ``.index`` and
-    ``.timeindex``. Returns the findings and, per file, whether it equals the rebuild."""
-    directory = os.path.dirname(log_path)
-    findings = log_findings(log_path, scan, plan.fatal)
+    """The per-segment part of verify (parallel): the ``.log``, and the ``.index`` and ``.timeindex`` as
+    read before the scan (``existing``; the summary answers their probes, see
+    :func:`indexlib.summary.probes_for`). Returns the findings and, per file, whether it equals the rebuild."""
+    findings = log_findings(log_path, summary, plan.fatal)
     if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
         return findings, {".index": None, ".timeindex": None}
+    if existing is None:
+        raise ValueError(f"{log_path}: verify needs the existing index files read before the scan")
     rebuildable = plan.fatal is None
     identical: dict[str, bool | None] = {}
     for suffix, cls, check, expected_bytes in (
         (".index", OffsetIndex, _check_offset_index, _offset_index_bytes),
         (".timeindex", TimeIndex, _check_time_index, _time_index_bytes),
     ):
-        path = segment_file(directory, base, suffix)
-        if not os.path.lexists(path):
+        index = existing[suffix]
+        path, entries, length = index.path, index.entries, index.length
+        if not index.exists:
             findings.append(Finding(f"{suffix[1:]}_missing", path, detail=f"{os.path.basename(path)} does not exist"))
             identical[suffix] = False if rebuildable else None
             continue
-        entries, length, problem = _read_index(cls, path, base)
-        if problem is not None:
-            findings.append(problem)
+        if index.error is not None:
+            findings.append(Finding("unreadable_file", path, detail=index.error))
             identical[suffix] = False if rebuildable else None
             continue
         findings += _length_findings(path, length, cls.ENTRY_SIZE)
-        findings += check(path, base, scan, entries, active)
+        findings += check(path, base, summary, entries, active)
         identical[suffix] = (
             (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected_bytes(plan))
             if rebuildable
@@ -267,45 +275,45 @@ def check_transaction_file(
 
 
 # ------------------------------------------------------------------------------------------ .log
-def log_findings(log_path: str, scan: LogScan, fatal: ScanProblem | None) -> list[Finding]:
+def log_findings(log_path: str, summary: LogSummary, fatal: ScanProblem | None) -> list[Finding]:
     """The ``.log``'s invalid tail and any point where Kafka's recovery would refuse the segment."""
     findings = []
-    last_valid = int(scan.last_offsets[-1]) if scan.batch_count else None
-    cut = f"Kafka's recovery would truncate the last {scan.invalid_bytes} bytes (from byte {scan.valid_bytes}"
+    last_valid = summary.last_offset
+    cut = f"Kafka's recovery would truncate the last {summary.invalid_bytes} bytes (from byte {summary.valid_bytes}"
     cut += f"; last valid offset {last_valid})" if last_valid is not None else "; no valid batch)"
-    if scan.problem is not None and scan.problem.kind != "invalid_marker":
-        kind = "log_zero_tail" if _all_zero(log_path, scan.valid_bytes) else f"log_{scan.problem.kind}"
+    if summary.problem is not None and summary.problem.kind != "invalid_marker":
+        kind = "log_zero_tail" if _all_zero(log_path, summary.valid_bytes) else f"log_{summary.problem.kind}"
         findings.append(
             Finding(
                 kind,
                 log_path,
-                scan.problem.batch_index,
-                scan.problem.position,
-                found=scan.invalid_bytes,
-                detail=f"{scan.problem.detail}; {cut}",
+                summary.problem.batch_index,
+                summary.problem.position,
+                found=summary.invalid_bytes,
+                detail=f"{summary.problem.detail}; {cut}",
             )
         )
-    elif scan.problem is not None:  # the marker batch itself is kept; everything after it is cut
+    elif summary.problem is not None:  # the marker batch itself is kept; everything after it is cut
         findings.append(
             Finding(
                 "log_invalid_marker",
                 log_path,
-                scan.problem.batch_index,
-                scan.problem.position,
-                found=scan.invalid_bytes,
-                detail=f"{scan.problem.detail}; {cut}",
+                summary.problem.batch_index,
+                summary.problem.position,
+                found=summary.invalid_bytes,
+                detail=f"{summary.problem.detail}; {cut}",
             )
         )
-    elif scan.stop is StopReason.SHORT_TAIL:
-        kind = "log_zero_tail" if _all_zero(log_path, scan.valid_bytes) else "log_short_tail"
+    elif summary.stop is StopReason.SHORT_TAIL:
+        kind = "log_zero_tail" if _all_zero(log_path, summary.valid_bytes) else "log_short_tail"
         findings.append(
             Finding(
                 kind,
                 log_path,
-                scan.batch_count,
-                scan.valid_bytes,
-                found=scan.invalid_bytes,
-                detail=f"{scan.invalid_bytes} bytes too short for a batch header; {cut}",
+                summary.batch_count,
+                summary.valid_bytes,
+                found=summary.invalid_bytes,
+                detail=f"{summary.invalid_bytes} bytes too short for a batch header; {cut}",
             )
         )
     if fatal is not None:
@@ -337,18 +345,6 @@ def _all_zero(path: str, start: int) -> bool:
 
 
 # ------------------------------------------------------------------------------------ index files
-def _read_index(
-    cls: type[AbstractIndex[Any]], path: str, base: int
-) -> tuple[npt.NDArray[np.void], int, Finding | None]:
-    """Every whole entry (a copy) and the file length, through a read-only open; or a finding."""
-    try:
-        with cls(path, base, writable=False) as index:
-            return index.to_numpy().copy(), index.length, None
-    except (OSError, ValueError) as exc:
-        reason = describe_error(exc)
-        return np.empty(0, cls.DTYPE), 0, Finding("unreadable_file", path, detail=f"cannot read {path}: {reason}")
-
-
 def _length_findings(path: str, length: int, entry_size: int) -> list[Finding]:
     extra = length % entry_size
     if not extra:
@@ -427,7 +423,7 @@ def _flag(
     findings.append(Finding(kind, path, i, i * entry_size, exp, int(found[i]), f"entry {i}: {what}{more}", len(hits)))
 
 
-def _check_offset_index(path: str, base: int, scan: LogScan, entries: np.ndarray, active: bool) -> list[Finding]:
+def _check_offset_index(path: str, base: int, summary: LogSummary, entries: np.ndarray, active: bool) -> list[Finding]:
     rel = entries["relative_offset"].astype(np.int64)
     pos = entries["position"].astype(np.int64)
     n = _zero_tail_start(rel, pos)
@@ -465,7 +461,7 @@ def _check_offset_index(path: str, base: int, scan: LogScan, entries: np.ndarray
         pos,
         "position is not above the previous entry's",
     )
-    inside = (pos >= 0) & (pos < scan.valid_bytes)
+    inside = (pos >= 0) & (pos < summary.valid_bytes)
     _flag(
         findings,
         "position_outside_valid_data",
@@ -474,11 +470,10 @@ def _check_offset_index(path: str, base: int, scan: LogScan, entries: np.ndarray
         8,
         None,
         pos,
-        f"position is outside the valid data of the .log ({scan.valid_bytes} bytes)",
+        f"position is outside the valid data of the .log ({summary.valid_bytes} bytes)",
     )
-    batch = np.clip(np.searchsorted(scan.positions, pos, side="right") - 1, 0, None)
-    if scan.batch_count:
-        starts = scan.positions[batch]
+    if summary.batch_count:
+        starts, batch_base, prev_last = summary.answers.at_positions(pos)
         is_start = inside & (starts == pos)
         _flag(
             findings,
@@ -490,7 +485,6 @@ def _check_offset_index(path: str, base: int, scan: LogScan, entries: np.ndarray
             pos,
             "position points into the middle of a batch (expected: the start of that batch)",
         )
-        batch_base = scan.base_offsets[batch]
         _flag(
             findings,
             "offset_before_batch",
@@ -501,7 +495,6 @@ def _check_offset_index(path: str, base: int, scan: LogScan, entries: np.ndarray
             off,
             "the batch at this position starts after the entry's offset",
         )
-        prev_last = np.where(batch > 0, scan.last_offsets[np.maximum(batch - 1, 0)], np.iinfo(np.int64).min)
         _flag(
             findings,
             "offset_inside_previous_batch",
@@ -515,7 +508,7 @@ def _check_offset_index(path: str, base: int, scan: LogScan, entries: np.ndarray
     return findings
 
 
-def _check_time_index(path: str, base: int, scan: LogScan, entries: np.ndarray, active: bool) -> list[Finding]:
+def _check_time_index(path: str, base: int, summary: LogSummary, entries: np.ndarray, active: bool) -> list[Finding]:
     ts = entries["timestamp"].astype(np.int64)
     rel = entries["relative_offset"].astype(np.int64)
     n = _zero_tail_start(ts, rel)
@@ -543,7 +536,7 @@ def _check_time_index(path: str, base: int, scan: LogScan, entries: np.ndarray, 
         off,
         "offset is below the previous entry's",
     )
-    last = int(scan.last_offsets[-1]) if scan.batch_count else base - 1
+    last = summary.last_offset if summary.last_offset is not None else base - 1
     inside = (off >= base) & (off <= last)
     _flag(
         findings,
@@ -555,10 +548,10 @@ def _check_time_index(path: str, base: int, scan: LogScan, entries: np.ndarray, 
         off,
         f"offset is outside the segment's valid offsets {base}..{last}",
     )
-    if scan.batch_count:
-        running_max = np.maximum.accumulate(scan.max_timestamps)
-        batch = np.minimum(np.searchsorted(scan.last_offsets, off, side="left"), scan.batch_count - 1)
-        expected = running_max[batch]
+    if summary.raw_max is not None:
+        # the largest batch timestamp up to the first batch reaching the offset (answered for every
+        # offset inside the segment's valid offsets)
+        expected = summary.answers.at_offsets(off)
         _flag(
             findings,
             "timestamp_not_running_max",
@@ -569,7 +562,7 @@ def _check_time_index(path: str, base: int, scan: LogScan, entries: np.ndarray, 
             ts,
             "timestamp is not the largest batch timestamp up to the batch holding the entry's offset",
         )
-        segment_max = int(running_max[-1])
+        segment_max = summary.raw_max
         if not active and segment_max >= 0 and (n == 0 or int(ts[n - 1]) < segment_max):
             findings.append(
                 Finding(

@@ -95,7 +95,7 @@ def test_rebuild_in_place(capsys, partition, tmp_path):
     assert "index.interval.bytes=1000" in lines[0] and "3 segments" in lines[0]
     for seg in expected.segments:
         line = next(x for x in lines if x.startswith(f"  {seg.base_offset:020d}:"))
-        assert f"{seg.scan.batch_count} batches, {seg.scan.valid_bytes} valid bytes" in line
+        assert f"{seg.summary.batch_count} batches, {seg.summary.valid_bytes} valid bytes" in line
         assert f".index {len(seg.plan.offset_offsets)} entries" in line
         assert f".timeindex {len(seg.plan.time_timestamps)} entries" in line
         assert f".txnindex {len(seg.aborted)} entr" in line

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from indexlib.producer_state import replay_segment
-from indexlib.rebuild import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_DTYPE, EVENT_TXN_DATA, compact_events
+from indexlib.summary import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_DTYPE, EVENT_TXN_DATA, compact_events
 
 
 def make_events(kinds_pids) -> np.ndarray:

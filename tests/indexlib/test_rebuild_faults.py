@@ -13,6 +13,7 @@ from indexlib.generate import encode_batch_v2, encode_control_batch, encode_lega
 from indexlib.partition import rebuild_partition
 from indexlib.rebuild import plan_segment
 from indexlib.records import StopReason, scan_log
+from indexlib.summary import summarize
 from indexlib.verify import verify_partition
 
 
@@ -36,7 +37,7 @@ def test_flipped_payload_byte_stops_at_that_batch(tmp_path):
     assert scan.stop is StopReason.CORRUPT_BATCH
     assert scan.problem.kind == "crc_mismatch" and scan.problem.position == bad and scan.problem.batch_index == 20
     assert scan.batch_count == 20 and scan.valid_bytes == bad
-    plan = plan_segment(scan, 0, index_interval_bytes=300)
+    plan = plan_segment(summarize(scan, 0, index_interval_bytes=300))
     assert plan.fatal is None
     assert plan.offset_positions.max() < bad  # the rebuild covers exactly the valid prefix
     assert scan.last_offsets.tolist() == [i * 3 + 2 for i in range(20)]
@@ -109,17 +110,18 @@ def test_index_files_follow_the_interval_rule(tmp_path):
     generate_partition(part, segments=1, batches_per_segment=200, seed=5)
     result = rebuild_partition(part, index_interval_bytes=1000)
     seg = result.segments[0]
-    positions = seg.scan.positions.tolist()
+    scan = scan_log(seg.log_path)
+    positions = scan.positions.tolist()
     expected, last = [], 0
     for i, p in enumerate(positions):
         if p - last > 1000:
-            expected.append((int(seg.scan.last_offsets[i]), p))
+            expected.append((int(scan.last_offsets[i]), p))
             last = p
     with OffsetIndex(part / "00000000000000000000.index", 0, writable=False) as index:
         assert [tuple(e) for e in index] == expected
     with TimeIndex(part / "00000000000000000000.timeindex", 0, writable=False) as times:
         ts = [e.timestamp for e in times]
-        assert ts == sorted(set(ts)) and times.last_entry.timestamp == int(seg.scan.max_timestamps.max())
+        assert ts == sorted(set(ts)) and times.last_entry.timestamp == int(scan.max_timestamps.max())
 
 
 def test_offset_overflow_is_fatal_and_writes_nothing(tmp_path):
@@ -269,7 +271,7 @@ def test_recovery_with_corrupt_message(tmp_path):
         data[start:] = rng.integers(0, 256, len(data) - start, dtype=np.uint8).tobytes()
         (part / "00000000000000000000.log").write_bytes(bytes(data))
         result = rebuild_partition(part, index_interval_bytes=10)
-        assert result.segments[0].scan.last_offsets.tolist() == list(range(k))
+        assert scan_log(result.segments[0].log_path).last_offsets.tolist() == list(range(k))
         finding = [f for f in verify_partition(part, index_interval_bytes=10).all_findings if f.file.endswith(".log")]
         assert len(finding) == 1 and finding[0].entry == k
 

@@ -26,6 +26,7 @@ from indexlib.records import (
     scan_buffer,
     scan_log,
 )
+from indexlib.summary import summarize
 
 #: The problems a walk or the marker check may report (records.py), and the fatal kinds.
 PROBLEM_KINDS = {"size_below_minimum", "truncated_batch", "crc_mismatch", "invalid_marker"}
@@ -419,7 +420,7 @@ def check_scan(scan, data: bytes) -> None:
 def check_plan(scan) -> None:
     """Planning any scan returns too, with a refusal kind when it cannot be rebuilt."""
     base = int(scan.base_offsets[0]) if scan.batch_count else 0
-    plan = plan_segment(scan, base, index_interval_bytes=0, segment_index_bytes=1200)
+    plan = plan_segment(summarize(scan, base, index_interval_bytes=0), segment_index_bytes=1200)
     assert plan.valid_bytes == scan.valid_bytes and plan.batch_count == scan.batch_count
     if plan.fatal is not None:
         assert plan.fatal.kind in FATAL_KINDS | {

@@ -30,6 +30,7 @@ from indexlib.producer_state import replay_segment
 from indexlib.rebuild import plan_segment
 from indexlib.records import StopReason, scan_buffer
 from indexlib.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+from indexlib.summary import summarize
 from indexlib.values import AbortedTxn
 
 BAD = 100  # base offset of the case's segment
@@ -273,7 +274,7 @@ def test_the_time_offset_cases_index_the_batches_they_claim():
     case = next(c for c in CASES if c.id == "time-offset-going-back")
     assert {len(b) for c in CASES if c.interval == BATCH for b in c.bad} == {BATCH}
     d = b"".join(case.bad)
-    plan = plan_segment(scan_buffer(d, len(d)), BAD, case.interval)
+    plan = plan_segment(summarize(scan_buffer(d, len(d)), BAD, case.interval))
     assert plan.offset_positions.tolist() == [2 * BATCH, 4 * BATCH]
     assert plan.offset_offsets.tolist() == [BAD + 10, BAD + 20]  # increasing: the offset index is fine
 
@@ -490,5 +491,5 @@ def test_what_is_not_refused(tmp_path):
         part = make_partition(tmp_path / case.id, case)
         result = rebuild_partition(part, case.interval, case.index_bytes)
         assert [s.fatal for s in result.segments] == [None, None, None], case.id
-        assert result.segments[1].scan.problem is None, case.id
+        assert result.segments[1].summary.problem is None, case.id
         assert len(index_files(part, BAD)) == 2, case.id

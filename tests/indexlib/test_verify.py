@@ -18,6 +18,7 @@ from indexlib import TransactionIndex
 from indexlib.generate import encode_batch_v2
 from indexlib.layout import segment_file
 from indexlib.partition import plan_partition, rebuild_partition
+from indexlib.records import scan_log
 from indexlib.verify import verify_partition
 
 from ..conftest import KAFKA_REAL, requires_kafka_real
@@ -150,7 +151,7 @@ def test_truncated_index_files(tmp_path):
     bad = kinds(report)["bad_length"]
     assert (bad.file, bad.found, bad.entry) == (index, os.path.getsize(index), os.path.getsize(index) // 8)
     final = kinds(report)["time_index_missing_final_entry"]
-    assert final.file == times and final.expected == int(plan_partition(part).segments[1].scan.max_timestamps.max())
+    assert final.file == times and final.expected == plan_partition(part).segments[1].summary.raw_max
     assert set(kinds(report)) == {"bad_length", "time_index_missing_final_entry"}
 
 
@@ -275,7 +276,7 @@ def _log_fault_case(part: Path, base: int, damage) -> tuple[Path, int]:
 @pytest.mark.parametrize("fault", ["truncated", "flipped", "zero_tail", "size_below_14"])
 def test_log_faults_give_their_finding_and_the_rebuild_covers_the_valid_prefix(fault, tmp_path):
     part = copy_partition("plain-0", tmp_path)
-    scan = plan_partition(part).segments[1].scan
+    scan = scan_log(plan_partition(part).segments[1].log_path)
     k = 40
     at = int(scan.positions[k])
     damage = {

@@ -1,0 +1,410 @@
+"""One pass over a ``.log`` segment, reduced to what the rebuild plan and verify need: a :class:`LogSummary`.
+
+A summary holds nothing per batch. Its size is bounded by the batches that get an index entry, the
+producer events the replay needs (:func:`compact_events`) and the existing index entries verify looks up
+(:class:`Probes`), so a 1 GiB segment of one-record batches needs megabytes, not a gigabyte.
+
+Two ways make the same summary, field for field:
+
+* :func:`summarize_log` with the compiled kernel (``indexlib._kernel.scan_segment``): one streaming walk
+  through a reused read buffer (``pread``: a file that shrinks meanwhile is an ``OSError``, never SIGBUS);
+* :func:`summarize` over a :class:`~indexlib.records.LogScan`'s columns with numpy: the readable reference,
+  and the fallback where the extension is not built or ``KAFKA_INDEX_PURE_PYTHON=1`` (it keeps the
+  columns, so its memory grows with the batches).
+
+Definitions (kafka-index-format.md 2.3-2.4, 3): ``n`` = accepted batches (after a marker cut);
+``plan_end`` ``m`` = the first batch a rebuild cannot index: the first whose last offset does not fit the
+32-bit relative range of the base offset, or the scan's fatal batch, else ``n``. For batch ``i``:
+``running_max`` = max(-1, max timestamps of batches 0..i); ``max_offset`` = last offset of the batch that
+first reached it (the base offset while it is -1); ``v2_next`` = last offset + 1 of the last v2 batch in
+0..i (:data:`NO_OFFSET` if none). ``entries`` = those values at each batch ``i < m`` that gets an index
+entry (bytes since the last indexed batch's start > ``index.interval.bytes``; never batch 0).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import records
+from .abstract_index import INT32_MAX, AbstractIndex
+from .errors import describe_error
+from .layout import segment_file
+from .offset_index import OffsetIndex
+from .records import ATTR_CONTROL, ATTR_TRANSACTIONAL, MARKER_ABORT, MARKER_COMMIT, LogScan, ScanProblem, StopReason
+from .settings import check_index_setting
+from .time_index import TimeIndex
+
+#: "no such offset" in the int64 columns (no v2 batch yet, no previous batch, a probe outside the data)
+NO_OFFSET = int(np.iinfo(np.int64).min)
+
+#: The values at one batch: see the module docstring.
+ROW_DTYPE = np.dtype(
+    [
+        ("batch", np.int64),
+        ("position", np.int64),
+        ("base_offset", np.int64),
+        ("last_offset", np.int64),
+        ("running_max", np.int64),
+        ("max_offset", np.int64),
+        ("v2_next", np.int64),
+    ]
+)
+
+# Transactional event kinds (one per v2 batch with a producer id).
+EVENT_DATA = 0  # non-transactional data batch
+EVENT_TXN_DATA = 1  # transactional data batch
+EVENT_ABORT = 2  # ABORT marker
+EVENT_COMMIT = 3  # COMMIT marker
+
+EVENT_DTYPE = np.dtype(
+    [("batch", np.int32), ("kind", np.int8), ("producer_id", np.int64), ("offset", np.int64), ("position", np.int64)]
+)
+
+
+@dataclass(frozen=True)
+class Probes:
+    """Where verify will look into the batches: the positions of the existing ``.index`` entries and
+    the offsets of the existing ``.timeindex`` entries (each sorted, unique, int64)."""
+
+    positions: npt.NDArray[np.int64]
+    offsets: npt.NDArray[np.int64]
+
+    @staticmethod
+    def of(positions: npt.ArrayLike = (), offsets: npt.ArrayLike = ()) -> Probes:
+        return Probes(np.unique(np.asarray(positions, np.int64)), np.unique(np.asarray(offsets, np.int64)))
+
+
+NO_PROBES = Probes.of()
+
+
+@dataclass(frozen=True)
+class ProbeAnswers:
+    """What the batches say at each probe.
+
+    For a position inside the valid data: the start, base offset and previous batch's last offset
+    (:data:`NO_OFFSET` for the first batch) of the batch holding it; outside: (-1, 0, NO_OFFSET). For an
+    offset: the largest batch max timestamp (not clamped) up to the first batch whose last offset
+    reaches it; :data:`NO_OFFSET` when no batch does.
+    """
+
+    probes: Probes
+    starts: npt.NDArray[np.int64]
+    bases: npt.NDArray[np.int64]
+    previous_lasts: npt.NDArray[np.int64]
+    running_max: npt.NDArray[np.int64]
+
+    def at_positions(
+        self, positions: npt.NDArray[np.int64]
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(starts, bases, previous lasts) for ``positions``, each one of the probes."""
+        i = np.searchsorted(self.probes.positions, positions)
+        return self.starts[i], self.bases[i], self.previous_lasts[i]
+
+    def at_offsets(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """The running max timestamp for ``offsets``, each one of the probes."""
+        result: npt.NDArray[np.int64] = self.running_max[np.searchsorted(self.probes.offsets, offsets)]
+        return result
+
+
+@dataclass
+class LogSummary:
+    """A ``.log`` segment as the rebuild plan and verify see it (see the module docstring).
+
+    Invariants: ``entries["batch"]`` strictly increase and are ``< plan_end <= batch_count``;
+    ``last_row`` is batch ``plan_end - 1`` (``None`` when ``plan_end == 0``), ``stop_row`` batch
+    ``plan_end`` (``None`` when ``plan_end == batch_count``); ``events`` are compacted and their batches
+    are ``< plan_end + 1``; ``valid_bytes <= file_size``.
+    """
+
+    path: str
+    file_size: int
+    base_offset: int
+    index_interval_bytes: int
+    batch_count: int
+    valid_bytes: int
+    stop: StopReason
+    problem: ScanProblem | None
+    fatal: ScanProblem | None
+    plan_end: int
+    entries: npt.NDArray[np.void]  # ROW_DTYPE
+    last_row: np.void | None
+    stop_row: np.void | None
+    events: npt.NDArray[np.void]  # EVENT_DTYPE
+    last_offset: int | None  # of the last valid batch
+    raw_max: int | None  # the largest batch max timestamp (not clamped)
+    answers: ProbeAnswers
+
+    @property
+    def invalid_bytes(self) -> int:
+        """Bytes after the valid data, which Kafka's recovery would truncate."""
+        return self.file_size - self.valid_bytes
+
+
+# ------------------------------------------------------------------------------------ the reference
+def summarize(scan: LogScan, base_offset: int, index_interval_bytes: int, probes: Probes = NO_PROBES) -> LogSummary:
+    """The summary of a scan's columns (the reference; see the module docstring)."""
+    check_index_setting("summarize", "index_interval_bytes", index_interval_bytes)
+    n = scan.batch_count
+    last_offsets = scan.last_offsets
+    relative = last_offsets - base_offset
+    overflow = np.flatnonzero((relative < 0) | (relative > INT32_MAX))
+    m = int(overflow[0]) if len(overflow) else n
+    if scan.fatal is not None:
+        m = min(m, scan.fatal.batch_index)
+    ts = scan.max_timestamps
+    index = np.arange(n)
+    running_max = np.maximum.accumulate(np.maximum(ts, -1)) if n else ts
+    previous_max = np.concatenate(([-1], running_max[:-1]))
+    source = np.maximum.accumulate(np.where(ts > previous_max, index, -1)) if n else index
+    max_offset = np.where(source >= 0, last_offsets[np.maximum(source, 0)], base_offset)
+    v2_source = np.maximum.accumulate(np.where(scan.magic >= 2, index, -1)) if n else index
+    v2_next = np.where(v2_source >= 0, last_offsets[np.maximum(v2_source, 0)] + 1, NO_OFFSET)
+
+    def rows(batches: npt.NDArray[np.int64]) -> npt.NDArray[np.void]:
+        out = np.empty(len(batches), ROW_DTYPE)
+        out["batch"] = batches
+        out["position"] = scan.positions[batches]
+        out["base_offset"] = scan.base_offsets[batches]
+        out["last_offset"] = last_offsets[batches]
+        out["running_max"] = running_max[batches]
+        out["max_offset"] = max_offset[batches]
+        out["v2_next"] = v2_next[batches]
+        return out
+
+    selected = select_indexed_batches(scan.positions[:m], scan.sizes[:m], index_interval_bytes)
+    return LogSummary(
+        path=scan.path,
+        file_size=scan.file_size,
+        base_offset=base_offset,
+        index_interval_bytes=index_interval_bytes,
+        batch_count=n,
+        valid_bytes=scan.valid_bytes,
+        stop=scan.stop,
+        problem=scan.problem,
+        fatal=scan.fatal,
+        plan_end=m,
+        entries=rows(selected),
+        last_row=rows(np.array([m - 1]))[0] if m else None,
+        stop_row=rows(np.array([m]))[0] if m < n else None,
+        events=transaction_events(scan, min(m + 1, n)),
+        last_offset=int(last_offsets[-1]) if n else None,
+        raw_max=int(ts.max()) if n else None,
+        answers=answer_probes(scan, probes),
+    )
+
+
+def select_indexed_batches(positions: np.ndarray, sizes: np.ndarray, interval: int) -> npt.NDArray[np.int64]:
+    """Indices of the batches that get an index entry (greedy, exactly Kafka's sequential rule)."""
+    n = len(positions)
+    if n <= 1:
+        return np.empty(0, dtype=np.int64)
+    if bool(np.all(sizes[:-1] > interval)):
+        return np.arange(1, n, dtype=np.int64)  # every batch but the first
+    chosen: list[int] = []
+    last = 0
+    search = positions.searchsorted
+    while True:
+        i = int(search(last + interval, side="right"))
+        if i >= n:
+            break
+        chosen.append(i)
+        last = int(positions[i])
+    return np.asarray(chosen, dtype=np.int64)
+
+
+def answer_probes(scan: LogScan, probes: Probes) -> ProbeAnswers:
+    """:class:`ProbeAnswers` from a scan's columns (the reference)."""
+    n = scan.batch_count
+    q = probes.positions
+    inside = (q >= 0) & (q < scan.valid_bytes)
+    batch = np.clip(np.searchsorted(scan.positions, q, side="right") - 1, 0, None)
+    if n:
+        starts = np.where(inside, scan.positions[batch], -1)
+        bases = np.where(inside, scan.base_offsets[batch], 0)
+        previous = np.where(batch > 0, scan.last_offsets[np.maximum(batch - 1, 0)], NO_OFFSET)
+        previous = np.where(inside, previous, NO_OFFSET)
+        reach = np.searchsorted(np.maximum.accumulate(scan.last_offsets), probes.offsets, side="left")
+        running = np.maximum.accumulate(scan.max_timestamps)[np.minimum(reach, n - 1)]
+        running = np.where(reach < n, running, NO_OFFSET)
+    else:
+        starts = np.full(len(q), -1, np.int64)
+        bases = np.zeros(len(q), np.int64)
+        previous = np.full(len(q), NO_OFFSET, np.int64)
+        running = np.full(len(probes.offsets), NO_OFFSET, np.int64)
+    return ProbeAnswers(
+        probes, starts.astype(np.int64), bases.astype(np.int64), previous.astype(np.int64), running.astype(np.int64)
+    )
+
+
+def transaction_events(scan: LogScan, limit: int) -> np.ndarray:
+    """The producer-state events of the first ``limit`` batches: v2 batches with a producer id, compacted.
+
+    Empty control batches are skipped (Kafka ignores them); markers carry their control type. A control
+    batch that is not a well-formed ABORT or COMMIT marker changes no state either: Kafka throws while
+    appending it (a malformed marker ends the valid data after it; an unknown type is fatal).
+    """
+    magic = scan.magic[:limit]
+    pids = scan.producer_ids[:limit]
+    attrs = scan.attributes[:limit]
+    control = (attrs & ATTR_CONTROL) != 0
+    is_marker = (scan.marker_types[:limit] == MARKER_ABORT) | (scan.marker_types[:limit] == MARKER_COMMIT)
+    mask = (magic >= 2) & (pids > -1) & ~(control & ~is_marker)
+    idx = np.flatnonzero(mask)
+    events = np.empty(len(idx), dtype=EVENT_DTYPE)
+    events["batch"] = idx
+    events["producer_id"] = pids[idx]
+    events["offset"] = scan.base_offsets[:limit][idx]
+    events["position"] = scan.positions[:limit][idx]
+    kind = np.where((attrs[idx] & ATTR_TRANSACTIONAL) != 0, EVENT_TXN_DATA, EVENT_DATA)
+    markers = scan.marker_types[:limit][idx]
+    kind = np.where(control[idx] & (markers == MARKER_ABORT), EVENT_ABORT, kind)
+    kind = np.where(control[idx] & (markers == MARKER_COMMIT), EVENT_COMMIT, kind)
+    events["kind"] = kind
+    return compact_events(events)
+
+
+def compact_events(events: np.ndarray) -> np.ndarray:
+    """Drop the data events the replay cannot notice: a data event whose producer's previous event in
+    the segment has the same kind (both transactional or both not).
+
+    Lossless for :func:`indexlib.producer_state.replay_segment` from any starting state: after a
+    transactional batch the producer's transaction is open, so a second one changes nothing; after a
+    non-transactional batch it is not open (or the replay already stopped there), so a second one is
+    harmless too. Markers are all kept. Bounds the events per segment by producers x transactions,
+    not by batches (idempotent producers write a producer id on every batch). Prefix-stable: compacting
+    the first ``k`` events keeps exactly the kept events among them.
+    """
+    if len(events) < 2:
+        return events
+    kind, pid = events["kind"], events["producer_id"]
+    data = kind <= EVENT_TXN_DATA
+    # pass 1 (linear): runs of one producer's same-kind data events
+    repeat = np.zeros(len(events), dtype=bool)
+    repeat[1:] = data[1:] & (pid[1:] == pid[:-1]) & (kind[1:] == kind[:-1])
+    events = events[~repeat]
+    if len(events) < 2:
+        return events
+    # pass 2: the same, between each producer's own consecutive events (interleaved producers)
+    kind, pid = events["kind"], events["producer_id"]
+    order = np.argsort(pid, kind="stable")
+    k, p = kind[order], pid[order]
+    repeat_sorted = np.zeros(len(events), dtype=bool)
+    repeat_sorted[1:] = (k[1:] <= EVENT_TXN_DATA) & (p[1:] == p[:-1]) & (k[1:] == k[:-1])
+    repeat = np.empty_like(repeat_sorted)
+    repeat[order] = repeat_sorted
+    return events[~repeat]
+
+
+# ------------------------------------------------------------------------------------ from a file
+def summarize_log(
+    path: str | os.PathLike[str],
+    base_offset: int,
+    index_interval_bytes: int,
+    probes: Probes = NO_PROBES,
+    compiled: bool | None = None,
+) -> LogSummary:
+    """The summary of a ``.log`` file: one streaming pass of the compiled kernel, or (``compiled=False``,
+    or the kernel not in use, see :data:`indexlib.records.KERNEL`) :func:`summarize` over
+    :func:`~indexlib.records.scan_log`. Never modifies the file. Raises ``OSError``/``ValueError`` when
+    it cannot be read."""
+    path = os.fspath(path)
+    kernel = records.KERNEL if compiled is None else (records.compiled_kernel() if compiled else None)
+    if kernel is None or not hasattr(kernel, "scan_segment"):
+        return summarize(records.scan_log(path), base_offset, index_interval_bytes, probes)
+    check_index_setting("summarize_log", "index_interval_bytes", index_interval_bytes)
+    fd = records.open_segment(path)
+    try:
+        size = os.fstat(fd).st_size
+        raw = kernel.scan_segment(
+            fd,
+            size,
+            base_offset,
+            index_interval_bytes,
+            probes.positions.tobytes(),
+            probes.offsets.tobytes(),
+            records.marker_type_or_error,
+        )
+    finally:
+        os.close(fd)
+    n = raw["batch_count"]
+    answers = np.frombuffer(raw["offset_answers"], np.int64).reshape(-1, 3)
+
+    def row(values: tuple[int, ...] | None) -> np.void | None:
+        return None if values is None else np.array([values], ROW_DTYPE)[0]
+
+    return LogSummary(
+        path=path,
+        file_size=size,
+        base_offset=base_offset,
+        index_interval_bytes=index_interval_bytes,
+        batch_count=n,
+        valid_bytes=raw["valid_bytes"],
+        stop=records.STOP_CODES[raw["stop"]],
+        problem=records.problem_from_code(*raw["problem"]) if raw["problem"] is not None else None,
+        fatal=records.problem_from_code(*raw["fatal"]) if raw["fatal"] is not None else None,
+        plan_end=raw["plan_end"],
+        entries=np.frombuffer(raw["entries"], ROW_DTYPE),
+        last_row=row(raw["last_row"]),
+        stop_row=row(raw["stop_row"]),
+        events=np.frombuffer(raw["events"], EVENT_DTYPE),
+        last_offset=raw["last_offset"],
+        raw_max=raw["raw_max"],
+        answers=ProbeAnswers(
+            probes,
+            answers[:, 0].copy(),
+            answers[:, 1].copy(),
+            answers[:, 2].copy(),
+            np.frombuffer(raw["time_answers"], np.int64),
+        ),
+    )
+
+
+def unreadable_summary(path: str, base_offset: int, index_interval_bytes: int, exc: BaseException) -> LogSummary:
+    """The summary of a segment that cannot be read: no batch, and a ``fatal`` that says why."""
+    summary = summarize(records.scan_buffer(b"", 0, path), base_offset, index_interval_bytes)
+    summary.fatal = ScanProblem("unreadable_segment", 0, 0, f"cannot read {path}: {describe_error(exc)}")
+    return summary
+
+
+# ------------------------------------------------------------------------------ the existing indexes
+@dataclass(frozen=True)
+class ExistingIndex:
+    """An existing ``.index`` or ``.timeindex`` as verify reads it: every whole entry and the file's
+    length, or why it could not be read (``error``); ``exists`` False when there is no such file."""
+
+    path: str
+    exists: bool
+    entries: npt.NDArray[np.void]
+    length: int
+    error: str | None = None
+
+
+def read_existing_index(cls: type[AbstractIndex[Any]], path: str, base_offset: int) -> ExistingIndex:
+    """Read an index file read-only (a copy of its entries), never failing."""
+    if not os.path.lexists(path):
+        return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
+    try:
+        with cls(path, base_offset, writable=False) as index:
+            return ExistingIndex(path, True, index.to_numpy().copy(), index.length)
+    except (OSError, ValueError) as exc:
+        return ExistingIndex(path, True, np.empty(0, cls.DTYPE), 0, f"cannot read {path}: {describe_error(exc)}")
+
+
+def read_existing_indexes(directory: str, base_offset: int) -> dict[str, ExistingIndex]:
+    """The segment's existing ``.index`` and ``.timeindex``."""
+    return {
+        ".index": read_existing_index(OffsetIndex, segment_file(directory, base_offset, ".index"), base_offset),
+        ".timeindex": read_existing_index(TimeIndex, segment_file(directory, base_offset, ".timeindex"), base_offset),
+    }
+
+
+def probes_for(existing: dict[str, ExistingIndex], base_offset: int) -> Probes:
+    """Every position of the ``.index`` entries and every offset of the ``.timeindex`` entries."""
+    offsets = existing[".index"].entries
+    times = existing[".timeindex"].entries
+    return Probes.of(offsets["position"].astype(np.int64), base_offset + times["relative_offset"].astype(np.int64))
