@@ -59,8 +59,6 @@ import tempfile
 import threading
 import time
 
-import numpy as np
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
@@ -73,8 +71,8 @@ from indexlib import cli, records  # noqa: E402
 from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.partition import publish_segment  # noqa: E402
 from indexlib.rebuild import plan_segment  # noqa: E402
-from indexlib.records import open_log, scan_buffer  # noqa: E402
-from indexlib.summary import summarize  # noqa: E402
+from indexlib.records import open_log  # noqa: E402
+from indexlib.summary import summarize_log  # noqa: E402
 
 try:
     import indexlib._kernel as kernel
@@ -90,12 +88,14 @@ MODES = ("compiled", "pure")
 # key, label, segment bytes (times --scale), batch bytes
 CASES = [
     ("170", "1 GiB of 170-byte batches", 1 << 30, 170),
+    ("4k", "1 GiB of 4 KiB batches", 1 << 30, 4096),
     ("16k", "1 GiB of 16 KiB batches", 1 << 30, 16384),
 ]
 # issue 11's targets
 TARGET_SMALL_BATCHES = 15.0  # M batches/s, 170-byte batches, 1 GiB segment
 TARGET_SMALL_ANON_MIB = 64.0  # peak RssAnon above the interpreter baseline, same case
 TARGET_LARGE_OF_DD = 0.5  # 16 KiB batches: rebuild >= 50 % of a dd bs=1M read
+TARGET_VERIFY_OF_REBUILD = 1.2  # 16 KiB batches: verify <= 1.2x rebuild
 
 
 class BenchError(Exception):
@@ -153,6 +153,10 @@ def timed_command(args: list[str], mode: str) -> tuple[float, float, float]:
 
 def rebuild_args(partition_dir: str, out: str) -> list[str]:
     return ["rebuild", partition_dir, "--output-dir", out, "--jobs", "1"]
+
+
+def verify_args(partition_dir: str) -> list[str]:
+    return ["verify", partition_dir, "--jobs", "1"]
 
 
 def check_modes() -> dict[str, str]:
@@ -234,38 +238,23 @@ def memory_run(args: list[str], mode: str) -> dict:
 
 
 # ------------------------------------------------------------------------------- in-process breakdown
-def breakdown(log: str, out_root: str, partition_dir: str, pure_scan: bool) -> dict[str, float]:
+def breakdown(log: str, out_root: str, partition_dir: str) -> dict[str, float]:
     t: dict[str, float] = {}
     t["map"] = timed(lambda: open_log(log)[1].close())
     size, mm = open_log(log)
-    view = memoryview(mm)
     try:
-        box: dict = {}
-        t["walk"] = timed(lambda: box.setdefault("walk", kernel.walk_v2(view, 0, size)))
-        box["positions"] = np.frombuffer(box.pop("walk")[0], dtype=np.int64)
-        t["gather"] = timed(
-            lambda: records._gather(view, log, size, box["positions"], False, records.StopReason.END, None)
-        )
-        del box["positions"]
-        t["kernel_crc"] = timed(lambda: kernel.crc32c(view))
-        t["scan"] = timed(lambda: box.setdefault("scan", scan_buffer(mm, size, log, compiled=True)))
-        t["plan"] = timed(
-            lambda: box.setdefault(
-                "plan", plan_segment(summarize(box["scan"], 0, INDEX_INTERVAL_BYTES), SEGMENT_INDEX_BYTES)
-            )
-        )
-        del box["scan"]
-        out = tempfile.mkdtemp(prefix="out-publish-", dir=out_root)
-        t["publish"] = timed(
-            lambda: publish_segment(out, 0, box["plan"], [], (".index", ".timeindex"), False, SEGMENT_INDEX_BYTES)
-        )
-        shutil.rmtree(out)
-        box.clear()
-        if pure_scan:
-            t["scan_pure"] = timed(lambda: scan_buffer(mm, size, log, compiled=False))
+        t["kernel_crc"] = timed(lambda: kernel.crc32c(mm))
     finally:
-        view.release()
         mm.close()
+    box: dict = {}
+    t["summary"] = timed(lambda: box.setdefault("summary", summarize_log(log, 0, INDEX_INTERVAL_BYTES, compiled=True)))
+    t["plan"] = timed(lambda: box.setdefault("plan", plan_segment(box.pop("summary"), SEGMENT_INDEX_BYTES)))
+    out = tempfile.mkdtemp(prefix="out-publish-", dir=out_root)
+    t["publish"] = timed(
+        lambda: publish_segment(out, 0, box["plan"], [], (".index", ".timeindex"), False, SEGMENT_INDEX_BYTES)
+    )
+    shutil.rmtree(out)
+    box.clear()
     out = tempfile.mkdtemp(prefix="out-inproc-", dir=out_root)
     with contextlib.redirect_stdout(io.StringIO()):
         codes = []
@@ -356,10 +345,9 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
     print()
     print(
         "| case | `dd if=FILE of=/dev/null bs=1M` | bare CRC-32C pass, 16 KiB chunks (crc32c pkg, map incl.) "
-        "| kernel CRC-32C, one call over the mapped file | compiled walk alone (`walk_v2`) "
-        "| CRC-32C in batch-size chunks, one Python call each |"
+        "| kernel CRC-32C, one call over the mapped file | CRC-32C in batch-size chunks, one Python call each |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: |")
     for key, *_ in CASES:
         if key not in data:
             continue
@@ -371,7 +359,7 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
             return f"{size / s / gb:.2f} GB/s, {n / s / 1e6:.1f} M batches/s ({s:.3f} s)"
 
         crcb = f("crcbatch") if "crcbatch" in runs[0][key] else "-"
-        print(f"| {key} | {f('dd')} | {f('crc16k')} | {f('kernel_crc')} | {f('walk')} | {crcb} |")
+        print(f"| {key} | {f('dd')} | {f('crc16k')} | {f('kernel_crc')} | {crcb} |")
     print()
     print("Targets (issue 11):")
     print()
@@ -385,11 +373,15 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
             f"| 170-byte batches, 1 GiB segment: rebuild >= {TARGET_SMALL_BATCHES:.0f} M batches/s | {rate:.2f} M "
             f"batches/s (compiled) | {'yes' if rate >= TARGET_SMALL_BATCHES else '**no**'} |"
         )
-        anon = med([r["170"]["mem"]["compiled"]["RssAnon"] - r["base"]["compiled"]["RssAnon"] for r in runs]) / mib
-        print(
-            f"| same: peak anonymous memory <= {TARGET_SMALL_ANON_MIB:.0f} MiB above the interpreter baseline "
-            f"| {anon:.0f} MiB (compiled) | {'yes' if anon <= TARGET_SMALL_ANON_MIB else '**no**'} |"
-        )
+    for key in ("170", "4k", "16k"):
+        if key not in data:
+            continue
+        for what, mem in (("rebuild", "mem"), ("verify", "mem_verify")):
+            anon = med([r[key][mem]["compiled"]["RssAnon"] - r["base"]["compiled"]["RssAnon"] for r in runs]) / mib
+            print(
+                f"| {data[key]['label']}: {what} peak anonymous memory <= {TARGET_SMALL_ANON_MIB:.0f} MiB above the "
+                f"interpreter baseline | {anon:.0f} MiB (compiled) | {'yes' if anon <= TARGET_SMALL_ANON_MIB else '**no**'} |"
+            )
     if "16k" in data:
         ratio = med([r["16k"]["dd"] / r["16k"]["compiled"] for r in runs])
         nets = [r["16k"]["compiled"] - r["help"] for r in runs]
@@ -398,6 +390,11 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
             f"| 16 KiB batches: rebuild >= {TARGET_LARGE_OF_DD:.0%} of a `dd bs=1M` read | {ratio:.0%} of dd "
             f"(whole process; {net} net of the {fixed:.2f} s fixed cost, for information) "
             f"| {'yes' if ratio >= TARGET_LARGE_OF_DD else '**no**'} |"
+        )
+        vr = med([r["16k"]["verify"] / r["16k"]["compiled"] for r in runs])
+        print(
+            f"| 16 KiB batches: verify <= {TARGET_VERIFY_OF_REBUILD}x rebuild (whole processes, same run) | {vr:.2f}x "
+            f"| {'yes' if vr <= TARGET_VERIFY_OF_REBUILD else '**no**'} |"
         )
     print()
     print(
@@ -434,11 +431,10 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
     )
     print()
     print(
-        "| case | map (populate + unmap) | `walk_v2` | header gather | whole `scan_buffer` | `plan_segment` "
-        "| publish (stage + install, fsync) | whole command in-process | process wall (outside) "
-        "| pure `scan_buffer` |"
+        "| case | streaming summary (`summarize_log`, compiled) | `plan_segment` "
+        "| publish (stage + install, fsync) | whole command in-process | process wall (outside) |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for key, *_ in CASES:
         if key not in data:
             continue
@@ -451,10 +447,7 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
             return f"{s * 1e3:.0f} ms ({s / n * 1e9:.0f} ns/batch)"
 
         wall = med([r[key]["compiled"] for r in runs])
-        print(
-            f"| {key} | {g('map')} | {g('walk')} | {g('gather')} | {g('scan')} | {g('plan')} | {g('publish')} "
-            f"| {g('inproc')} | {wall * 1e3:.0f} ms | {g('scan_pure')} |"
-        )
+        print(f"| {key} | {g('summary')} | {g('plan')} | {g('publish')} | {g('inproc')} | {wall * 1e3:.0f} ms |")
     if data.get("profile"):
         print()
         for key, text in data["profile"].items():
@@ -469,7 +462,7 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--cases", default="170,16k", help="comma-separated subset of 170, 16k")
+    parser.add_argument("--cases", default="170,4k,16k", help="comma-separated subset of 170, 4k, 16k")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the segment sizes (quick checks)")
     parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
     parser.add_argument("--profile", action="store_true", help="a cProfile of the in-process rebuild at the end")
@@ -530,6 +523,11 @@ def main(argv: list[str] | None = None) -> int:
                     a, b = (os.path.join(outs[m], "bench-0", LOG_NAME.replace(".log", suffix)) for m in MODES)
                     if not filecmp.cmp(a, b, shallow=False):
                         raise BenchError(f"compiled and pure rebuilds wrote different {suffix} files")
+                # verify of a healthy partition: the rebuilt index files beside a hard link of the .log
+                healthy = os.path.join(outs["compiled"], "bench-0")
+                os.link(log, os.path.join(healthy, LOG_NAME))
+                x["verify"], x["verify_user"], x["verify_sys"] = timed_command(verify_args(healthy), "compiled")
+                x["mem_verify"] = {"compiled": memory_run(verify_args(healthy), "compiled")}
                 for o in outs.values():
                     shutil.rmtree(o)
                 x["mem"] = {}
@@ -537,8 +535,8 @@ def main(argv: list[str] | None = None) -> int:
                     out = tempfile.mkdtemp(prefix=f"out-{key}-mem-", dir=root)
                     x["mem"][mode] = memory_run(rebuild_args(pdir, out), mode)
                     shutil.rmtree(out)
-                x["bd"] = breakdown(log, root, pdir, pure_scan=True)
-                x["walk"], x["kernel_crc"] = x["bd"]["walk"], x["bd"]["kernel_crc"]
+                x["bd"] = breakdown(log, root, pdir)
+                x["kernel_crc"] = x["bd"]["kernel_crc"]
                 r[key] = x
             runs.append(r)
         if args.profile:

@@ -17,12 +17,11 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-import crc32c
 import numpy as np
 import numpy.typing as npt
 
 from .layout import LOG_START_OFFSET_CHECKPOINT, SNAPSHOT_SUFFIX, parse_segment_name, segment_file
-from .records import ScanProblem
+from .records import ScanProblem, crc32c_function
 from .summary import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_TXN_DATA
 from .values import AbortedTxn
 
@@ -48,7 +47,7 @@ def read_snapshot(path: str | os.PathLike[str]) -> dict[int, int]:
     version, stored_crc, count = _SNAPSHOT_HEADER.unpack_from(data, 0)
     if version != SNAPSHOT_VERSION:
         raise SnapshotError(f"{path}: snapshot version {version}, expected {SNAPSHOT_VERSION}")
-    if crc32c.crc32c(memoryview(data)[6:]) != stored_crc:
+    if crc32c_function()(memoryview(data)[6:]) != stored_crc:
         raise SnapshotError(f"{path}: snapshot CRC-32C mismatch")
     if count < 0 or len(data) != _SNAPSHOT_HEADER.size + count * _SNAPSHOT_ENTRY.size:
         raise SnapshotError(f"{path}: {count} entries do not match the file length {len(data)}")

@@ -26,12 +26,12 @@ import os
 import stat
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-import crc32c
 import numpy as np
 import numpy.typing as npt
 
@@ -72,14 +72,27 @@ except ImportError:  # pragma: no cover - built without a C compiler
 #: the compiled fast path, unless the pure-Python one is asked for (the reference, and the fallback)
 KERNEL = None if os.environ.get("KAFKA_INDEX_PURE_PYTHON") else _compiled
 
-if not crc32c.hardware_based:  # pragma: no cover - depends on the CPU
-    import warnings
 
-    warnings.warn(
-        "crc32c is running in software mode: CRC-32C checks will be an order of magnitude slower",
-        RuntimeWarning,
-        stacklevel=2,
-    )
+def crc32c_function(compiled: bool | None = None) -> Callable[[Buffer], int]:
+    """CRC-32C of a buffer: the compiled kernel's (the CPU's instruction) when the kernel is in use (or
+    ``compiled``), else the ``crc32c`` package's, imported only then (its import costs ~30 ms of every
+    process's start)."""
+    kernel = KERNEL if compiled is None else (_compiled if compiled else None)
+    if kernel is not None:
+        function: Callable[[Buffer], int] = kernel.crc32c
+        return function
+    import crc32c
+
+    if not crc32c.hardware_based:  # pragma: no cover - depends on the CPU
+        import warnings
+
+        warnings.warn(
+            "crc32c is running in software mode: CRC-32C checks will be an order of magnitude slower",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return crc32c.crc32c
+
 
 #: Big-endian layout of the 61-byte v2 batch header.
 V2_HEADER_DTYPE = np.dtype(
@@ -269,7 +282,7 @@ def scan_buffer(buf: Buffer, end: int, path: str = "<buffer>", compiled: bool | 
     unpack_smc = _SIZE_MAGIC_CRC.unpack_from
     unpack_sm = _SIZE_MAGIC.unpack_from
     unpack_u32 = _LEGACY_CRC.unpack_from
-    crc_c = crc32c.crc32c
+    crc_c = crc32c_function(kernel is not None)
     crc_ieee = zlib.crc32
     parts: list[npt.NDArray[np.int64]] = []  # accepted positions, in order: the kernel's chunks ...
     positions: list[int] = []  # ... and the ones accepted in Python since the last chunk

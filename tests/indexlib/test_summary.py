@@ -1,0 +1,163 @@
+"""The segment summary (:mod:`indexlib.summary`): the streaming compiled kernel and the reference over a
+scan's columns give the same :class:`LogSummary`, field for field, on every real fixture segment (probed
+with its real index files), on generated partitions, and on random and mutated logs with random probes;
+and the plan and verify built on it keep their guarantees."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from indexlib import records
+from indexlib.generate import generate_partition
+from indexlib.layout import segment_base_offsets, segment_file
+from indexlib.rebuild import plan_segment
+from indexlib.summary import (
+    EVENT_DTYPE,
+    EVENT_TXN_DATA,
+    NO_OFFSET,
+    LogSummary,
+    Probes,
+    compact_events,
+    probes_for,
+    read_existing_indexes,
+    summarize,
+    summarize_log,
+)
+
+from ..conftest import KAFKA_REAL
+from .test_records import mutated_logs
+
+kernel = records.compiled_kernel()
+needs_kernel = pytest.mark.skipif(
+    kernel is None or not hasattr(kernel, "scan_segment"),
+    reason="the C extension with scan_segment is not built (no compiler at install)",
+)
+
+FIELDS = (
+    "path", "file_size", "base_offset", "index_interval_bytes", "batch_count", "valid_bytes", "stop", "problem",
+    "fatal", "plan_end", "last_offset", "raw_max",
+)  # fmt: skip
+
+
+def assert_same_summary(a: LogSummary, b: LogSummary) -> None:
+    for name in FIELDS:
+        assert getattr(a, name) == getattr(b, name), name
+    for name in ("entries", "events"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), name
+    for name in ("last_row", "stop_row"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.tolist() == y.tolist(), name
+    for name in ("starts", "bases", "previous_lasts", "running_max"):
+        assert np.array_equal(getattr(a.answers, name), getattr(b.answers, name)), name
+
+
+def both(path: str | Path, base: int, interval: int, probes: Probes) -> LogSummary:
+    compiled = summarize_log(path, base, interval, probes, compiled=True)
+    reference = summarize_log(path, base, interval, probes, compiled=False)
+    assert_same_summary(compiled, reference)
+    return compiled
+
+
+def partition_dirs(root: Path) -> list[Path]:
+    return sorted({p.parent for p in root.rglob("*.log")})
+
+
+@needs_kernel
+@pytest.mark.skipif(not KAFKA_REAL.is_dir(), reason="needs ../shared/fixtures/kafka-real (real brokers' segments)")
+def test_every_real_fixture_segment_summarizes_alike_with_its_real_index_files_as_probes():
+    segments = 0
+    for part in partition_dirs(KAFKA_REAL):
+        for base in segment_base_offsets(str(part)):
+            existing = read_existing_indexes(str(part), base)
+            probes = probes_for(existing, base)
+            for interval in (4096, 0, 1000):
+                summary = both(segment_file(str(part), base, ".log"), base, interval, probes)
+            segments += 1
+            # every probe of a real index (Kafka's own entries) lands on a batch start inside the data
+            inside = (probes.positions >= 0) & (probes.positions < summary.valid_bytes)
+            assert np.array_equal(summary.answers.starts[inside], probes.positions[inside])
+    assert segments > 10
+
+
+@needs_kernel
+def test_generated_partitions_summarize_alike(tmp_path):
+    generate_partition(tmp_path / "t-0", segments=3, batches_per_segment=300, transactional_producers=3, seed=4)
+    for base in segment_base_offsets(str(tmp_path / "t-0")):
+        log = segment_file(str(tmp_path / "t-0"), base, ".log")
+        size = os.path.getsize(log)
+        probes = Probes.of(np.arange(-3, size + 3, 7), np.arange(base - 2, base + 400, 3))
+        summary = both(log, base, 500, probes)
+        assert len(summary.entries) > 5 and len(summary.events) > 3
+
+
+@needs_kernel
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(
+    data=mutated_logs(),
+    base=st.integers(-5, 40),
+    interval=st.sampled_from([0, 1, 60, 200, 4096]),
+    positions=st.lists(st.integers(-5, 1500), max_size=12),
+    offsets=st.lists(st.integers(-5, 60), max_size=12),
+)
+def test_mutated_logs_summarize_alike(tmp_path, data, base, interval, positions, offsets):
+    log = tmp_path / f"{abs(hash(data))}.log"
+    log.write_bytes(data)
+    summary = both(log, base, interval, Probes.of(positions, offsets))
+    plan = plan_segment(summary)  # never raises, whatever the bytes
+    assert plan.batch_count == summary.batch_count
+    log.unlink()
+
+
+@needs_kernel
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.binary(max_size=700), base=st.integers(-3, 3))
+def test_random_bytes_summarize_alike(tmp_path, data, base):
+    log = tmp_path / "random.log"
+    log.write_bytes(data)
+    both(log, base, 0, Probes.of(range(-2, len(data) + 2, 5), range(-3, 10)))
+
+
+def test_the_reference_answers_probes_by_the_batch_holding_them(tmp_path):
+    generate_partition(tmp_path / "t-0", segments=1, batches_per_segment=40, seed=2)
+    log = segment_file(str(tmp_path / "t-0"), 0, ".log")
+    scan = records.scan_log(log)
+    middle = scan.positions[5] + 3
+    probes = Probes.of([scan.positions[0], scan.positions[5], middle, -1, scan.valid_bytes], [scan.last_offsets[7]])
+    summary = summarize(scan, 0, 4096, probes)
+    starts, bases, previous = summary.answers.at_positions(np.array([scan.positions[5], middle, -1, scan.positions[0]]))
+    assert starts.tolist() == [scan.positions[5], scan.positions[5], -1, scan.positions[0]]
+    assert bases.tolist()[:2] == [scan.base_offsets[5]] * 2
+    assert previous.tolist() == [scan.last_offsets[4], scan.last_offsets[4], NO_OFFSET, NO_OFFSET]
+    assert summary.answers.at_offsets(np.array([scan.last_offsets[7]])).tolist() == [scan.max_timestamps[:8].max()]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), max_size=40),
+    st.integers(0, 40),
+)
+def test_compaction_is_prefix_stable(pairs, k):
+    """What the plan relies on: compacting the first k events keeps exactly the kept events among them
+    (so the summary can compact while it walks and the plan can cut the events later)."""
+    events = np.zeros(len(pairs), EVENT_DTYPE)
+    events["batch"] = np.arange(len(pairs))
+    events["kind"] = [kind for kind, _ in pairs]
+    events["producer_id"] = [pid for _, pid in pairs]
+    whole = compact_events(events)
+    assert compact_events(events[:k]).tobytes() == whole[whole["batch"] < k].tobytes()
+    kept = set(whole["batch"].tolist())
+    last_kind: dict[int, int] = {}
+    for batch, (kind, pid) in enumerate(pairs):  # the rule the kernel applies while walking
+        assert (batch in kept) == (kind > EVENT_TXN_DATA or last_kind.get(pid) != kind)
+        last_kind[pid] = kind
