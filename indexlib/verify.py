@@ -50,7 +50,7 @@ from .layout import (
 from .offset_index import OffsetIndex
 from .partition import PartitionRebuild, SegmentRebuild, plan_partition
 from .rebuild import PlanSummary, SegmentPlan
-from .records import ScanProblem, StopReason, open_log
+from .records import ScanProblem, StopReason, open_segment
 from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 from .summary import EVENT_ABORT, ExistingIndex, LogSummary
 from .time_index import TimeIndex
@@ -331,17 +331,26 @@ def fatal_finding(log_path: str, fatal: ScanProblem) -> Finding:
     )
 
 
-def _all_zero(path: str, start: int) -> bool:
+def _all_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
+    """Whether every byte of the file from ``start`` on is zero (and there is one); read in chunks with
+    ``pread``, so a file that shrinks meanwhile is just "no"."""
     try:
-        size, mm = open_log(path)
+        fd = open_segment(path)
     except (OSError, ValueError):
         return False
-    if mm is None:
-        return False
     try:
-        return not np.frombuffer(mm, dtype=np.uint8)[start:size].any()
+        size = os.fstat(fd).st_size
+        if start >= size:
+            return False
+        for at in range(start, size, chunk):
+            data = os.pread(fd, min(chunk, size - at), at)
+            if not data or data.count(0) != len(data):
+                return False
+        return True
+    except OSError:
+        return False
     finally:
-        mm.close()
+        os.close(fd)
 
 
 # ------------------------------------------------------------------------------------ index files
