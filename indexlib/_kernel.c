@@ -8,7 +8,16 @@
  *   anything else and returns where it stopped; the Python general step applies all of Kafka's rules
  *   to that batch, exactly as after records.py's own fast loop. No byte at or after `end` is read.
  *
+ * scan_segment(fd, end, base_offset, index_interval_bytes, offset_probes, time_probes, marker_parser,
+ *              window=1 << 20) -> dict
+ *   The streaming walk: one pass over a .log through a reused pread buffer (never mmap: a file that
+ *   shrinks under us is an OSError, not SIGBUS), with Kafka's iteration rules exactly as
+ *   records.scan_buffer + records._check_markers apply them, and the per-batch parts of
+ *   rebuild.plan_segment (selected index rows, running time-index values, compacted producer events)
+ *   and the position / offset lookups verify needs. Nothing is kept per batch. See scan_segment below.
+ *
  * crc32c(buffer, crc=0) -> int   CRC-32C (Castagnoli), for tests and callers.
+ * crc32c_interleaved(buffer, crc=0) -> int   the same through the 3-stream path scan_segment uses.
  * hardware() -> bool             whether the CPU's CRC-32C instruction is used.
  *
  * CRC-32C uses SSE4.2 on x86-64 and the CRC extension on aarch64 when the CPU has them (checked at run
@@ -18,6 +27,10 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
@@ -210,11 +223,759 @@ static PyObject *py_crc32c_table(PyObject *self, PyObject *args) {
 
 static PyObject *py_hardware(PyObject *self, PyObject *unused) { return PyBool_FromLong(use_hardware); }
 
+/* ------------------------------------------------------------------- CRC-32C, three streams */
+/*
+ * Long buffers are checked as three interleaved CRC streams over consecutive blocks of CRC_BLOCK bytes (the
+ * CPU's CRC instruction has a latency of about three cycles and a throughput of one per cycle, so one stream
+ * uses a third of it). CRC is linear on the raw (un-inverted) state: state(A || B) = shift(state(A), |B|) XOR
+ * state_from_zero(B), where shift(x, L) is the state reached from x over L zero bytes, a linear map on 32 bits,
+ * applied as four byte-indexed tables (crc_shift) built at module init from the table CRC.
+ */
+#define CRC_BLOCK 1024
+static uint32_t crc_shift[4][256]; /* shift by CRC_BLOCK zero bytes */
+
+static void init_shift(void) {
+    static const uint8_t zeros[CRC_BLOCK];
+    uint32_t basis[32];
+    for (int bit = 0; bit < 32; bit++) /* raw state after the zeros, from the raw state 1 << bit */
+        basis[bit] = ~crc32c_table(~(UINT32_C(1) << bit), zeros, CRC_BLOCK);
+    for (int k = 0; k < 4; k++)
+        for (uint32_t v = 0; v < 256; v++) {
+            uint32_t x = 0;
+            for (int b = 0; b < 8; b++)
+                if (v & (1u << b))
+                    x ^= basis[8 * k + b];
+            crc_shift[k][v] = x;
+        }
+}
+
+static inline uint32_t shift_block(uint32_t x) {
+    return crc_shift[0][x & 0xFF] ^ crc_shift[1][(x >> 8) & 0xFF] ^ crc_shift[2][(x >> 16) & 0xFF] ^
+           crc_shift[3][x >> 24];
+}
+
+#if defined(KERNEL_X86)
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw3(uint32_t crc, const uint8_t *p, size_t n) {
+    uint32_t r = ~crc;
+    while (n >= 3 * CRC_BLOCK) {
+        uint64_t a = r, b = 0, c = 0;
+        for (size_t k = 0; k < CRC_BLOCK; k += 8) {
+            uint64_t va, vb, vc;
+            memcpy(&va, p + k, 8);
+            memcpy(&vb, p + CRC_BLOCK + k, 8);
+            memcpy(&vc, p + 2 * CRC_BLOCK + k, 8);
+            a = _mm_crc32_u64(a, va);
+            b = _mm_crc32_u64(b, vb);
+            c = _mm_crc32_u64(c, vc);
+        }
+        r = shift_block(shift_block((uint32_t)a) ^ (uint32_t)b) ^ (uint32_t)c;
+        p += 3 * CRC_BLOCK;
+        n -= 3 * CRC_BLOCK;
+    }
+    return crc32c_hw(~r, p, n);
+}
+#elif defined(KERNEL_ARM)
+__attribute__((target("+crc"))) static uint32_t crc32c_hw3(uint32_t crc, const uint8_t *p, size_t n) {
+    uint32_t r = ~crc;
+    while (n >= 3 * CRC_BLOCK) {
+        uint32_t a = r, b = 0, c = 0;
+        for (size_t k = 0; k < CRC_BLOCK; k += 8) {
+            uint64_t va, vb, vc;
+            memcpy(&va, p + k, 8);
+            memcpy(&vb, p + CRC_BLOCK + k, 8);
+            memcpy(&vc, p + 2 * CRC_BLOCK + k, 8);
+            a = __crc32cd(a, va);
+            b = __crc32cd(b, vb);
+            c = __crc32cd(c, vc);
+        }
+        r = shift_block(shift_block(a) ^ b) ^ c;
+        p += 3 * CRC_BLOCK;
+        n -= 3 * CRC_BLOCK;
+    }
+    return crc32c_hw(~r, p, n);
+}
+#endif
+
+/* Three-way table fallback, so that crc32c_interleaved checks the combination on any CPU. */
+static uint32_t crc32c_table3(uint32_t crc, const uint8_t *p, size_t n) {
+    uint32_t r = ~crc;
+    while (n >= 3 * CRC_BLOCK) {
+        uint32_t a = ~crc32c_table(~r, p, CRC_BLOCK);
+        uint32_t b = ~crc32c_table(~UINT32_C(0), p + CRC_BLOCK, CRC_BLOCK);
+        uint32_t c = ~crc32c_table(~UINT32_C(0), p + 2 * CRC_BLOCK, CRC_BLOCK);
+        r = shift_block(shift_block(a) ^ b) ^ c;
+        p += 3 * CRC_BLOCK;
+        n -= 3 * CRC_BLOCK;
+    }
+    return crc32c_table(~r, p, n);
+}
+
+/* CRC-32C of a batch: one stream below 3 blocks, three interleaved streams above. */
+static inline uint32_t crc32c_fast(uint32_t crc, const uint8_t *p, size_t n) {
+#if defined(KERNEL_X86) || defined(KERNEL_ARM)
+    if (use_hardware)
+        return n >= 3 * CRC_BLOCK ? crc32c_hw3(crc, p, n) : crc32c_hw(crc, p, n);
+#endif
+    return crc32c_table(crc, p, n);
+}
+
+/* ----------------------------------------------------------------- CRC32 (IEEE, legacy entries) */
+static uint32_t ieee_table[8][256];
+
+static void init_ieee(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
+        ieee_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            ieee_table[t][i] = (ieee_table[t - 1][i] >> 8) ^ ieee_table[0][ieee_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n) {
+    crc = ~crc;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        v = __builtin_bswap64(v);
+#endif
+        v ^= crc;
+        crc = ieee_table[7][v & 0xFF] ^ ieee_table[6][(v >> 8) & 0xFF] ^ ieee_table[5][(v >> 16) & 0xFF] ^
+              ieee_table[4][(v >> 24) & 0xFF] ^ ieee_table[3][(v >> 32) & 0xFF] ^ ieee_table[2][(v >> 40) & 0xFF] ^
+              ieee_table[1][(v >> 48) & 0xFF] ^ ieee_table[0][v >> 56];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = (crc >> 8) ^ ieee_table[0][(crc ^ *p++) & 0xFF];
+    return ~crc;
+}
+
+/* ------------------------------------------------------------------------ scan_segment */
+/*
+ * scan_segment(fd, end, base_offset, index_interval_bytes, offset_probes, time_probes, marker_parser,
+ *              window=1 << 20) -> dict
+ *
+ * One pass over bytes [0, end) of the file `fd` (pread only, never at or past `end`) through a buffer of
+ * `window` bytes, reused: a batch header (61 bytes, or what is left before `end`) is always made contiguous
+ * by moving the unread rest to the front and refilling; a longer batch has its CRC computed over successive
+ * reads. Only a control batch whose marker is parsed is held whole (the buffer grows to it). The walk rules
+ * are records.scan_buffer's; the marker rules are records._check_markers'; the running values and the index
+ * selection are rebuild.plan_segment's; the events are rebuild.transaction_events + compact_events. The GIL
+ * is released except while `marker_parser` runs.
+ *
+ * Returns {batch_count, valid_bytes, walked, stop, problem, fatal, plan_end, entries, last_row, stop_row,
+ * events, offset_answers, time_answers, last_offset, raw_max} (see _kernel.pyi).
+ */
+#define HEADER_UP_TO_MAGIC 17
+#define MIN_SIZE_FIELD 14
+#define ROW_WORDS 7
+#define EVENT_SIZE 29
+
+enum { STOP_END = 0, STOP_SHORT_TAIL = 1, STOP_INCOMPLETE_BATCH = 2, STOP_CORRUPT_BATCH = 3, STOP_INVALID_RECORD = 4 };
+enum {
+    P_SIZE = 1,
+    P_V2_SIZE = 2,
+    P_TRUNCATED = 3,
+    P_CRC_V2 = 4,
+    P_CRC_LEGACY = 5,
+    P_INVALID_MARKER = 6,
+    F_COMPRESSED_CONTROL = 7,
+    F_UNKNOWN_CONTROL_TYPE = 8,
+};
+
+static inline int64_t be64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ != __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return (int64_t)v;
+}
+
+static inline int32_t be32s(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+#if __BYTE_ORDER__ != __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return (int32_t)v;
+}
+
+/* int64 arithmetic that wraps like numpy's (no undefined behaviour on overflow) */
+static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+
+typedef struct {
+    int fd;
+    int64_t end;     /* never read at or past it */
+    uint8_t *buf;    /* buf[0] is the file's byte bpos */
+    size_t cap;      /* allocated */
+    int64_t bpos;
+    size_t blen;     /* bytes of the file held in buf */
+    int err;         /* errno of a failed pread; -1: the file ended before `end` */
+    int nomem;
+} reader_t;
+
+/* Make the file's bytes [pos, pos + need) contiguous in the buffer (need <= end - pos; pos >= r->bpos). */
+static int reader_fill(reader_t *r, int64_t pos, size_t need) {
+    int64_t held_end = r->bpos + (int64_t)r->blen;
+    if (pos + (int64_t)need <= held_end)
+        return 0;
+    size_t keep = 0;
+    if (pos < held_end) {
+        keep = (size_t)(held_end - pos);
+        memmove(r->buf, r->buf + (pos - r->bpos), keep);
+    }
+    r->bpos = pos;
+    r->blen = keep;
+    if (need > r->cap) { /* only a marker batch is ever held whole */
+        uint8_t *bigger = PyMem_RawRealloc(r->buf, need);
+        if (bigger == NULL) {
+            r->nomem = 1;
+            return -1;
+        }
+        r->buf = bigger;
+        r->cap = need;
+    }
+    while (r->blen < need) {
+        int64_t at = r->bpos + (int64_t)r->blen;
+        size_t want = r->cap - r->blen;
+        if ((int64_t)want > r->end - at)
+            want = (size_t)(r->end - at);
+        ssize_t got = pread(r->fd, r->buf + r->blen, want, (off_t)at);
+        if (got < 0) {
+            if (errno == EINTR)
+                continue;
+            r->err = errno;
+            return -1;
+        }
+        if (got == 0) {
+            r->err = -1;
+            return -1;
+        }
+        r->blen += (size_t)got;
+    }
+    return 0;
+}
+
+/* CRC of the file's bytes [from, to), from whatever part of them is held and then successive reads. */
+static int crc_stream(reader_t *r, int legacy, int64_t from, int64_t to, uint32_t *out) {
+    uint32_t c = 0;
+    while (from < to) {
+        int64_t held_end = r->bpos + (int64_t)r->blen;
+        if (from >= held_end) {
+            int64_t left = to - from;
+            if (reader_fill(r, from, (size_t)(left < (int64_t)r->cap ? left : (int64_t)r->cap)) < 0)
+                return -1;
+            held_end = r->bpos + (int64_t)r->blen;
+        }
+        const uint8_t *p = r->buf + (from - r->bpos);
+        int64_t stop = to < held_end ? to : held_end;
+        size_t n = (size_t)(stop - from);
+        c = legacy ? crc32_ieee(c, p, n) : crc32c_fast(c, p, n);
+        from = stop;
+    }
+    *out = c;
+    return 0;
+}
+
+/* producer id -> kind of its last event in the segment (open addressing; empty slot: key -1) */
+typedef struct {
+    int64_t *keys;
+    int8_t *kinds;
+    size_t mask; /* capacity - 1 */
+    size_t used;
+} pidmap_t;
+
+static int pidmap_init(pidmap_t *m, size_t capacity) {
+    m->keys = PyMem_RawMalloc(capacity * sizeof(int64_t));
+    m->kinds = PyMem_RawMalloc(capacity);
+    if (m->keys == NULL || m->kinds == NULL)
+        return -1;
+    memset(m->keys, 0xFF, capacity * sizeof(int64_t));
+    m->mask = capacity - 1;
+    m->used = 0;
+    return 0;
+}
+
+static inline size_t pid_hash(int64_t pid, size_t mask) {
+    uint64_t h = (uint64_t)pid * UINT64_C(0x9E3779B97F4A7C15);
+    return (size_t)(h ^ (h >> 29)) & mask;
+}
+
+/* The slot of `pid` (inserted with kind -1 when new), or -1 when out of memory. */
+static Py_ssize_t pidmap_slot(pidmap_t *m, int64_t pid) {
+    size_t i = pid_hash(pid, m->mask);
+    while (m->keys[i] != pid) {
+        if (m->keys[i] == -1) {
+            if (2 * (m->used + 1) > m->mask + 1) { /* keep the load at most 1/2 */
+                size_t capacity = 2 * (m->mask + 1);
+                pidmap_t grown;
+                if (pidmap_init(&grown, capacity) < 0) {
+                    PyMem_RawFree(grown.keys);
+                    PyMem_RawFree(grown.kinds);
+                    return -1;
+                }
+                for (size_t j = 0; j <= m->mask; j++) {
+                    if (m->keys[j] == -1)
+                        continue;
+                    size_t k = pid_hash(m->keys[j], grown.mask);
+                    while (grown.keys[k] != -1)
+                        k = (k + 1) & grown.mask;
+                    grown.keys[k] = m->keys[j];
+                    grown.kinds[k] = m->kinds[j];
+                }
+                grown.used = m->used;
+                PyMem_RawFree(m->keys);
+                PyMem_RawFree(m->kinds);
+                *m = grown;
+                return pidmap_slot(m, pid);
+            }
+            m->keys[i] = pid;
+            m->kinds[i] = -1;
+            m->used++;
+            return (Py_ssize_t)i;
+        }
+        i = (i + 1) & m->mask;
+    }
+    return (Py_ssize_t)i;
+}
+
+/* a growable byte array */
+typedef struct {
+    char *data;
+    size_t len, cap;
+} bytes_t;
+
+static int bytes_reserve(bytes_t *b, size_t more) {
+    if (b->len + more <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + more)
+        cap *= 2;
+    char *bigger = PyMem_RawRealloc(b->data, cap);
+    if (bigger == NULL)
+        return -1;
+    b->data = bigger;
+    b->cap = cap;
+    return 0;
+}
+
+typedef struct {
+    int set;
+    int code;
+    int64_t position, batch_index, base_offset, a, b;
+    PyObject *text; /* owned (P_INVALID_MARKER only) */
+} problem_t;
+
+static PyObject *problem_tuple(const problem_t *p) {
+    if (!p->set)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(iLLLLLO)", p->code, (long long)p->position, (long long)p->batch_index,
+                         (long long)p->base_offset, (long long)p->a, (long long)p->b,
+                         p->text != NULL ? p->text : Py_None);
+}
+
+static PyObject *row_tuple(const int64_t *row) {
+    return Py_BuildValue("(LLLLLLL)", (long long)row[0], (long long)row[1], (long long)row[2], (long long)row[3],
+                         (long long)row[4], (long long)row[5], (long long)row[6]);
+}
+
+static int64_t *copy_probes(const Py_buffer *view, const char *what, Py_ssize_t *count) {
+    if (view->len % 8 != 0) {
+        PyErr_Format(PyExc_ValueError, "scan_segment: %s must be native int64 (a length multiple of 8)", what);
+        return NULL;
+    }
+    Py_ssize_t n = view->len / 8;
+    int64_t *out = PyMem_RawMalloc(n > 0 ? (size_t)n * 8 : 8);
+    if (out == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (n > 0)
+        memcpy(out, view->buf, (size_t)n * 8);
+    for (Py_ssize_t i = 1; i < n; i++)
+        if (out[i] < out[i - 1]) {
+            PyMem_RawFree(out);
+            PyErr_Format(PyExc_ValueError, "scan_segment: %s must be sorted ascending", what);
+            return NULL;
+        }
+    *count = n;
+    return out;
+}
+
+static PyObject *scan_segment(PyObject *self, PyObject *args) {
+    int fd;
+    long long end_arg, base_arg, interval_arg;
+    Py_buffer offset_view, time_view;
+    PyObject *parser;
+    Py_ssize_t window = (Py_ssize_t)1 << 20;
+    if (!PyArg_ParseTuple(args, "iLLLy*y*O|n:scan_segment", &fd, &end_arg, &base_arg, &interval_arg, &offset_view,
+                          &time_view, &parser, &window))
+        return NULL;
+    const int64_t end = (int64_t)end_arg, base_offset = (int64_t)base_arg, interval = (int64_t)interval_arg;
+
+    PyObject *result = NULL;
+    int64_t *offset_probes = NULL, *time_probes = NULL, *offset_answers = NULL, *time_answers = NULL;
+    Py_ssize_t n_offset_probes = 0, n_time_probes = 0;
+    reader_t rd = {fd, end, NULL, 0, 0, 0, 0, 0};
+    pidmap_t pids = {NULL, NULL, 0, 0};
+    bytes_t entries = {NULL, 0, 0}, events = {NULL, 0, 0};
+    problem_t problem = {0, 0, 0, 0, 0, 0, 0, NULL}, fatal = {0, 0, 0, 0, 0, 0, 0, NULL};
+    int parser_error = 0; /* the parser raised or returned something else (the exception is pending) */
+
+    if (end < 0 || interval < 0 || interval > INT32_MAX || window < 64) {
+        PyErr_SetString(PyExc_ValueError,
+                        "scan_segment: need end >= 0, 0 <= index_interval_bytes <= 2**31 - 1, window >= 64");
+        goto done;
+    }
+    if (!PyCallable_Check(parser)) {
+        PyErr_SetString(PyExc_TypeError, "scan_segment: marker_parser must be callable");
+        goto done;
+    }
+    offset_probes = copy_probes(&offset_view, "offset_probes", &n_offset_probes);
+    if (offset_probes == NULL)
+        goto done;
+    time_probes = copy_probes(&time_view, "time_probes", &n_time_probes);
+    if (time_probes == NULL)
+        goto done;
+    {
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto done;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            errno = EISDIR;
+            PyErr_SetFromErrno(PyExc_OSError);
+            goto done;
+        }
+    }
+    offset_answers = PyMem_RawMalloc((size_t)(n_offset_probes ? n_offset_probes : 1) * 3 * sizeof(int64_t));
+    time_answers = PyMem_RawMalloc((size_t)(n_time_probes ? n_time_probes : 1) * sizeof(int64_t));
+    rd.cap = (size_t)window;
+    rd.buf = PyMem_RawMalloc(rd.cap);
+    if (offset_answers == NULL || time_answers == NULL || rd.buf == NULL || pidmap_init(&pids, 64) < 0) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t q = 0; q < n_offset_probes; q++) {
+        offset_answers[3 * q] = -1;
+        offset_answers[3 * q + 1] = 0;
+        offset_answers[3 * q + 2] = INT64_MIN;
+    }
+    for (Py_ssize_t q = 0; q < n_time_probes; q++)
+        time_answers[q] = INT64_MIN;
+
+    /* the walk */
+    int stop = STOP_END, failed = 0, frozen = 0, plan_active = 1;
+    int64_t pos = 0, walked = 0, n = 0, valid_bytes = 0, plan_end = 0;
+    int64_t running_max = -1, max_offset = base_offset, raw_max = INT64_MIN, v2_next = INT64_MIN;
+    int64_t last_offset = INT64_MIN, prev_last = INT64_MIN, top_last = INT64_MIN, last_indexed = 0;
+    int64_t last_row[ROW_WORDS], stop_row[ROW_WORDS];
+    int have_last_row = 0, have_stop_row = 0;
+    Py_ssize_t next_offset_probe = 0, next_time_probe = 0;
+    const int64_t limit = end - HEADER_UP_TO_MAGIC;
+
+    PyThreadState *thread = PyEval_SaveThread();
+    for (;;) {
+        if (pos >= limit) {
+            stop = pos < end ? STOP_SHORT_TAIL : STOP_END;
+            break;
+        }
+        {
+            int64_t left = end - pos;
+            size_t need = left < V2_HEADER_SIZE ? (size_t)left : V2_HEADER_SIZE;
+            if (pos + (int64_t)need > rd.bpos + (int64_t)rd.blen && reader_fill(&rd, pos, need) < 0) {
+                failed = 1;
+                break;
+            }
+        }
+        const uint8_t *h = rd.buf + (pos - rd.bpos);
+        const int32_t size = be32s(h + 8);
+        const int8_t magic = (int8_t)h[16];
+        if (size < MIN_SIZE_FIELD) {
+            problem = (problem_t){1, P_SIZE, pos, walked, be64(h), size, 0, NULL};
+            stop = STOP_CORRUPT_BATCH;
+            break;
+        }
+        if ((int64_t)size > end - pos - LOG_OVERHEAD) {
+            problem = (problem_t){1, P_TRUNCATED, pos, walked, be64(h), LOG_OVERHEAD + (int64_t)size, end, NULL};
+            stop = STOP_INCOMPLETE_BATCH;
+            break;
+        }
+        const int64_t batch_end = pos + LOG_OVERHEAD + size;
+        const int64_t batch_base = be64(h);
+        int64_t batch_last, max_ts, producer_id;
+        int attributes, records_count, is_v2 = magic >= 2, needs_marker = 0;
+        uint32_t stored, computed;
+        if (is_v2) {
+            if (LOG_OVERHEAD + size < V2_HEADER_SIZE) {
+                problem = (problem_t){1, P_V2_SIZE, pos, walked, batch_base, LOG_OVERHEAD + (int64_t)size, 0, NULL};
+                stop = STOP_CORRUPT_BATCH;
+                break;
+            }
+            stored = be32(h + 17);
+            attributes = (int16_t)(((unsigned)h[21] << 8) | h[22]);
+            batch_last = wrap_add(batch_base, be32s(h + 23));
+            max_ts = be64(h + 35);
+            producer_id = be64(h + 43);
+            records_count = be32s(h + 57);
+            needs_marker = (attributes & 0x20) && producer_id > -1 && records_count != 0 && !frozen;
+            if (needs_marker && (attributes & 7) == 0) { /* hold the whole batch for the parser */
+                if (reader_fill(&rd, pos, (size_t)(batch_end - pos)) < 0) {
+                    failed = 1;
+                    break;
+                }
+                h = rd.buf + (pos - rd.bpos);
+            }
+            if (batch_end <= rd.bpos + (int64_t)rd.blen) /* the common case: the batch is held */
+                computed = crc32c_fast(0, h + CRC_START, (size_t)(batch_end - pos - CRC_START));
+            else if (crc_stream(&rd, 0, pos + CRC_START, batch_end, &computed) < 0) {
+                failed = 1;
+                break;
+            }
+            if (computed != stored) {
+                problem = (problem_t){1, P_CRC_V2, pos, walked, batch_base, stored, computed, NULL};
+                stop = STOP_CORRUPT_BATCH;
+                break;
+            }
+        } else {
+            stored = be32(h + 12);
+            attributes = h[17];
+            batch_last = batch_base;
+            max_ts = magic == 1 ? be64(h + 18) : -1;
+            producer_id = -1;
+            records_count = -1;
+            if (batch_end <= rd.bpos + (int64_t)rd.blen)
+                computed = crc32_ieee(0, h + 16, (size_t)(batch_end - pos - 16));
+            else if (crc_stream(&rd, 1, pos + 16, batch_end, &computed) < 0) {
+                failed = 1;
+                break;
+            }
+            if (computed != stored) {
+                problem = (problem_t){1, P_CRC_LEGACY, pos, walked, batch_base, stored, computed, NULL};
+                stop = STOP_CORRUPT_BATCH;
+                break;
+            }
+        }
+        /* accepted: batch number `i` of the walk */
+        const int64_t i = walked++;
+        const int64_t batch_pos = pos;
+        pos = batch_end;
+        if (frozen)
+            continue; /* only the walk's own end is still looked for */
+        int marker_type = -1, invalid = 0, unknown = 0;
+        if (needs_marker) {
+            int codec = attributes & 7;
+            if (codec != 0) { /* never read: the valid data ends before it */
+                fatal = (problem_t){1, F_COMPRESSED_CONTROL, batch_pos, i, batch_base, codec, 0, NULL};
+                frozen = 1;
+                continue;
+            }
+            PyEval_RestoreThread(thread);
+            PyObject *batch = PyBytes_FromStringAndSize((const char *)h, batch_end - batch_pos);
+            PyObject *answer = batch == NULL ? NULL : PyObject_CallFunction(parser, "(Oi)", batch, records_count);
+            Py_XDECREF(batch);
+            if (answer == NULL) {
+                parser_error = 1;
+            } else if (PyUnicode_Check(answer)) {
+                problem = (problem_t){1, P_INVALID_MARKER, batch_pos, i, batch_base, 0, 0, answer};
+                answer = NULL; /* owned by the problem */
+                invalid = 1;
+            } else if (PyLong_Check(answer)) {
+                int overflow = 0;
+                long long t = PyLong_AsLongLongAndOverflow(answer, &overflow);
+                if (overflow || t < INT16_MIN || t > INT16_MAX) { /* a control type is a Java short */
+                    if (!PyErr_Occurred())
+                        PyErr_Format(PyExc_ValueError, "scan_segment: marker_parser returned %R, not a short",
+                                     answer);
+                    parser_error = 1;
+                } else if (t == -1 && PyErr_Occurred()) {
+                    parser_error = 1;
+                } else {
+                    marker_type = (int)t;
+                    unknown = marker_type != 0 && marker_type != 1;
+                    if (unknown)
+                        fatal = (problem_t){1, F_UNKNOWN_CONTROL_TYPE, batch_pos, i, batch_base, t, 0, NULL};
+                }
+            } else {
+                PyErr_Format(PyExc_TypeError, "scan_segment: marker_parser must return an int or a str, not %.100s",
+                             Py_TYPE(answer)->tp_name);
+                parser_error = 1;
+            }
+            Py_XDECREF(answer);
+            thread = PyEval_SaveThread();
+            if (parser_error) {
+                failed = 1;
+                break;
+            }
+        }
+        /* batch i is kept: n = i + 1 */
+        n = i + 1;
+        valid_bytes = batch_end;
+        prev_last = last_offset;
+        last_offset = batch_last;
+        if (max_ts > running_max) {
+            running_max = max_ts;
+            max_offset = batch_last;
+        }
+        if (max_ts > raw_max)
+            raw_max = max_ts;
+        if (is_v2)
+            v2_next = wrap_add(batch_last, 1);
+        /* lookups */
+        while (next_offset_probe < n_offset_probes && offset_probes[next_offset_probe] < batch_end) {
+            if (offset_probes[next_offset_probe] >= batch_pos) {
+                int64_t *a = offset_answers + 3 * next_offset_probe;
+                a[0] = batch_pos;
+                a[1] = batch_base;
+                a[2] = prev_last;
+            }
+            next_offset_probe++;
+        }
+        if (batch_last > top_last)
+            top_last = batch_last;
+        while (next_time_probe < n_time_probes && time_probes[next_time_probe] <= top_last)
+            time_answers[next_time_probe++] = raw_max;
+        /* the plan: rows, and the events of batches i < min(plan_end + 1, n) */
+        if (plan_active) {
+            int64_t row[ROW_WORDS] = {i, batch_pos, batch_base, batch_last, running_max, max_offset, v2_next};
+            int64_t relative = wrap_sub(batch_last, base_offset);
+            if (relative < 0 || relative > INT32_MAX || unknown) {
+                plan_active = 0;
+                plan_end = i;
+                memcpy(stop_row, row, sizeof row);
+                have_stop_row = 1;
+            } else {
+                if (batch_pos - last_indexed > interval) {
+                    last_indexed = batch_pos;
+                    if (bytes_reserve(&entries, sizeof row) < 0) {
+                        rd.nomem = 1;
+                        failed = 1;
+                        break;
+                    }
+                    memcpy(entries.data + entries.len, row, sizeof row);
+                    entries.len += sizeof row;
+                }
+                memcpy(last_row, row, sizeof row);
+                have_last_row = 1;
+            }
+            if (is_v2 && producer_id > -1) {
+                int control = (attributes & 0x20) != 0;
+                int8_t kind;
+                if (control)
+                    kind = marker_type == 0 ? 2 : marker_type == 1 ? 3 : -1;
+                else
+                    kind = (attributes & 0x10) ? 1 : 0;
+                if (kind >= 0) {
+                    Py_ssize_t slot = pidmap_slot(&pids, producer_id);
+                    if (slot < 0) {
+                        rd.nomem = 1;
+                        failed = 1;
+                        break;
+                    }
+                    int8_t previous = pids.kinds[slot];
+                    pids.kinds[slot] = kind;
+                    if (!(kind <= 1 && previous == kind)) {
+                        if (bytes_reserve(&events, EVENT_SIZE) < 0) {
+                            rd.nomem = 1;
+                            failed = 1;
+                            break;
+                        }
+                        char *e = events.data + events.len;
+                        int32_t batch32 = (int32_t)i;
+                        memcpy(e, &batch32, 4);
+                        memcpy(e + 4, &kind, 1);
+                        memcpy(e + 5, &producer_id, 8);
+                        memcpy(e + 13, &batch_base, 8);
+                        memcpy(e + 21, &batch_pos, 8);
+                        events.len += EVENT_SIZE;
+                    }
+                }
+            }
+        }
+        if (invalid) {
+            stop = STOP_INVALID_RECORD;
+            break;
+        }
+        if (unknown)
+            frozen = 1;
+    }
+    PyEval_RestoreThread(thread);
+
+    if (failed) {
+        if (parser_error) {
+            /* the exception is already set */
+        } else if (rd.nomem) {
+            PyErr_NoMemory();
+        } else if (rd.err > 0) {
+            errno = rd.err;
+            PyErr_SetFromErrno(PyExc_OSError);
+        } else {
+            PyErr_SetString(PyExc_OSError, "file shrank while being read");
+        }
+        goto done;
+    }
+    if (plan_active)
+        plan_end = n;
+    result = Py_BuildValue(
+        "{s:L,s:L,s:L,s:i,s:N,s:N,s:L,s:y#,s:N,s:N,s:y#,s:y#,s:y#,s:N,s:N}", "batch_count", (long long)n,
+        "valid_bytes", (long long)valid_bytes, "walked", (long long)walked, "stop", stop, "problem",
+        problem_tuple(&problem), "fatal", problem_tuple(&fatal), "plan_end", (long long)plan_end, "entries",
+        entries.data ? entries.data : "", (Py_ssize_t)entries.len, "last_row",
+        have_last_row ? row_tuple(last_row) : Py_NewRef(Py_None), "stop_row",
+        have_stop_row ? row_tuple(stop_row) : Py_NewRef(Py_None), "events", events.data ? events.data : "",
+        (Py_ssize_t)events.len, "offset_answers", (const char *)offset_answers,
+        (Py_ssize_t)(n_offset_probes * 3 * (Py_ssize_t)sizeof(int64_t)), "time_answers", (const char *)time_answers,
+        (Py_ssize_t)(n_time_probes * (Py_ssize_t)sizeof(int64_t)), "last_offset",
+        n ? PyLong_FromLongLong(last_offset) : Py_NewRef(Py_None), "raw_max",
+        n ? PyLong_FromLongLong(raw_max) : Py_NewRef(Py_None));
+
+done:
+    PyBuffer_Release(&offset_view);
+    PyBuffer_Release(&time_view);
+    PyMem_RawFree(offset_probes);
+    PyMem_RawFree(time_probes);
+    PyMem_RawFree(offset_answers);
+    PyMem_RawFree(time_answers);
+    PyMem_RawFree(rd.buf);
+    PyMem_RawFree(pids.keys);
+    PyMem_RawFree(pids.kinds);
+    PyMem_RawFree(entries.data);
+    PyMem_RawFree(events.data);
+    Py_XDECREF(problem.text);
+    return result;
+}
+
+static PyObject *py_crc32c_interleaved(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    unsigned int crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|I", &view, &crc))
+        return NULL;
+    uint32_t value;
+    Py_BEGIN_ALLOW_THREADS;
+    value = use_hardware ? crc32c_fast(crc, (const uint8_t *)view.buf, (size_t)view.len)
+                         : crc32c_table3(crc, (const uint8_t *)view.buf, (size_t)view.len);
+    Py_END_ALLOW_THREADS;
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(value);
+}
+
 static PyMethodDef methods[] = {
     {"walk_v2", walk_v2, METH_VARARGS, "walk_v2(buffer, pos, end) -> (positions: bytes of int64, pos)"},
     {"crc32c", py_crc32c, METH_VARARGS, "crc32c(buffer, crc=0) -> CRC-32C (hardware when available)"},
     {"crc32c_table", py_crc32c_table, METH_VARARGS, "crc32c_table(buffer, crc=0) -> CRC-32C (table only)"},
     {"hardware", py_hardware, METH_NOARGS, "whether the CPU's CRC-32C instruction is used"},
+    {"crc32c_interleaved", py_crc32c_interleaved, METH_VARARGS,
+     "crc32c_interleaved(buffer, crc=0) -> CRC-32C through the three-stream path of scan_segment"},
+    {"scan_segment", scan_segment, METH_VARARGS,
+     "scan_segment(fd, end, base_offset, index_interval_bytes, offset_probes, time_probes, marker_parser, "
+     "window=1 << 20) -> dict: the streaming walk of a .log (see _kernel.c)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -225,6 +986,29 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__kernel(void) {
     init_table();
+    init_shift();
+    init_ieee();
     use_hardware = detect_hardware();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL)
+        return NULL;
+    static const struct {
+        const char *name;
+        int value;
+    } constants[] = {
+        {"P_SIZE", P_SIZE},
+        {"P_V2_SIZE", P_V2_SIZE},
+        {"P_TRUNCATED", P_TRUNCATED},
+        {"P_CRC_V2", P_CRC_V2},
+        {"P_CRC_LEGACY", P_CRC_LEGACY},
+        {"P_INVALID_MARKER", P_INVALID_MARKER},
+        {"F_COMPRESSED_CONTROL", F_COMPRESSED_CONTROL},
+        {"F_UNKNOWN_CONTROL_TYPE", F_UNKNOWN_CONTROL_TYPE},
+    };
+    for (size_t k = 0; k < sizeof constants / sizeof constants[0]; k++)
+        if (PyModule_AddIntConstant(m, constants[k].name, constants[k].value) < 0) {
+            Py_DECREF(m);
+            return NULL;
+        }
+    return m;
 }
