@@ -51,6 +51,7 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_logdir.py
 	$(PY) benchmarks/bench_kernel.py
 	$(PY) benchmarks/bench_small_segments.py
+	$(PY) benchmarks/fuzz_kernel.py
 
 # For clusters: the project as a wheel (--py-files) and a packed virtualenv with its C extensions
 # (numpy, crc32c, pyarrow, deltalake) for --archives. pyspark itself comes from the cluster.

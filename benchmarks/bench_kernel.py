@@ -1,37 +1,40 @@
-"""Benchmark of the compiled scan kernel (``indexlib._kernel.walk_v2``) against the pure-Python scan, as
-users run a rebuild: whole ``python -m indexlib`` processes timed from outside (issue 11).
+"""Benchmark of the compiled streaming scan (``indexlib._kernel.scan_segment`` behind
+``indexlib.summary.summarize_log``) against the pure-Python scan, as users run a rebuild and a verify: whole
+``python -m indexlib`` processes timed from outside (issue 11).
 
-Run: ``.venv/bin/python benchmarks/bench_kernel.py [--runs R] [--cases 170,16k] [--scale S] [--json FILE]
-[--profile]``; quick check: ``--scale 0.05 --runs 2``. About 4 minutes with the defaults.
+Run: ``.venv/bin/python benchmarks/bench_kernel.py [--runs R] [--cases 170,4k,16k] [--scale S] [--json FILE]
+[--profile]``; quick check: ``--scale 0.05 --runs 2``. About 12 minutes with the defaults.
 
 Data (``indexlib.generate.write_uniform_segment``, as in ``bench_rebuild.py``), generated once in a
 temporary directory under ``/dev/shm`` when it exists (so always in memory; tmpfs pages are page-cache
 pages): per case one partition directory ``bench-0`` holding one segment ``00000000000000000000.log`` and
-no index file; cases: ``170`` = 1 GiB of 170-byte batches, ``16k`` = 1 GiB of 16 KiB batches. A tiny
-partition (one 170-byte batch) gives each mode's baseline memory. Everything is deleted at the end.
+no index file; cases: ``170`` = 1 GiB of 170-byte batches, ``4k`` = 1 GiB of 4 KiB batches, ``16k`` = 1 GiB
+of 16 KiB batches. A tiny partition (one 170-byte batch) gives each mode's baseline memory. Everything is
+deleted at the end.
 
 Per run, per case, in ONE run so that ratios are same-run (the two modes' order alternates between runs):
 
 * physical limits: ``dd if=FILE of=/dev/null bs=1M`` (dd's own seconds); a bare CRC-32C pass over the file
-  mapped as the scan maps it, in 16 KiB chunks (``bench_rebuild.crc_pass``: crc32c package, mapping and
-  unmapping included); the kernel's own CRC-32C (``indexlib._kernel.crc32c``) over the already mapped file
-  in one call; the compiled walk alone (``walk_v2`` over the mapped file: size, magic and CRC of every
-  batch, the positions as bytes); for small batches also ``crc_pass`` in batch-size chunks, one Python
-  call each (the floor of any per-batch Python loop, i.e. of the pure-Python scan);
+  mapped, in 16 KiB chunks (``bench_rebuild.crc_pass``: crc32c package, mapping and unmapping included);
+  the kernel's own CRC-32C (``indexlib._kernel.crc32c``, one stream) over the already mapped file in one
+  call; for small batches also ``crc_pass`` in batch-size chunks, one Python call each (the floor of any
+  per-batch Python loop, i.e. of the pure-Python scan);
 * the rebuild, compiled and pure: ``python -m indexlib rebuild PARTITION_DIR --output-dir OUT --jobs 1``
   (``time.perf_counter`` around ``subprocess.run``, and the process's user and system CPU time from
   ``getrusage(RUSAGE_CHILDREN)``; exit code 0 checked), once as is and once with
   ``KAFKA_INDEX_PURE_PYTHON=1``; both outputs (``.index``, ``.timeindex``) compared byte for byte;
-* memory (untimed, separate runs of the same two commands): each under ``/usr/bin/time -v`` ("Maximum
-  resident set size" = the rebuild process's exact peak RSS, which includes the 1 GiB of the mapped
-  segment's shared tmpfs pages), while a thread of this process samples the rebuild process's
-  ``/proc/<pid>/status`` ``RssAnon`` and ``VmRSS`` every ~0.5 ms; "above the baseline" subtracts the peak
-  ``RssAnon`` of the same command on the tiny partition (interpreter, imports, a one-batch rebuild);
-* where the time goes, in this process (compiled kernel): map (``open_log`` + close: ``MAP_POPULATE`` and
-  the unmap), the walk (``walk_v2``), the header gather (``records._gather``), the whole ``scan_buffer``,
+* the verify, compiled: ``python -m indexlib verify PARTITION_DIR --jobs 1`` of a healthy partition (the
+  compiled rebuild's index files beside a hard link of the segment), exit code 0 (healthy) checked;
+* memory (untimed, separate runs of the same commands): each under ``/usr/bin/time -v`` ("Maximum resident
+  set size" = the process's exact peak RSS, which counts the file pages it maps: the pure scan maps the
+  whole segment, the compiled one reads it through a 1 MiB buffer), while a thread of this process samples
+  the process's ``/proc/<pid>/status`` ``RssAnon`` and ``VmRSS`` every ~0.5 ms; "above the baseline"
+  subtracts the peak ``RssAnon`` of the same command on the tiny partition (interpreter, imports, a
+  one-batch rebuild);
+* where the time goes, in this process (compiled): the streaming summary (``summarize_log``),
   ``plan_segment``, staging and installing the index files (``partition.publish_segment`` with fsync), the
   whole command in-process (``indexlib.cli.main``), and the fixed cost of a process
-  (``python -m indexlib --help``); the pure-Python ``scan_buffer(compiled=False)`` beside them.
+  (``python -m indexlib --help``).
 
 ``--profile``: once at the end, a cProfile of the in-process command on each case (compiled), top entries.
 
@@ -325,7 +328,7 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
     print()
     print(
         "CPU time of the same timed processes (from `getrusage(RUSAGE_CHILDREN)`; median [min-max]); system time "
-        "is mostly page faults (the mapping's `MAP_POPULATE`, numpy's fresh arrays) and unmapping:"
+        "is page faults and copies from the page cache (the pure scan's mapping, the compiled scan's reads):"
     )
     print()
     print("| case | compiled: user | compiled: system | pure: user | pure: system |")
@@ -399,7 +402,7 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
     print()
     print(
         "Memory of the rebuild process (separate untimed runs under `/usr/bin/time -v`; median [max]; RSS "
-        "includes the mapped segment's shared tmpfs pages, RssAnon is the process's own memory; baseline = the "
+        "counts mapped file pages (the pure scan maps the segment), RssAnon is the process's own memory; baseline = the "
         "same command on a one-batch partition):"
     )
     print()

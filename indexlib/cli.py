@@ -33,7 +33,6 @@ from typing import TextIO
 
 from . import __version__
 from .discovery import Discovery, discover, discover_partition_dir
-from .dump import write_dump
 from .engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
 from .findings import CUT_TAIL, REFUSE_SEGMENT, kind
 from .layout import (
@@ -321,6 +320,8 @@ def print_segments(report: RunReport, settings: IndexSettings, out: TextIO) -> N
 
 # --------------------------------------------------------------------------------------------- dump
 def run_dump(args: argparse.Namespace) -> int:
+    from .dump import write_dump  # imported here: only this subcommand needs it (start-up time)
+
     return write_dump(args.file, args.json, sys.stdout)
 
 

@@ -32,7 +32,6 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any
@@ -297,6 +296,8 @@ def map_locally(jobs: int = 1) -> MapSegments:
         if jobs <= 1 or len(tasks) <= 1:
             return [process_segment(t, run_id) for t in tasks]
         ordered = sorted(tasks, key=lambda t: -t.size)  # big segments first: the pool ends together
+        from concurrent.futures import ProcessPoolExecutor  # here: a pool is rare, its import costs ~10 ms
+
         with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
             return list(pool.map(process_segment, ordered, [run_id] * len(ordered)))
 
