@@ -681,6 +681,15 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     Py_ssize_t next_offset_probe = 0, next_time_probe = 0;
     const int64_t limit = end - HEADER_UP_TO_MAGIC;
 
+    /* Indexed batches start more than `interval` bytes apart, so at most end / (interval + 1) + 1 rows: reserve
+     * exactly that when it is small (no doubling overshoot for the common interval); else grow as needed. */
+    if (interval > 0) {
+        int64_t most = end / (interval + 1) + 1;
+        if (most <= ((int64_t)64 << 20) / (ROW_WORDS * 8) && bytes_reserve(&entries, (size_t)most * ROW_WORDS * 8) < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
     PyThreadState *thread = PyEval_SaveThread();
     for (;;) {
         if (pos >= limit) {
@@ -923,16 +932,45 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     }
     if (plan_active)
         plan_end = n;
+    /* Copy the results out one at a time, each C buffer freed as soon as its copy exists, and the walk's own
+     * buffers first: the peak is then about the largest result twice, not every result twice. */
+    PyMem_RawFree(rd.buf);
+    rd.buf = NULL;
+    PyMem_RawFree(pids.keys);
+    PyMem_RawFree(pids.kinds);
+    pids.keys = NULL;
+    pids.kinds = NULL;
+    PyMem_RawFree(offset_probes);
+    PyMem_RawFree(time_probes);
+    offset_probes = time_probes = NULL;
+    PyObject *out_entries = PyBytes_FromStringAndSize(entries.data ? entries.data : "", (Py_ssize_t)entries.len);
+    PyMem_RawFree(entries.data);
+    entries.data = NULL;
+    PyObject *out_events = PyBytes_FromStringAndSize(events.data ? events.data : "", (Py_ssize_t)events.len);
+    PyMem_RawFree(events.data);
+    events.data = NULL;
+    PyObject *out_offsets = PyBytes_FromStringAndSize((const char *)offset_answers,
+                                                      n_offset_probes * 3 * (Py_ssize_t)sizeof(int64_t));
+    PyMem_RawFree(offset_answers);
+    offset_answers = NULL;
+    PyObject *out_times =
+        PyBytes_FromStringAndSize((const char *)time_answers, n_time_probes * (Py_ssize_t)sizeof(int64_t));
+    PyMem_RawFree(time_answers);
+    time_answers = NULL;
+    if (out_entries == NULL || out_events == NULL || out_offsets == NULL || out_times == NULL) {
+        Py_XDECREF(out_entries);
+        Py_XDECREF(out_events);
+        Py_XDECREF(out_offsets);
+        Py_XDECREF(out_times);
+        goto done;
+    }
     result = Py_BuildValue(
-        "{s:L,s:L,s:L,s:i,s:N,s:N,s:L,s:y#,s:N,s:N,s:y#,s:y#,s:y#,s:N,s:N}", "batch_count", (long long)n,
+        "{s:L,s:L,s:L,s:i,s:N,s:N,s:L,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "batch_count", (long long)n,
         "valid_bytes", (long long)valid_bytes, "walked", (long long)walked, "stop", stop, "problem",
         problem_tuple(&problem), "fatal", problem_tuple(&fatal), "plan_end", (long long)plan_end, "entries",
-        entries.data ? entries.data : "", (Py_ssize_t)entries.len, "last_row",
-        have_last_row ? row_tuple(last_row) : Py_NewRef(Py_None), "stop_row",
-        have_stop_row ? row_tuple(stop_row) : Py_NewRef(Py_None), "events", events.data ? events.data : "",
-        (Py_ssize_t)events.len, "offset_answers", (const char *)offset_answers,
-        (Py_ssize_t)(n_offset_probes * 3 * (Py_ssize_t)sizeof(int64_t)), "time_answers", (const char *)time_answers,
-        (Py_ssize_t)(n_time_probes * (Py_ssize_t)sizeof(int64_t)), "last_offset",
+        out_entries, "last_row", have_last_row ? row_tuple(last_row) : Py_NewRef(Py_None), "stop_row",
+        have_stop_row ? row_tuple(stop_row) : Py_NewRef(Py_None), "events", out_events, "offset_answers",
+        out_offsets, "time_answers", out_times, "last_offset",
         n ? PyLong_FromLongLong(last_offset) : Py_NewRef(Py_None), "raw_max",
         n ? PyLong_FromLongLong(raw_max) : Py_NewRef(Py_None));
 
