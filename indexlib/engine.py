@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from .discovery import Discovery, Partition
 from .findings import CUT_TAIL, Finding, files_to_rebuild, kind
@@ -538,13 +538,37 @@ class RunReport:
         return 1 if (self.remaining_findings or self.failed) else 0
 
 
+class CommitObserver(Protocol):
+    """Told about every segment commit that writes (a journal of the run): :meth:`before_commit` returns
+    only once what it records is durable, before the first rename; :meth:`after_commit` follows the
+    renames. So a process killed in the commit leaves a record of every file it may have replaced."""
+
+    def before_commit(self, outcome: SegmentOutcome, decision: Decision) -> None: ...
+
+    def after_commit(self, result: SegmentResult) -> None: ...
+
+
+def files_to_replace(outcome: SegmentOutcome, decision: Decision) -> list[str]:
+    """The final paths a commit of ``decision`` may replace or create."""
+    t = outcome.task
+    target = t.target_dir or t.partition_dir
+    files = list(outcome.staged)
+    if decision.write_txn:
+        files.append(segment_file(target, t.base_offset, ".txnindex"))
+    if decision.cut_tail_at is not None:
+        files.append(t.log_path)
+    return files
+
+
 def run(
     discovery: Discovery,
     options: RunOptions,
     index_settings: Callable[[str], IndexSettings],
     map_segments: MapSegments,
+    observer: CommitObserver | None = None,
 ) -> RunReport:
-    """One verify/rebuild/repair over the discovered partitions (see the module docstring)."""
+    """One verify/rebuild/repair over the discovered partitions (see the module docstring); ``observer``
+    is told about every commit that writes."""
     started = datetime.now(UTC)
     check_run(discovery, options)
     run_id = options.run_id or new_run_id(options.mode)
@@ -572,7 +596,12 @@ def run(
                 decision = decide(outcome, replay, options)
                 if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
                     touched.add(outcome.task.target_dir or outcome.task.partition_dir)
-                results.append(commit_segment(outcome, replay, decision))
+                    if observer is not None:
+                        observer.before_commit(outcome, decision)
+                result = commit_segment(outcome, replay, decision)
+                if decision.install and observer is not None:
+                    observer.after_commit(result)
+                results.append(result)
         phases["commit"] = time.perf_counter() - clock
     finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
         for directory in sorted(touched):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pyarrow as pa
 
-from indexlib.engine import RunReport
+from indexlib.engine import RunOptions, RunReport, SegmentResult
 
 from .config import Settings
 from .pipeline import TOOL_VERSION
@@ -62,65 +62,70 @@ _COLUMNS: list[tuple[str, pa.DataType]] = [
 SCHEMA = pa.schema(_COLUMNS)
 
 
-def rows_for(report: RunReport, settings: Settings) -> pa.Table:
-    """The audit rows of one run, in :data:`SCHEMA`."""
-    date = report.started.strftime("%Y-%m-%d")
-    common = {
-        "run_id": report.run_id,
-        "run_mode": report.mode,
-        "date": date,
-        "run_started": report.started,
-        "run_finished": report.finished,
+def run_common(run_id: str, mode: str, started: datetime, finished: datetime | None) -> dict[str, Any]:
+    """The columns every row of one run shares."""
+    return {
+        "run_id": run_id,
+        "run_mode": mode,
+        "date": started.strftime("%Y-%m-%d"),
+        "run_started": started,
+        "run_finished": finished,
         "tool_version": TOOL_VERSION,
     }
-    rows: list[dict[str, Any]] = []
-    for o in report.segments:
-        t = o.task
-        errors = [f for f in o.findings if f.severity == "error"]
-        status = (
-            "failed"
-            if o.error or o.action in ("failed", "cannot_rebuild")
-            else (o.action if o.action in ("repaired", "rebuilt") else ("findings" if errors else "ok"))
-        )
-        rows.append(
+
+
+def segment_row(o: SegmentResult, common: dict[str, Any], options: RunOptions) -> dict[str, Any]:
+    """The audit row of one segment's result."""
+    t = o.task
+    errors = [f for f in o.findings if f.severity == "error"]
+    status = (
+        "failed"
+        if o.error or o.action in ("failed", "cannot_rebuild")
+        else (o.action if o.action in ("repaired", "rebuilt") else ("findings" if errors else "ok"))
+    )
+    return {
+        **common,
+        "record_type": "segment",
+        "log_dir": t.log_dir,
+        "topic": t.topic,
+        "partition": t.partition,
+        "base_offset": t.base_offset,
+        "segment_bytes": o.file_size,
+        "index_bytes": o.index_sizes.get(".index"),
+        "timeindex_bytes": o.index_sizes.get(".timeindex"),
+        "txnindex_bytes": o.index_sizes.get(".txnindex"),
+        "segments": 1,
+        "batches_scanned": o.batches,
+        "bytes_scanned": o.file_size,
+        "valid_bytes": o.valid_bytes,
+        "invalid_tail_bytes": o.invalid_bytes,
+        "finding_kinds": sorted({f.kind for f in o.findings}),
+        "findings_json": json.dumps([f.to_dict() for f in o.findings]),
+        "status": status,
+        "action": o.action,
+        "index_entries": o.plan.index_entries,
+        "timeindex_entries": o.plan.timeindex_entries,
+        "txnindex_entries": len(o.aborted),
+        "files_written": list(o.written),
+        "backup_location": os.path.dirname(o.backups[0]) if o.backups else None,
+        "duration_s": o.seconds,
+        "settings_json": json.dumps(
             {
-                **common,
-                "record_type": "segment",
-                "log_dir": t.log_dir,
-                "topic": t.topic,
-                "partition": t.partition,
-                "base_offset": t.base_offset,
-                "segment_bytes": o.file_size,
-                "index_bytes": o.index_sizes.get(".index"),
-                "timeindex_bytes": o.index_sizes.get(".timeindex"),
-                "txnindex_bytes": o.index_sizes.get(".txnindex"),
-                "segments": 1,
-                "batches_scanned": o.batches,
-                "bytes_scanned": o.file_size,
-                "valid_bytes": o.valid_bytes,
-                "invalid_tail_bytes": o.invalid_bytes,
-                "finding_kinds": sorted({f.kind for f in o.findings}),
-                "findings_json": json.dumps([f.to_dict() for f in o.findings]),
-                "status": status,
-                "action": o.action,
-                "index_entries": o.plan.index_entries,
-                "timeindex_entries": o.plan.timeindex_entries,
-                "txnindex_entries": len(o.aborted),
-                "files_written": list(o.written),
-                "backup_location": os.path.dirname(o.backups[0]) if o.backups else None,
-                "duration_s": o.seconds,
-                "settings_json": json.dumps(
-                    {
-                        "index_interval_bytes": t.index_interval_bytes,
-                        "segment_index_bytes": t.segment_index_bytes,
-                        "output_dir": report.options.output_dir,
-                        "dry_run": report.options.dry_run,
-                        "truncate_corrupt_tail": report.options.truncate_corrupt_tail,
-                        "force": report.options.force,
-                    }
-                ),
+                "index_interval_bytes": t.index_interval_bytes,
+                "segment_index_bytes": t.segment_index_bytes,
+                "output_dir": options.output_dir,
+                "dry_run": options.dry_run,
+                "truncate_corrupt_tail": options.truncate_corrupt_tail,
+                "force": options.force,
             }
-        )
+        ),
+    }
+
+
+def rows_for(report: RunReport, settings: Settings) -> list[dict[str, Any]]:
+    """The audit rows of one run: one per segment, then the run's row (see :func:`to_table`)."""
+    common = run_common(report.run_id, report.mode, report.started, report.finished)
+    rows = [segment_row(o, common, report.options) for o in report.segments]
     kinds = sorted({f.kind for f in report.remaining_findings} | {k for r in rows for k in r["finding_kinds"]})
     rows.append(
         {
@@ -155,6 +160,11 @@ def rows_for(report: RunReport, settings: Settings) -> pa.Table:
             ),
         }
     )
+    return rows
+
+
+def to_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows (dicts with any subset of the columns) as a table in :data:`SCHEMA`."""
     columns = {name: [r.get(name) for r in rows] for name in SCHEMA.names}
     return pa.table(columns, schema=SCHEMA)
 

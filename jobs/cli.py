@@ -2,7 +2,8 @@
 
 Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submit jobs/<mode>.py``),
 ``dump``, ``lookup`` (one file, no Spark) and ``audit`` (queries of the Delta audit table, no Spark).
-Exit codes: 0 healthy / done, 1 findings or failures, 2 bad usage or bad input.
+Exit codes: 0 healthy / done, 1 findings or failures, 2 bad usage or bad input, 3 the work is done but its
+audit rows could not be merged into the table (they are kept in the audit journal; ``audit --recover``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ from .config import Settings, conf_dir
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from indexlib.engine import RunReport
+
+    from .journal import AuditJournal
+
 
 PROG = "kafka-index"
 LOG4J_FILE = conf_dir() / "log4j2.properties"
@@ -32,6 +37,10 @@ LOG4J_FILE = conf_dir() / "log4j2.properties"
 
 class UsageError(Exception):
     """Bad usage or bad input: one message, exit code 2."""
+
+
+#: the work is done, but its audit rows are only in the journal (the table write failed)
+EXIT_AUDIT_FAILED = 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -58,6 +67,12 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     p.add_argument("--index-interval-bytes", type=int, metavar="N", help="the topics' index.interval.bytes")
     p.add_argument("--segment-index-bytes", type=int, metavar="N", help="the topics' segment.index.bytes")
     p.add_argument("--audit-table", metavar="PATH", help="Delta audit table path/URI; 'none' disables auditing")
+    p.add_argument(
+        "--audit-journal",
+        metavar="DIR",
+        help="local dir where the run's audit rows wait (fsynced) until the table has them "
+        "(default: ./kafka-index-audit-journal)",
+    )
     p.add_argument(
         "--json", metavar="FILE", dest="json_file", help="write the machine-readable report here ('-': stdout)"
     )
@@ -119,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--failing", action="store_true", help="segments with findings or failures in the time window")
     q.add_argument("--partition", metavar="TOPIC-N", help="history of one partition")
     q.add_argument("--sql", help="free SQL over the table, registered as 'audit'")
+    q.add_argument(
+        "--recover",
+        action="store_true",
+        help="merge the rows kept in the audit journal (runs killed in their commit, failed table writes)",
+    )
+    audit.add_argument("--audit-journal", metavar="DIR", help="the journal dir (default: the config's)")
     audit.add_argument("--since", help="window start: 7d, 12h, 30m, today, yesterday or ISO (UTC); default 7d")
     audit.add_argument("--until", help="window end, same forms as --since; default now")
     audit.add_argument("--json", action="store_true", dest="as_json")
@@ -184,7 +205,7 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
 
 def run_job(args: argparse.Namespace) -> int:
     from indexlib.discovery import discover, is_partition_dir, parse_partition_filter
-    from indexlib.engine import LockedLogDirError, RunOptions, check_run
+    from indexlib.engine import LockedLogDirError, RunOptions, check_run, new_run_id
     from indexlib.report import check_json_target, print_report, write_json
 
     from .config import resolve_settings
@@ -199,6 +220,7 @@ def run_job(args: argparse.Namespace) -> int:
             index_interval_bytes=args.index_interval_bytes,
             segment_index_bytes=args.segment_index_bytes,
             audit_table=args.audit_table,
+            audit_journal=args.audit_journal,
             backup_dir=args.backup_dir,
         )
         if not settings.log_dirs:
@@ -236,9 +258,11 @@ def run_job(args: argparse.Namespace) -> int:
             _check_dir_can_exist(settings.backup_dir, "--backup-dir")
         if settings.audit_table is not None and "://" not in settings.audit_table:
             _check_dir_can_exist(settings.audit_table, "--audit-table")
+        if settings.audit_table is not None:
+            _check_dir_can_exist(settings.audit_journal, "--audit-journal")
         options = RunOptions(
             args.command,
-            args.run_id,
+            args.run_id or new_run_id(args.command),
             output_dir,
             getattr(args, "dry_run", False),
             getattr(args, "truncate_corrupt_tail", False),
@@ -251,28 +275,83 @@ def run_job(args: argparse.Namespace) -> int:
         return 2
     for path, reason in found.skipped:
         print(f"skipped {path}: {reason}", file=sys.stderr)
+    journal = None
+    if settings.audit_table:
+        from .journal import AuditJournal
+
+        _recover_journals(settings.audit_journal, settings.audit_table, warn_only=True)
+        journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
     spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
     local = (spark.sparkContext.master or "").startswith("local")
     progress = ConsoleProgress() if (local and not args.no_progress and sys.stderr.isatty()) else None
     try:
-        report = run(spark, found, settings, options, progress)
+        report = run(spark, found, settings, options, progress, journal)
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the journal could not record a commit: nothing more was written
+        print(f"{PROG}: error: {describe_error(exc)}; the run stopped before replacing more files", file=sys.stderr)
+        return 1
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     print_report(report, text_out)
     if args.json_file:
         write_json(report, args.json_file)
-    if settings.audit_table:
-        from . import audit
-
-        rows = audit.rows_for(report, settings)
-        writer, inserted = audit.write(settings.audit_table, rows, spark)
-        added = f"{rows.num_rows} rows merged" if inserted is None else f"{inserted} of {rows.num_rows} rows new"
-        print(f"audit: {added} in {settings.audit_table} ({writer}), run id {report.run_id}", file=text_out)
+    if journal is not None and not _write_audit(report, settings, journal, spark, text_out):
+        return EXIT_AUDIT_FAILED
     if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
+
+
+def _write_audit(report: RunReport, settings: Settings, journal: AuditJournal, spark: object, out: TextIO) -> bool:
+    """Journal every row of the run, then merge them into the table; False (one error line) when the
+    table write fails: the rows stay in the journal for ``audit --recover``."""
+    from . import audit
+
+    table = settings.audit_table or ""
+    rows = audit.rows_for(report, settings)
+    kept = True
+    try:
+        journal.finish(rows)
+    except OSError as exc:
+        kept = False
+        print(f"{PROG}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
+    try:
+        writer, inserted = audit.write(table, audit.to_table(rows), spark)  # type: ignore[arg-type]
+    except Exception as exc:  # deltalake/DataFusion errors, OSError (a full disk), an unreachable URI
+        where = f"kept in {journal.path}; merge them with `{PROG} audit --recover`" if kept else "LOST"
+        print(f"{PROG}: error: audit table {table}: {_first_line(exc)}; the run's {len(rows)} rows are {where}",
+              file=sys.stderr)  # fmt: skip
+        return False
+    journal.remove()
+    added = f"{len(rows)} rows merged" if inserted is None else f"{inserted} of {len(rows)} rows new"
+    print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
+    return True
+
+
+def _first_line(exc: BaseException) -> str:
+    text = describe_error(exc) if isinstance(exc, OSError) else str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _recover_journals(journal_dir: str, table: str, warn_only: bool) -> bool:
+    """Merge the rows of earlier runs' journals for ``table``; one line each. False if one failed."""
+    from .journal import pending, recover
+
+    ok = True
+    for path in pending(journal_dir, table):
+        try:
+            run_id, count, inserted, finished = recover(path, table)
+        except Exception as exc:
+            ok = False
+            level = "warning" if warn_only else "error"
+            print(f"{PROG}: {level}: audit journal {path}: cannot merge into {table}: {_first_line(exc)}",
+                  file=sys.stderr)  # fmt: skip
+            continue
+        state = "finished" if finished else "interrupted"
+        new = f"{inserted} of {count}" if inserted is not None else f"{count}"
+        print(f"audit: merged {new} rows of {state} run {run_id} from {path} into {table}", file=sys.stderr)
+    return ok
 
 
 def _check_dir_can_exist(path: str, option: str) -> None:
@@ -315,13 +394,20 @@ def run_audit(args: argparse.Namespace) -> int:
     from .config import ConfigError, load_config_file
 
     try:
-        table = args.audit_table or load_config_file(args.config)["audit_table"]
+        conf = load_config_file(args.config)
+        table = args.audit_table or conf["audit_table"]
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     if not table or table.lower() == "none":
         print(f"{PROG}: error: no audit table configured (give --audit-table PATH)", file=sys.stderr)
         return 2
+    if args.recover:
+        if args.since or args.until:
+            print(f"{PROG}: error: --since/--until do not apply to --recover", file=sys.stderr)
+            return 2
+        journal_dir = args.audit_journal or conf["audit_journal"]
+        return 0 if _recover_journals(journal_dir, table, warn_only=False) else EXIT_AUDIT_FAILED
     try:
         if (args.since or args.until) and not (args.repaired or args.failing):
             raise UsageError("--since/--until choose the window of --repaired and --failing; they do not apply here")

@@ -39,6 +39,7 @@ KAFKA_DEFAULTS = {
     "index_interval_bytes": DEFAULT_INDEX_INTERVAL_BYTES,
     "segment_index_bytes": DEFAULT_SEGMENT_INDEX_BYTES,
     "audit_table": "kafka-index-audit",
+    "audit_journal": "kafka-index-audit-journal",
     "backup_dir": None,
     "bytes_per_task": 1 << 30,
     "spark": {"master": "local[*]", "app_name": "kafka-index-rebuild", "conf": {}},
@@ -63,6 +64,7 @@ class Settings:
     topic_overrides: dict[str, dict[str, int]] = field(default_factory=dict)
     cli_overrides: dict[str, int] = field(default_factory=dict)
     audit_table: str | None = None
+    audit_journal: str = "kafka-index-audit-journal"  # where the audit rows wait until the table has them
     backup_dir: str | None = None
     bytes_per_task: int = 1 << 30
     spark_master: str = "local[*]"
@@ -142,6 +144,10 @@ def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, An
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{source}: {key} must be a string or null, got {value!r}")
             merged[key] = value
+        elif key == "audit_journal":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{source}: audit_journal must be a directory path, got {value!r}")
+            merged[key] = value
         elif key == "spark":
             if not isinstance(value, dict):
                 raise ConfigError(f"{source}: spark must be a mapping, got {value!r}")
@@ -206,6 +212,7 @@ def resolve_settings(
     index_interval_bytes: int | None = None,
     segment_index_bytes: int | None = None,
     audit_table: str | None = None,
+    audit_journal: str | None = None,
     backup_dir: str | None = None,
 ) -> Settings:
     """Merge every layer (see the module docstring). ``audit_table="none"`` disables auditing."""
@@ -231,6 +238,7 @@ def resolve_settings(
         topic_overrides=load_topic_config(topic_config) if topic_config else {},
         cli_overrides=cli,
         audit_table=table,
+        audit_journal=audit_journal if audit_journal is not None else conf["audit_journal"],
         backup_dir=backup_dir if backup_dir is not None else conf["backup_dir"],
         bytes_per_task=conf["bytes_per_task"],
         spark_master=conf["spark"]["master"],

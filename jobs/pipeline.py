@@ -17,7 +17,15 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from indexlib import __version__
 from indexlib.discovery import Discovery
-from indexlib.engine import MapSegments, RunOptions, RunReport, SegmentOutcome, SegmentTask, process_segment
+from indexlib.engine import (
+    CommitObserver,
+    MapSegments,
+    RunOptions,
+    RunReport,
+    SegmentOutcome,
+    SegmentTask,
+    process_segment,
+)
 from indexlib.engine import run as run_engine
 
 from .config import Settings
@@ -39,11 +47,21 @@ class Progress(Protocol):
 
 
 def run(
-    spark: SparkSession, discovery: Discovery, settings: Settings, options: RunOptions, progress: Progress | None = None
+    spark: SparkSession,
+    discovery: Discovery,
+    settings: Settings,
+    options: RunOptions,
+    progress: Progress | None = None,
+    observer: CommitObserver | None = None,
 ) -> RunReport:
-    """One verify/rebuild/repair of the discovered partitions, its map step a Spark job."""
+    """One verify/rebuild/repair of the discovered partitions, its map step a Spark job; ``observer``
+    (the audit journal) is told about every commit that writes."""
     return run_engine(
-        discovery, options, settings.for_topic, spark_map(spark.sparkContext, settings.bytes_per_task, progress)
+        discovery,
+        options,
+        settings.for_topic,
+        spark_map(spark.sparkContext, settings.bytes_per_task, progress),
+        observer,
     )
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,24 @@ def run_as_unprivileged(fn) -> dict:
         data = pipe.read()
     os.waitpid(pid, 0)
     return json.loads(data)
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A real small filesystem: a 64 KiB tmpfs, unmounted afterwards (``remount(size)`` grows it)."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root (this test runs where it can mount one)")
+    mount = tmp_path / f"small-{uuid.uuid4().hex[:6]}"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=True)
+
+
+def remount(mount, size: str) -> None:
+    """Resize a ``small_fs`` mount (e.g. "16m"): the same filesystem, now with room."""
+    subprocess.run(["mount", "-o", f"remount,size={size}", str(mount)], check=True, capture_output=True)

@@ -8,30 +8,11 @@ import hashlib
 import os
 import subprocess
 import sys
-import uuid
-
-import pytest
 
 from indexlib.generate import encode_batch_v2, generate_partition
 from indexlib.partition import rebuild_partition
 
 from ..conftest import PROJECT_ROOT
-
-
-@pytest.fixture
-def small_fs(tmp_path):
-    """A 64 KiB tmpfs, unmounted afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (this test runs where it can mount one)")
-    mount = tmp_path / f"small-{uuid.uuid4().hex[:6]}"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
 
 
 def digests(directory) -> dict[str, str]:

@@ -1,0 +1,168 @@
+"""A run that replaced files always leaves an audit trail (issue 12): its rows are journaled (fsynced) while
+it commits and until the Delta table has them. Real processes, real kills, a real full filesystem under the
+table: a table write that fails ends with exit 3, one error line and the rows kept; a run killed in its
+commit leaves a journal; the next run or ``kafka-index audit --recover`` merges either into the table."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from indexlib.generate import generate_partition
+from jobs import journal
+from jobs.cli import EXIT_AUDIT_FAILED, main
+
+from ..conftest import PROJECT_ROOT, remount
+
+
+def run_cli(*args) -> int:
+    return main([str(a) for a in args])
+
+
+def sha256s(root) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def damaged_log_dir(root, partitions: int, segments: int = 2):
+    """Generated partitions whose .index files are all missing, so a repair writes every segment."""
+    logs = root / "logs"
+    for p in range(partitions):
+        part = logs / f"orders-{p}"
+        generate_partition(part, segments=segments, batches_per_segment=30, seed=p)
+        for index in part.glob("*.index"):
+            index.unlink()
+    return logs
+
+
+def fill(path) -> None:
+    """Write until the filesystem is full."""
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while f.write(b"\0" * 4096):
+                pass
+        except OSError:
+            pass
+
+
+def table_rows(table) -> list[dict]:
+    from jobs.audit import read
+
+    return read(str(table)).to_pylist()
+
+
+def test_a_journal_holds_what_a_killed_commit_may_have_replaced(tmp_path):
+    """The rows of a journal without its final record: segment rows, an interrupted row per intent without
+    a row, an interrupted run row; a torn last line is ignored."""
+    path = tmp_path / "r1.jsonl"
+    header = {"record": "run", "run_id": "r1", "mode": "repair", "table": "t", "started": "2026-11-23T10:00:00+00:00"}
+    done = {"record_type": "segment", "log_dir": "/l", "topic": "a", "partition": 0, "base_offset": 0, "status": "repaired",
+            "run_started": "2026-11-23T10:00:00+00:00", "files_written": ["/l/a-0/x.index"]}  # fmt: skip
+    lines = [
+        header,
+        {"record": "intent", "log_dir": "/l", "topic": "a", "partition": 0, "base_offset": 0, "files": ["/l/a-0/x"]},
+        {"record": "segment", "row": done},
+        {"record": "intent", "log_dir": "/l", "topic": "a", "partition": 1, "base_offset": 7, "files": ["/l/a-1/y"]},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"record": "segm')
+    rows, finished = journal.rows_of(journal.read(str(path)))
+    assert not finished
+    by_key = {(r["record_type"], r["partition"]): r for r in rows}
+    assert by_key[("segment", 0)]["status"] == "repaired"
+    assert by_key[("segment", 0)]["run_started"].year == 2026  # decoded back to a datetime
+    assert by_key[("segment", 1)]["status"] == "interrupted" and by_key[("segment", 1)]["files_written"] == ["/l/a-1/y"]
+    assert by_key[("run", -1)]["status"] == "interrupted" and by_key[("run", -1)]["segments"] == 2
+
+
+def test_a_failed_table_write_keeps_the_rows_and_recover_merges_them(spark, tmp_path, small_fs, capsys):
+    """The table lives on a real 64 KiB filesystem: the repair is done, the table write fails (no space),
+    exit 3 with one error line naming the table and the journal; grown, ``audit --recover`` merges the
+    rows once (a second recover finds nothing), and the table then holds the whole run."""
+    logs = damaged_log_dir(tmp_path, partitions=2)
+    table, journal_dir = small_fs / "audit", tmp_path / "journal"
+    fill(small_fs / "filler")
+    before = sha256s(logs)
+    code = run_cli(
+        "repair", "--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir,
+        "--backup-dir", tmp_path / "backups", "--run-id", "full-1", "--no-progress",
+    )  # fmt: skip
+    err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert code == EXIT_AUDIT_FAILED, err
+    assert len(err) == 1 and str(table) in err[0] and "full-1.jsonl" in err[0] and "Traceback" not in err[0]
+    assert "--recover" in err[0]
+    after = sha256s(logs)
+    assert {k for k in before if k.endswith(".log")} == {k for k in after if k.endswith(".log")}
+    assert all(after[k] == before[k] for k in before if k.endswith(".log"))  # no .log byte changed
+    assert len([k for k in after if k.endswith(".index")]) == 4  # the work itself was done
+    kept = journal_dir / "full-1.jsonl"
+    rows, finished = journal.rows_of(journal.read(str(kept)))
+    assert finished and len(rows) == 5  # 4 segments + the run
+
+    (small_fs / "filler").unlink()
+    remount(small_fs, "32m")
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir) == 0
+    assert "merged 5 of 5 rows of finished run full-1" in capsys.readouterr().err
+    assert not kept.exists()
+    stored = table_rows(table)
+    assert sorted((r["record_type"], r["status"]) for r in stored) == [("run", "ok")] + [("segment", "repaired")] * 4
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir) == 0
+    assert len(table_rows(table)) == 5
+
+
+def _journal_has_a_row(path) -> bool:
+    try:
+        return any(r.get("record") == "segment" for r in journal.read(str(path)))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
+
+
+def test_a_run_killed_in_its_commit_leaves_a_journal_the_next_run_merges(tmp_path):
+    """A real repair process (driver, JVM, Python workers) is killed with SIGKILL as soon as its journal
+    records a committed segment. Every index file that changed is covered by a journaled row (repaired or
+    interrupted), no .log byte changed, and the next run merges the journal into the table."""
+    logs = damaged_log_dir(tmp_path, partitions=12)
+    table, journal_dir = tmp_path / "audit", tmp_path / "journal"
+    before = sha256s(logs)
+    path = journal_dir / "killed-1.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "repair", "--log-dir", str(logs), "--audit-table", str(table),
+         "--audit-journal", str(journal_dir), "--backup-dir", str(tmp_path / "backups"), "--run-id", "killed-1",
+         "--no-progress"],
+        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 240
+        while not _journal_has_a_row(path) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        os.killpg(proc.pid, signal.SIGKILL)  # the whole session: the driver, its JVM, the Python workers
+    finally:
+        proc.wait()
+    if not path.exists():
+        pytest.fail("the repair finished (or failed) before it could be killed in its commit")
+    rows, finished = journal.rows_of(journal.read(str(path)))
+    assert not finished
+    after = sha256s(logs)
+    assert all(after[k] == before[k] for k in before if k.endswith(".log"))
+    # Kafka's files that changed (the killed run's staged temporaries, hidden and never read by Kafka, aside)
+    changed = {k for k in after if after.get(k) != before.get(k) and not os.path.basename(k).startswith(".")}
+    covered = {os.path.relpath(f, logs) for r in rows if r["record_type"] == "segment" for f in r["files_written"]}
+    assert changed and changed <= covered, changed - covered
+
+    # the next run (a verify here) merges the interrupted run's rows first
+    code = run_cli("verify", "--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir, "--no-progress")
+    assert code in (0, 1)
+    assert not path.exists()
+    stored = [r for r in table_rows(table) if r["run_id"] == "killed-1"]
+    assert {r["status"] for r in stored if r["record_type"] == "run"} == {"interrupted"}
+    assert {r["status"] for r in stored if r["record_type"] == "segment"} <= {"repaired", "interrupted"}
+    assert len(stored) == len(rows)
