@@ -26,19 +26,28 @@ whole new one at any moment; in-place writes refuse a log dir whose ``.lock`` is
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .discovery import Discovery, Partition
 from .findings import CUT_TAIL, Finding, files_to_rebuild, kind
-from .layout import INDEX_SUFFIXES, LOG_START_OFFSET_CHECKPOINT, partition_name, segment_file, staged_by_run
+from .layout import (
+    INDEX_SUFFIXES,
+    LOG_START_OFFSET_CHECKPOINT,
+    partition_name,
+    run_lock_name,
+    segment_file,
+    staged_by_run,
+)
 from .partition import install_segment, plan_segment_file, replay_partition, stage_segment
 from .producer_state import read_log_start_offset
 from .publish import discard, fsync_path, keep_backup, log_dir_is_locked
@@ -128,6 +137,47 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
                 f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
                 f"named by partition, so {options.mode} these log dirs in separate runs"
             )
+
+
+class RunInUseError(LockedLogDirError):
+    """Another process is running with the same run id and writes under the same dir."""
+
+
+@contextlib.contextmanager
+def run_locks(directories: list[str], run_id: str) -> Iterator[None]:
+    """Hold ``<dir>/.kafka-index-run-<run id>.lock`` (``flock``) in each of ``directories`` for the block:
+    a second run with the same id, which would stage and sweep the same file names, is refused
+    (:class:`RunInUseError`) while the first holds them. The files are removed on release; the kernel
+    drops a dead process's lock, so a killed run never blocks its id."""
+    held: list[tuple[int, str]] = []
+    try:
+        for directory in sorted(set(directories)):
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, run_lock_name(run_id))
+            while True:  # lock the file that is at the path (a releasing run may unlink it meanwhile)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    os.close(fd)
+                    raise RunInUseError(
+                        f"{path}: another run with run id {run_id!r} is writing here; wait for it, or use "
+                        "another --run-id"
+                    ) from None
+                try:
+                    same = os.fstat(fd).st_ino == os.stat(path).st_ino
+                except FileNotFoundError:
+                    same = False
+                if same:
+                    held.append((fd, path))
+                    break
+                os.close(fd)
+        yield
+    finally:
+        for fd, path in reversed(held):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            os.close(fd)
 
 
 def check_locks(partitions: list[Partition], force: bool) -> None:
@@ -573,42 +623,49 @@ def run(
     check_run(discovery, options)
     run_id = options.run_id or new_run_id(options.mode)
     check_locks([p for p in discovery.partitions if options.in_place(p)], options.force)
-    clock = time.perf_counter()
-    phases: dict[str, float] = {}
-    tasks = plan_tasks(discovery, options, run_id, index_settings)
-    outcomes: list[SegmentOutcome] = []
-    results: list[SegmentResult] = []
-    partition_findings: dict[str, list[Finding]] = {}
-    touched: set[str] = set()
-    try:
-        outcomes = map_segments(tasks, run_id) if tasks else []
-        phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
-        by_partition: dict[str, list[SegmentOutcome]] = {}
-        for o in sorted(outcomes, key=lambda o: o.task.base_offset):
-            by_partition.setdefault(o.task.partition_dir, []).append(o)
-        replays = {}
-        for p in discovery.partitions:
-            replays[p.path] = replay_outcomes(p, by_partition.get(p.path, []), options.checks, run_id)
-            partition_findings[p.path] = replays[p.path].findings
-        phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
-        for p in discovery.partitions:
-            for outcome, replay in zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True):
-                decision = decide(outcome, replay, options)
-                if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
-                    touched.add(outcome.task.target_dir or outcome.task.partition_dir)
-                    if observer is not None:
-                        observer.before_commit(outcome, decision)
-                result = commit_segment(outcome, replay, decision)
-                if decision.install and observer is not None:
-                    observer.after_commit(result)
-                results.append(result)
-        phases["commit"] = time.perf_counter() - clock
-    finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
-        for directory in sorted(touched):
-            fsync_path(directory)
-        for o in outcomes:
-            _discard_staged(o.staged, o.backups)
-        sweep_staged(tasks, run_id)
+    # the dirs a writing run writes under: each in-place partition's log dir, or the output dir
+    lock_dirs = [
+        p.log_dir if options.in_place(p) else os.path.dirname(options.target_dir(p))
+        for p in discovery.partitions
+        if not options.read_only
+    ]
+    with run_locks(lock_dirs, run_id):
+        clock = time.perf_counter()
+        phases: dict[str, float] = {}
+        tasks = plan_tasks(discovery, options, run_id, index_settings)
+        outcomes: list[SegmentOutcome] = []
+        results: list[SegmentResult] = []
+        partition_findings: dict[str, list[Finding]] = {}
+        touched: set[str] = set()
+        try:
+            outcomes = map_segments(tasks, run_id) if tasks else []
+            phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
+            by_partition: dict[str, list[SegmentOutcome]] = {}
+            for o in sorted(outcomes, key=lambda o: o.task.base_offset):
+                by_partition.setdefault(o.task.partition_dir, []).append(o)
+            replays = {}
+            for p in discovery.partitions:
+                replays[p.path] = replay_outcomes(p, by_partition.get(p.path, []), options.checks, run_id)
+                partition_findings[p.path] = replays[p.path].findings
+            phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
+            for p in discovery.partitions:
+                for outcome, replay in zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True):
+                    decision = decide(outcome, replay, options)
+                    if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
+                        touched.add(outcome.task.target_dir or outcome.task.partition_dir)
+                        if observer is not None:
+                            observer.before_commit(outcome, decision)
+                    result = commit_segment(outcome, replay, decision)
+                    if decision.install and observer is not None:
+                        observer.after_commit(result)
+                    results.append(result)
+            phases["commit"] = time.perf_counter() - clock
+        finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
+            for directory in sorted(touched):
+                fsync_path(directory)
+            for o in outcomes:
+                _discard_staged(o.staged, o.backups)
+            sweep_staged(tasks, run_id)
     results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,

@@ -22,6 +22,8 @@ SNAPSHOT_SUFFIX = ".snapshot"
 KAFKA_TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 #: the file a running broker holds locked in each of its log dirs
 LOG_DIR_LOCK = ".lock"
+#: held (flock) by a writing run in each dir it writes under, so two runs with one run id never meet
+RUN_LOCK_PREFIX = ".kafka-index-run-"
 #: a log dir's checkpoint of each partition's log start offset
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 #: files Kafka keeps in a partition dir besides segments
@@ -93,6 +95,10 @@ def is_kafka_metadata(name: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- staged files
+def run_lock_name(run_id: str) -> str:
+    return f"{RUN_LOCK_PREFIX}{run_id}.lock"
+
+
 def staged_path(final: str, tag: str) -> str:
     """The hidden name a new version of ``final`` is written under before it is renamed over it."""
     directory, name = os.path.split(final)

@@ -166,3 +166,28 @@ def test_a_run_killed_in_its_commit_leaves_a_journal_the_next_run_merges(tmp_pat
     assert {r["status"] for r in stored if r["record_type"] == "run"} == {"interrupted"}
     assert {r["status"] for r in stored if r["record_type"] == "segment"} <= {"repaired", "interrupted"}
     assert len(stored) == len(rows)
+
+
+def test_a_second_run_with_the_same_run_id_is_refused_while_the_first_holds_it(spark, tmp_path, capsys):
+    """Two runs with one run id would stage and sweep the same file names. A real process holds the run's
+    lock in the log dir (as a writing run does); a repair with that id is refused, exit 2, one line, nothing
+    written; once the holder is gone the same command runs and leaves no lock file behind."""
+    logs = damaged_log_dir(tmp_path, partitions=1, segments=1)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from indexlib.engine import run_locks\n"
+         f"with run_locks([{str(logs)!r}], 'same-id'):\n    print('held', flush=True); sys.stdin.read()"],
+        cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        before = sha256s(logs)
+        args = ("repair", "--log-dir", logs, "--audit-table", "none", "--run-id", "same-id", "--no-progress",
+                "--backup-dir", tmp_path / "backups")  # fmt: skip
+        assert run_cli(*args) == 2
+        err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kafka-index")]
+        assert len(err) == 1 and ".kafka-index-run-same-id.lock" in err[0] and "same-id" in err[0], err
+        assert sha256s(logs) == before
+    finally:
+        holder.communicate("")
+    assert run_cli(*args) == 0
+    assert not any(p.name.startswith(".kafka-index-run-") for p in logs.iterdir())
