@@ -34,6 +34,7 @@ from typing import TextIO
 from . import __version__
 from .discovery import Discovery, discover, discover_partition_dir
 from .engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
+from .errors import error_line
 from .findings import CUT_TAIL, REFUSE_SEGMENT, kind
 from .layout import (
     INDEX_SUFFIXES,
@@ -197,19 +198,6 @@ def discover_paths(paths: list[str]) -> Discovery:
     return found
 
 
-def _describe(exc: BaseException, subject: str | None) -> str:
-    """One line naming the file: OSError as '<file>: <reason>', others as their message."""
-    if isinstance(exc, OSError) and exc.filename is not None:
-        message = f"{os.fsdecode(exc.filename)}: {exc.strerror or exc}"
-        if exc.filename2 is not None:
-            message += f" ({os.fsdecode(exc.filename2)})"
-    else:
-        message = str(exc) or type(exc).__name__
-        if subject and subject not in message:
-            message = f"{subject}: {message}"
-    return " ".join(message.split())
-
-
 def _error(message: str) -> None:
     print(f"{PROG}: error: {message}", file=sys.stderr)
 
@@ -354,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(exc))
         return EXIT_BAD_INPUT
     except (OSError, ValueError) as exc:  # unreadable, not a regular file, garbage, bad name, ...
-        _error(_describe(exc, subject))
+        _error(error_line(exc, subject))
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         _error("interrupted")
@@ -363,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("KAFKA_INDEX_DEBUG"):
             raise
         _error(
-            f"unexpected {type(exc).__name__} while processing {subject}: {_describe(exc, None)} "
+            f"unexpected {type(exc).__name__} while processing {subject}: {error_line(exc, None)} "
             "(set KAFKA_INDEX_DEBUG=1 for the traceback)"
         )
         return EXIT_BAD_INPUT

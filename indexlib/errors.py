@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 
 class KafkaIndexError(Exception):
     """Base class of every error indexlib raises on purpose."""
@@ -37,3 +39,19 @@ def describe_error(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return str(exc) or type(exc).__name__
+
+
+def error_line(exc: BaseException, subject: str | None) -> str:
+    """One line naming the file an error concerns: an OSError as '<file>: <reason>'; other errors by their
+    message, prefixed with ``subject`` (the file the command was given) unless the message already names
+    it or a file beside it."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        message = f"{os.fsdecode(exc.filename)}: {exc.strerror or exc}"
+        if exc.filename2 is not None:
+            message += f" ({os.fsdecode(exc.filename2)})"
+    else:
+        message = str(exc) or type(exc).__name__
+        directory = os.path.dirname(subject) if subject else ""
+        if subject and subject not in message and not (directory and f"{directory}{os.sep}" in message):
+            message = f"{subject}: {message}"
+    return " ".join(message.split())

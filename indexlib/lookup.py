@@ -24,6 +24,12 @@ def lookup(
         raise ValueError(f"{segment}: not a segment file (expected <20-digit base offset>.log)")
     base = parsed[0]
     directory = os.path.dirname(segment) or "."
+    needed = [segment, segment_file(directory, base, ".index")]
+    if timestamp is not None:
+        needed.append(segment_file(directory, base, ".timeindex"))
+    for path in needed:  # name the file that is missing (an OSError's message names none)
+        if not os.path.exists(path):
+            raise ValueError(f"{path}: no such file (a lookup reads the segment's .log and its index files)")
     scan = scan_log(segment)
     answer: dict[str, Any] = {"segment": segment, "base_offset": base}
     if timestamp is not None:

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NoReturn, TextIO
 
-from indexlib.errors import describe_error
+from indexlib.errors import describe_error, error_line
 
 from .config import Settings, conf_dir
 
@@ -371,8 +371,7 @@ def run_dump(args: argparse.Namespace) -> int:
     try:
         return write_dump(args.file, args.as_json, sys.stdout)
     except (OSError, ValueError) as exc:
-        reason = describe_error(exc)
-        print(f"{PROG}: error: {reason if args.file in reason else f'{args.file}: {reason}'}", file=sys.stderr)
+        print(f"{PROG}: error: {error_line(exc, args.file)}", file=sys.stderr)
         return 2
 
 
@@ -382,8 +381,7 @@ def run_lookup(args: argparse.Namespace) -> int:
     try:
         answer = lookup(args.segment, args.offset, args.timestamp, args.ceiling)
     except (OSError, ValueError) as exc:
-        reason = describe_error(exc)
-        print(f"{PROG}: error: {reason if args.segment in reason else f'{args.segment}: {reason}'}", file=sys.stderr)
+        print(f"{PROG}: error: {error_line(exc, args.segment)}", file=sys.stderr)
         return 2
     return print_lookup(answer, args.as_json, sys.stdout)
 

@@ -34,6 +34,22 @@ def test_lookup_prints_the_entry_used_and_the_batch_found(capsys, tmp_path):
     assert json.loads(capsys.readouterr().out)["batch"] is None
 
 
+def test_a_lookup_names_the_index_file_that_is_missing(capsys, tmp_path):
+    part = tmp_path / "orders-0"
+    generate_partition(part, segments=1, batches_per_segment=20, seed=3)
+    rebuild_partition(part)
+    log = part / "00000000000000000000.log"
+    (part / "00000000000000000000.timeindex").unlink()
+    assert main(["lookup", "--segment", str(log), "--timestamp", "5"]) == 2
+    line = one_error_line(capsys)
+    assert "00000000000000000000.timeindex: no such file" in line and ".log:" not in line
+    assert main(["lookup", "--segment", str(log), "--offset", "5"]) == 0  # an offset needs no .timeindex
+    capsys.readouterr()
+    (part / "00000000000000000000.index").unlink()
+    assert main(["lookup", "--segment", str(log), "--offset", "5"]) == 2
+    assert "00000000000000000000.index: no such file" in one_error_line(capsys)
+
+
 def test_dump_is_the_librarys(capsys, tmp_path):
     part = tmp_path / "orders-0"
     generate_partition(part, segments=1, batches_per_segment=20, seed=4)
