@@ -61,11 +61,16 @@ class AuditJournal:
         self._write([record], create=False)
 
     def _write(self, records: list[dict[str, Any]], create: bool) -> None:
-        with open(self.path, "x" if create else "a", encoding="utf-8") as f:
-            for record in records:
-                f.write(json.dumps(record, default=_encode) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with open(self.path, "x" if create else "a", encoding="utf-8") as f:
+                for record in records:
+                    f.write(json.dumps(record, default=_encode) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError:
+            if create:  # no half-made journal (a torn later line is ignored by read)
+                _remove(self.path)
+            raise
 
     def before_commit(self, outcome: SegmentOutcome, decision: Decision) -> None:
         t = outcome.task

@@ -191,3 +191,40 @@ def test_a_second_run_with_the_same_run_id_is_refused_while_the_first_holds_it(s
         holder.communicate("")
     assert run_cli(*args) == 0
     assert not any(p.name.startswith(".kafka-index-run-") for p in logs.iterdir())
+
+
+def test_a_journal_that_cannot_be_written_stops_the_run_before_any_rename(spark, tmp_path, small_fs, capsys):
+    """No trail, no write: with the journal dir on a full filesystem the repair stops before its first
+    rename (exit 1, one line naming the journal and "No space left"), every file as it was, no journal."""
+    logs = damaged_log_dir(tmp_path, partitions=1)
+    fill(small_fs / "filler")
+    before = sha256s(logs)
+    code = run_cli(
+        "repair", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--audit-journal", small_fs / "journal",
+        "--backup-dir", tmp_path / "backups", "--run-id", "nojournal", "--no-progress",
+    )  # fmt: skip
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kafka-index")]
+    assert code == 1 and len(err) == 1, err
+    assert "No space left" in err[0] and "stopped before replacing" in err[0]
+    assert sha256s(logs) == before
+    assert not list((small_fs / "journal").glob("*.jsonl"))
+
+
+def test_recover_keeps_a_journal_whose_table_cannot_be_reached(tmp_path, capsys):
+    """An unreachable table (nothing listens on the HDFS port): one error line, exit 3, the journal kept."""
+    table = "hdfs://127.0.0.1:9/kafka-index-audit"
+    path = tmp_path / "journal" / "r9.jsonl"
+    path.parent.mkdir()
+    header = {"record": "run", "run_id": "r9", "mode": "repair", "table": table, "started": "2026-11-23T10:00:00+00:00"}
+    path.write_text(json.dumps(header) + "\n")
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == EXIT_AUDIT_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("kafka-index: error: audit journal ") and "Traceback" not in err[0]
+    assert path.exists()
+    assert run_cli("audit", "--recover", "--since", "7d", "--audit-table", table) == 2
+
+
+def test_dump_of_a_missing_file_is_one_line(capsys, tmp_path):
+    assert run_cli("dump", tmp_path / "00000000000000000000.index") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "00000000000000000000.index" in err[0] and "No such file" in err[0]
