@@ -47,6 +47,7 @@ from .layout import (
     run_lock_name,
     segment_file,
     staged_by_run,
+    staged_run_id,
 )
 from .partition import install_segment, plan_segment_file, replay_partition, stage_segment
 from .producer_state import read_log_start_offset
@@ -178,6 +179,42 @@ def run_locks(directories: list[str], run_id: str) -> Iterator[None]:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
             os.close(fd)
+
+
+def run_is_alive(directory: str, run_id: str) -> bool:
+    """Whether a process holds run ``run_id``'s lock in ``directory`` (see :func:`run_locks`)."""
+    try:
+        fd = os.open(os.path.join(directory, run_lock_name(run_id)), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # also drops the shared lock just taken
+    return False
+
+
+def sweep_dead_runs(partition_dirs: list[str], run_id: str) -> list[str]:
+    """Remove the staged files other runs left in ``partition_dirs`` when no process holds their run lock
+    (killed runs: a staged file was never installed, and Kafka never reads one). A live run holds its lock
+    from before it stages until after it sweeps, so its files are never touched. Returns what was removed."""
+    removed = []
+    for directory in sorted(set(partition_dirs)):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            owner = staged_run_id(name)
+            if owner is None or owner == run_id or run_is_alive(os.path.dirname(directory), owner):
+                continue
+            path = os.path.join(directory, name)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(path)
+    return removed
 
 
 def check_locks(partitions: list[Partition], force: bool) -> None:
@@ -565,6 +602,7 @@ class RunReport:
     partitions: list[Partition]
     log_dirs: list[str]
     phase_seconds: dict[str, float] = field(default_factory=dict)  # "scan" (the map), "replay", "commit"
+    swept: list[str] = field(default_factory=list)  # staged files of dead runs this run removed
 
     @property
     def remaining_findings(self) -> list[Finding]:
@@ -629,7 +667,10 @@ def run(
         for p in discovery.partitions
         if not options.read_only
     ]
+    swept: list[str] = []
     with run_locks(lock_dirs, run_id):
+        if not options.read_only:
+            swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
         clock = time.perf_counter()
         phases: dict[str, float] = {}
         tasks = plan_tasks(discovery, options, run_id, index_settings)
@@ -669,7 +710,7 @@ def run(
     results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
-        discovery.partitions, discovery.log_dirs, phases,
+        discovery.partitions, discovery.log_dirs, phases, swept,
     )  # fmt: skip
 
 

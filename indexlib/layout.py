@@ -110,6 +110,13 @@ def is_staged_name(name: str) -> bool:
     return _STAGED.fullmatch(name) is not None
 
 
+def staged_run_id(name: str) -> str | None:
+    """The run id in a staged file's tag (``<run id>`` or ``<run id>~<task attempt>``; run ids hold no
+    ``~``), or None when ``name`` is not a staged file."""
+    match = _STAGED.fullmatch(name)
+    return match.group("tag").split("~", 1)[0] if match is not None else None
+
+
 def staged_by_run(name: str, run_id: str) -> bool:
     """A staged file of this run: tag ``<run id>`` or ``<run id>~<task attempt>``, never another run's."""
     match = _STAGED.fullmatch(name)

@@ -39,6 +39,9 @@ def print_report(report: RunReport, out: TextIO) -> None:
         ]
         print(format_table(["kind", "file", "entry", "expected", "found", "detail"], rows), file=out)
         print(file=out)
+    if report.swept:
+        print(f"removed {len(report.swept)} staged files that killed runs had left (never installed):", file=out)
+        print("\n".join(f"  {os.path.relpath(path)}" for path in report.swept) + "\n", file=out)
     failures = [s.error for s in report.segments if s.error]
     if failures:
         print("failed writes (each file is either unchanged or wholly replaced; see written in --json):", file=out)
@@ -96,6 +99,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "phase_seconds": {k: round(v, 4) for k, v in report.phase_seconds.items()},
         "log_dirs": report.log_dirs,
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
+        "swept": list(report.swept),
         "partition_findings": {k: [f.to_dict() for f in v] for k, v in report.partition_findings.items() if v},
         "segments": [
             {

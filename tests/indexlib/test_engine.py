@@ -13,7 +13,7 @@ import pytest
 
 from indexlib.discovery import discover
 from indexlib.engine import RunOptions, _discard_staged, plan_tasks, process_segment
-from indexlib.generate import encode_batch_v2, encode_control_batch
+from indexlib.generate import encode_batch_v2, encode_control_batch, generate_partition
 from indexlib.layout import segment_file
 from indexlib.partition import plan_partition, rebuild_partition, replay_partition
 from indexlib.settings import IndexSettings
@@ -260,3 +260,31 @@ def test_an_output_dir_that_is_the_log_dir_is_in_place(tmp_path):
         "00000000000000000000.index",
         "00000000000000000000.timeindex",
     ]
+
+
+def test_a_writing_run_removes_the_staged_files_of_dead_runs_only(tmp_path, capsys):
+    """Staged files are what a killed run leaves (hidden names Kafka never reads). A later writing run
+    removes those whose run holds no lock any more, and says so; a live run's (its lock held by another
+    open of the lock file, as a running process holds it) and verify's read-only runs leave them alone."""
+    from indexlib.cli import main
+    from indexlib.engine import run_is_alive, run_locks
+    from indexlib.layout import staged_path
+
+    logs = tmp_path / "logs"
+    part = logs / "orders-0"
+    generate_partition(part, segments=1, batches_per_segment=20, seed=8)
+    index = str(part / "00000000000000000000.index")
+    dead = [staged_path(index, "killed-run~3"), staged_path(str(part / "00000000000000000000.timeindex"), "killed-run")]
+    alive = staged_path(index, "live-run")
+    for path in [*dead, alive]:
+        Path(path).write_bytes(b"\0" * 16)
+    with run_locks([str(logs)], "live-run"):
+        assert run_is_alive(str(logs), "live-run") and not run_is_alive(str(logs), "killed-run")
+        assert main(["verify", str(part)]) == 1  # read-only: reports them (and the missing indexes), removes nothing
+        assert all(os.path.exists(p) for p in [*dead, alive])
+        capsys.readouterr()
+        assert main(["rebuild", str(part)]) == 0
+        out = capsys.readouterr().out
+    assert "removed 2 staged files that killed runs had left" in out
+    assert not any(os.path.exists(p) for p in dead) and os.path.exists(alive)
+    assert not run_is_alive(str(logs), "live-run")
