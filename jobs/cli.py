@@ -78,8 +78,11 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     )
     p.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
     p.add_argument("--run-id", metavar="ID", help="run id for the audit table (default: generated)")
-    p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
-    p.add_argument("--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock")
+    if mode != "verify":  # verify writes nothing: no backups, no lock to override
+        p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
+        p.add_argument(
+            "--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock"
+        )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--strict",
@@ -96,6 +99,12 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         p.add_argument("--dry-run", action="store_true", help="report what would be rebuilt; write nothing")
     if mode == "repair":
         p.add_argument("--dry-run", action="store_true", help="verify and report what would be repaired; write nothing")
+    if mode != "verify":
+        p.add_argument(
+            "--audit-dry-run",
+            action="store_true",
+            help="with --dry-run: still record the run in the audit table (a dry run writes no rows otherwise)",
+        )
         p.add_argument(
             "--truncate-corrupt-tail",
             action="store_true",
@@ -115,19 +124,22 @@ def build_parser() -> argparse.ArgumentParser:
         ("repair", "verify, then rebuild only what is wrong, with backups"),
     ):
         _job_options(sub.add_parser(mode, help=text, description=text), mode)
-    dump = sub.add_parser("dump", help="print an index file or a .log's batch headers")
-    dump.add_argument("file")
-    dump.add_argument("--json", action="store_true", dest="as_json")
-    lookup = sub.add_parser("lookup", help="find an offset or timestamp through a segment's indexes")
-    lookup.add_argument("--segment", required=True, metavar="PATH.log")
+    text = "print an index file or a .log's batch headers"
+    dump = sub.add_parser("dump", help=text, description=text)
+    dump.add_argument("file", help="<20-digit base offset>.{index,timeindex,txnindex,log}")
+    dump.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
+    text = "find an offset or timestamp through a segment's indexes, as a broker's fetch would"
+    lookup = sub.add_parser("lookup", help=text, description=text)
+    lookup.add_argument("--segment", required=True, metavar="PATH.log", help="the segment's .log")
     what = lookup.add_mutually_exclusive_group(required=True)
-    what.add_argument("--offset", type=int)
-    what.add_argument("--timestamp", type=int, metavar="MS")
+    what.add_argument("--offset", type=int, help="the offset to find")
+    what.add_argument("--timestamp", type=int, metavar="MS", help="the first batch with a timestamp >= MS")
     lookup.add_argument("--ceiling", action="store_true", help="use the smallest entry at or above the target")
-    lookup.add_argument("--json", action="store_true", dest="as_json")
-    audit = sub.add_parser("audit", help="query the Delta audit table")
-    audit.add_argument("--audit-table", metavar="PATH")
-    audit.add_argument("--config", metavar="FILE")
+    lookup.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
+    text = "query the Delta audit table (the latest run by default), or merge rows kept in the audit journal"
+    audit = sub.add_parser("audit", help=text, description=text)
+    audit.add_argument("--audit-table", metavar="PATH", help="the table (default: the config's audit_table)")
+    audit.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
     q = audit.add_mutually_exclusive_group()
     q.add_argument("--latest", action="store_true", help="the latest run's summary (default)")
     q.add_argument("--repaired", action="store_true", help="segments repaired in the time window")
@@ -142,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--audit-journal", metavar="DIR", help="the journal dir (default: the config's)")
     audit.add_argument("--since", help="window start: 7d, 12h, 30m, today, yesterday or ISO (UTC); default 7d")
     audit.add_argument("--until", help="window end, same forms as --since; default now")
-    audit.add_argument("--json", action="store_true", dest="as_json")
+    audit.add_argument("--json", action="store_true", dest="as_json", help="print JSON rows instead of a table")
     return parser
 
 
@@ -221,7 +233,7 @@ def run_job(args: argparse.Namespace) -> int:
             segment_index_bytes=args.segment_index_bytes,
             audit_table=args.audit_table,
             audit_journal=args.audit_journal,
-            backup_dir=args.backup_dir,
+            backup_dir=getattr(args, "backup_dir", None),
         )
         if not settings.log_dirs:
             raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")
@@ -266,7 +278,7 @@ def run_job(args: argparse.Namespace) -> int:
             output_dir,
             getattr(args, "dry_run", False),
             getattr(args, "truncate_corrupt_tail", False),
-            args.force,
+            getattr(args, "force", False),
             settings.backup_dir,
         )
         check_run(found, options)
@@ -276,7 +288,7 @@ def run_job(args: argparse.Namespace) -> int:
     for path, reason in found.skipped:
         print(f"skipped {path}: {reason}", file=sys.stderr)
     journal = None
-    if settings.audit_table:
+    if settings.audit_table and (not options.dry_run or getattr(args, "audit_dry_run", False)):
         from .journal import AuditJournal
 
         _recover_journals(settings.audit_journal, settings.audit_table, warn_only=True)

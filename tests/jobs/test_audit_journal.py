@@ -228,3 +228,15 @@ def test_dump_of_a_missing_file_is_one_line(capsys, tmp_path):
     assert run_cli("dump", tmp_path / "00000000000000000000.index") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "00000000000000000000.index" in err[0] and "No such file" in err[0]
+
+
+def test_a_dry_run_writes_no_audit_rows_unless_asked(spark, tmp_path):
+    logs = damaged_log_dir(tmp_path, partitions=1, segments=1)
+    table, journal_dir = tmp_path / "audit", tmp_path / "journal"
+    base = ("repair", "--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir, "--dry-run",
+            "--no-progress")  # fmt: skip
+    assert run_cli(*base, "--run-id", "dry-1") == 1  # findings remain: nothing was repaired
+    assert not table.exists() and not journal_dir.exists()
+    assert run_cli(*base, "--run-id", "dry-2", "--audit-dry-run") == 1
+    rows = table_rows(table)
+    assert {r["run_id"] for r in rows} == {"dry-2"} and {r["action"] for r in rows} == {"would_repair", "repair"}

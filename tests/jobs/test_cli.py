@@ -154,3 +154,23 @@ def test_both_command_lines_say_their_version(capsys):
     assert capsys.readouterr().out.strip() == f"kafka-index {__version__}"
     assert indexlib_main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"python -m indexlib {__version__}"
+
+
+def test_help_lists_only_the_options_of_each_command_and_explains_every_one(capsys):
+    helps = {}
+    for command in ("verify", "rebuild", "repair", "dump", "lookup", "audit"):
+        assert main([command, "--help"]) == 0
+        helps[command] = capsys.readouterr().out
+    assert "--backup-dir" not in helps["verify"] and "--force" not in helps["verify"]
+    assert "--dry-run" not in helps["verify"] and "--audit-dry-run" not in helps["verify"]
+    for command in ("rebuild", "repair"):
+        assert "--backup-dir" in helps[command] and "--force" in helps[command] and "--audit-dry-run" in helps[command]
+    assert "--output-dir" in helps["rebuild"] and "--output-dir" not in helps["repair"]
+    for command, text in helps.items():
+        # every option has a help text: argparse prints an option with none on a line of its own, no words after
+        lines = text.split("options:", 1)[1].splitlines()
+        bare = [ln for ln in lines if re.fullmatch(r"\s+-[-\w]+(?:\s+[A-Z_.]+)?(?:, -[-\w]+(?:\s+[A-Z_.]+)?)*", ln)]
+        continuation = [
+            i for i, ln in enumerate(lines) if ln in bare and i + 1 < len(lines) and lines[i + 1].startswith(" " * 20)
+        ]
+        assert len(bare) == len(continuation), (command, bare)
