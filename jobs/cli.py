@@ -80,10 +80,12 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     p.add_argument("--run-id", metavar="ID", help="run id for the audit table (default: generated)")
     if mode != "verify":  # verify writes nothing: no backups, no lock to override
         p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
-        p.add_argument(
-            "--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock"
-        )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.add_argument("--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock")
+    p.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress (a bar on a terminal, else a line every 10 s on stderr)",
+    )
     p.add_argument(
         "--strict",
         action="store_true",
@@ -160,32 +162,44 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------------------------- progress
 class ConsoleProgress:
-    """A one-line progress bar on stderr (segments, bytes, throughput), updated from Spark accumulators."""
+    """Progress of the scan on stderr, polled on the driver (segments, MiB, Spark tasks, rate, ETA): on a
+    terminal a bar redrawn every ``interval`` seconds; otherwise (a log file, Airflow) one line every
+    ``log_every`` seconds. Works in local and cluster mode (accumulators and Spark's status tracker)."""
 
-    def __init__(self, stream: TextIO = sys.stderr, interval: float = 0.5) -> None:
-        self.stream, self.interval = stream, interval
+    def __init__(
+        self, stream: TextIO = sys.stderr, interval: float = 0.5, tty: bool | None = None, log_every: float = 10.0
+    ) -> None:
+        self.stream, self.interval, self.log_every = stream, interval, log_every
+        self.tty = stream.isatty() if tty is None else tty
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int]]) -> None:
+    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int, int, int]]) -> None:
         self.total, self.total_bytes, self.poll, self.t0 = total, total_bytes, poll, time.monotonic()
         self._stop.clear()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
     def _line(self) -> str:
-        done, done_bytes = self.poll()
+        done, done_bytes, tasks_done, tasks = self.poll()
         elapsed = max(time.monotonic() - self.t0, 1e-9)
+        rate = done_bytes / elapsed
+        left = self.total_bytes - done_bytes
+        eta = f", ETA {left / rate:,.0f} s" if done_bytes and left > 0 else ""
+        text = (
+            f"{done}/{self.total} segments, {done_bytes / 2**20:,.0f}/{self.total_bytes / 2**20:,.0f} MiB, "
+            f"{tasks_done}/{tasks} tasks, {rate / 2**20:,.0f} MiB/s{eta}"
+        )
+        if not self.tty:
+            return f"progress: {text}"
         width = 30
         filled = int(width * done / self.total) if self.total else width
-        return (
-            f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{self.total} segments, "
-            f"{done_bytes / 2**20:,.0f}/{self.total_bytes / 2**20:,.0f} MiB, {done_bytes / 2**20 / elapsed:,.0f} MiB/s"
-        )
+        return f"\r[{'#' * filled}{'.' * (width - filled)}] {text}"
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.stream.write(self._line())
+        every = self.interval if self.tty else self.log_every
+        while not self._stop.wait(every):
+            self.stream.write(self._line() + ("" if self.tty else "\n"))
             self.stream.flush()
 
     def stop(self) -> None:
@@ -294,8 +308,7 @@ def run_job(args: argparse.Namespace) -> int:
         _recover_journals(settings.audit_journal, settings.audit_table, warn_only=True)
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
     spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
-    local = (spark.sparkContext.master or "").startswith("local")
-    progress = ConsoleProgress() if (local and not args.no_progress and sys.stderr.isatty()) else None
+    progress = None if args.no_progress else ConsoleProgress()
     try:
         report = run(spark, found, settings, options, progress, journal)
     except LockedLogDirError as exc:

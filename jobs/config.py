@@ -41,7 +41,7 @@ KAFKA_DEFAULTS = {
     "audit_table": "kafka-index-audit",
     "audit_journal": "kafka-index-audit-journal",
     "backup_dir": None,
-    "bytes_per_task": 1 << 30,
+    "bytes_per_task": 256 << 20,
     "spark": {"master": "local[*]", "app_name": "kafka-index-rebuild", "conf": {}},
 }
 _SPARK_KEYS = {"master": str, "app_name": str, "conf": dict}
@@ -66,7 +66,7 @@ class Settings:
     audit_table: str | None = None
     audit_journal: str = "kafka-index-audit-journal"  # where the audit rows wait until the table has them
     backup_dir: str | None = None
-    bytes_per_task: int = 1 << 30
+    bytes_per_task: int = 256 << 20
     spark_master: str = "local[*]"
     spark_app_name: str = "kafka-index-rebuild"
     spark_conf: dict[str, str] = field(default_factory=dict)

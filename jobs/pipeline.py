@@ -11,8 +11,10 @@ mount on every node).
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from indexlib import __version__
@@ -39,9 +41,11 @@ T = TypeVar("T")
 
 
 class Progress(Protocol):
-    """What the job reports progress to (the console bar in ``jobs.cli``)."""
+    """What the job reports progress to (``jobs.cli.ConsoleProgress``). ``poll`` returns (segments done,
+    bytes done, Spark tasks done, Spark tasks in all), read on the driver: from accumulators and Spark's
+    status tracker, so it works in local and cluster mode alike."""
 
-    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int]]) -> None: ...
+    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int, int, int]]) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -87,15 +91,53 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
             done_bytes.add(sum(t.size for t in group))
             return out
 
+        group = f"kafka-index-{run_id}"
+        size = sum(sizes)
+        sc.setJobGroup(group, f"kafka-index run {run_id}: {len(tasks)} segments, {size / 2**30:.2f} GiB of .log")
+
+        def poll() -> tuple[int, int, int, int]:
+            tasks_done, tasks_total = spark_tasks(sc, group)
+            return done.value, done_bytes.value, tasks_done, tasks_total or len(bins)
+
         if progress is not None:
-            progress.start(len(tasks), sum(sizes), lambda: (done.value, done_bytes.value))
+            progress.start(len(tasks), size, poll)
         try:
-            return sc.parallelize(bins, len(bins)).flatMap(run_bin).collect()
+            with call_site(sc, f"scan {len(tasks)} segments in {len(bins)} tasks"):
+                return sc.parallelize(bins, len(bins)).flatMap(run_bin).collect()
         finally:
             if progress is not None:
                 progress.stop()
+            for key in ("spark.jobGroup.id", "spark.job.description"):
+                sc.setLocalProperty(key, None)  # type: ignore[arg-type]  # None unsets it
 
     return map_segments
+
+
+def call_site(sc: SparkContext, name: str) -> AbstractContextManager[object]:
+    """Name the stages of the Spark calls in the block (the UI shows it instead of "collect at
+    pipeline.py:105"). PySpark sets the call site of each action itself unless one is already set, through
+    ``SCCallSiteSync``; this is that helper with our name (no public API names a stage)."""
+    try:
+        from pyspark.traceback_utils import SCCallSiteSync
+    except ImportError:  # pragma: no cover - a PySpark without it: Spark's own names
+        return contextlib.nullcontext()
+    sync = SCCallSiteSync(sc)  # type: ignore[no-untyped-call]
+    sync._call_site = name
+    return sync
+
+
+def spark_tasks(sc: SparkContext, group: str) -> tuple[int, int]:
+    """(tasks completed, tasks in all) of the job group's stages, from Spark's status tracker."""
+    tracker = sc.statusTracker()
+    done = total = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                done += stage.numCompletedTasks
+                total += stage.numTasks
+    return done, total
 
 
 def balance_by_bytes(items: list[T], sizes: list[int], bins: int) -> list[list[T]]:

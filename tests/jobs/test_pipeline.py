@@ -22,8 +22,45 @@ def test_task_count_is_one_per_bytes_per_task_and_at_least_one_per_slot(tmp_path
     assert task_count(2 * gib, 8, gib) == 8  # every slot busy even when the data is small
     assert task_count(10 * gib + 1, 2, gib) == 11
     assert task_count(0, 0, gib) == 1
-    assert load_config_file()["bytes_per_task"] == gib
+    assert load_config_file()["bytes_per_task"] == 256 << 20  # well below 1 GiB: progress moves
     config = tmp_path / "c.yaml"
     config.write_text("bytes_per_task: 0\n")
     with pytest.raises(ConfigError, match="bytes_per_task must be >= 1"):
         load_config_file(str(config))
+
+
+def test_the_scan_is_one_named_job_in_the_runs_group_with_task_progress(spark, tmp_path):
+    """The Spark UI and the status tracker see the run: a job group named after the run id with a
+    description, a stage named for what it does, and task counts the progress polls (driver-side, so the
+    same in cluster mode)."""
+    from indexlib.discovery import discover
+    from indexlib.engine import RunOptions, plan_tasks
+    from indexlib.generate import generate_partition
+    from indexlib.settings import IndexSettings
+    from jobs.pipeline import spark_map
+
+    for p in range(3):
+        generate_partition(tmp_path / "logs" / f"orders-{p}", segments=2, batches_per_segment=30, seed=p)
+    found = discover([str(tmp_path / "logs")])
+    tasks = plan_tasks(found, RunOptions("verify", "progress-1"), "progress-1", lambda topic: IndexSettings())
+    polls = []
+
+    class Recorder:
+        def start(self, total, total_bytes, poll):
+            self.total, self.poll = total, poll
+            polls.append(poll())
+
+        def stop(self):
+            polls.append(self.poll())
+
+    sc = spark.sparkContext
+    size = sum(t.size for t in tasks)
+    outcomes = spark_map(sc, -(-size // 3), Recorder())(tasks, "progress-1")  # three tasks
+    assert len(outcomes) == 6
+    jobs = sc.statusTracker().getJobIdsForGroup("kafka-index-progress-1")
+    assert len(jobs) == 1
+    stages = [sc.statusTracker().getStageInfo(s) for s in sc.statusTracker().getJobInfo(jobs[0]).stageIds]
+    assert [s.name for s in stages] == ["scan 6 segments in 3 tasks"]
+    assert polls[0][0] == 0 and polls[-1][:2] == (6, size)
+    assert polls[-1][2:] == (3, 3)  # every task of the stage done, as the status tracker counts them
+    assert sc.getLocalProperty("spark.jobGroup.id") is None  # the group does not leak into later jobs

@@ -11,8 +11,8 @@ from jobs.cli import ConsoleProgress
 def test_progress_line_counts_segments_bytes_and_throughput():
     state = {"done": 0, "bytes": 0}
     out = io.StringIO()
-    bar = ConsoleProgress(out, interval=0.01)
-    bar.start(4, 4 * 2**20, lambda: (state["done"], state["bytes"]))
+    bar = ConsoleProgress(out, interval=0.01, tty=True)
+    bar.start(4, 4 * 2**20, lambda: (state["done"], state["bytes"], state["done"] // 2, 2))
     time.sleep(0.05)
     state.update(done=2, bytes=2 * 2**20)
     time.sleep(0.05)
@@ -22,4 +22,20 @@ def test_progress_line_counts_segments_bytes_and_throughput():
     assert "0/4 segments, 0/4 MiB" in lines[0]
     assert any("2/4 segments, 2/4 MiB" in line for line in lines)
     final = lines[-1]
-    assert final.startswith("[" + "#" * 30 + "]") and "4/4 segments, 4/4 MiB" in final and final.endswith(" MiB/s\n")
+    assert final.startswith("[" + "#" * 30 + "]") and "4/4 segments, 4/4 MiB, 2/2 tasks" in final
+    assert final.endswith(" MiB/s\n")  # no ETA once everything is done
+
+
+def test_without_a_terminal_progress_is_a_log_line_every_few_seconds():
+    state = {"done": 0, "bytes": 0}
+    out = io.StringIO()
+    bar = ConsoleProgress(out, tty=False, log_every=0.05)
+    bar.start(10, 10 * 2**20, lambda: (state["done"], state["bytes"], 1, 5))
+    time.sleep(0.03)
+    state.update(done=5, bytes=5 * 2**20)
+    time.sleep(0.12)
+    bar.stop()
+    lines = out.getvalue().splitlines()
+    assert "\r" not in out.getvalue() and all(line.startswith("progress: ") for line in lines)
+    assert 2 <= len(lines) <= 6  # a line per period, not a redraw every 10 ms
+    assert any("5/10 segments, 5/10 MiB, 1/5 tasks" in line and "ETA" in line for line in lines)
