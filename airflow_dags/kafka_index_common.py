@@ -95,7 +95,7 @@ def job_arguments(
         args += ["--backup-dir", settings["backup_dir"]]
     if run_id:
         args += ["--run-id", run_id]
-    args += ["--json", report, "--no-progress"]
+    args += ["--json", report]  # progress: a line every 10 s in the task log
     if mode != "verify" and dry_run:  # verify never writes; a dry rebuild or repair writes nothing either
         args.append("--dry-run")
     if mode == "repair" and truncate_corrupt_tail:

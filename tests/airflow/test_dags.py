@@ -130,7 +130,6 @@ def test_rendered_spark_submit_arguments(facts):
         "scheduled__2026-11-21T00_00_00_00_00-verify",  # no ':' or '+' in the backup dir names it gives
         "--json",
         "/r/kafka_index_scheduled/scheduled__2026-11-21T00_00_00_00_00/verify.json",
-        "--no-progress",
         "--exit-zero-on-findings",
     ]
     on_demand = facts["rendered_on_demand"]
@@ -146,7 +145,6 @@ def test_rendered_spark_submit_arguments(facts):
         "manual__x-repair",
         "--json",
         "/r/kafka_index_on_demand/manual__x/repair.json",
-        "--no-progress",
         "--dry-run",
         "--truncate-corrupt-tail",
     ]
