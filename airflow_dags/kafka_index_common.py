@@ -22,6 +22,8 @@ DEFAULTS: dict[str, Any] = {
     "project_dir": None,
     "py_files": None,
     "archives": None,
+    "driver_python": None,
+    "conf": {},
     "extra_args": [],
     "report_dir": "/tmp/kafka-index-reports",
     "audit_table": None,
@@ -108,11 +110,19 @@ def job_arguments(
 def submit_options(settings: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments of ``SparkSubmitOperator`` shared by every job."""
     options = {"conn_id": settings["spark_conn_id"], "verbose": False, "env_vars": {"PYTHONUNBUFFERED": "1"}}
+    conf: dict[str, str] = {}
     if settings.get("py_files"):
         options["py_files"] = settings["py_files"]
     if settings.get("archives"):
+        # executors run Python from the archive; the driver (client mode) runs the project's own venv
         options["archives"] = settings["archives"]
-        options["conf"] = {"spark.pyspark.python": "./env/bin/python"}
+        conf["spark.pyspark.python"] = "./env/bin/python"
+        conf["spark.pyspark.driver.python"] = settings.get("driver_python") or os.path.join(
+            settings["project_dir"], ".venv", "bin", "python"
+        )
+    conf.update({str(k): str(v) for k, v in (settings.get("conf") or {}).items()})
+    if conf:
+        options["conf"] = conf
     return options
 
 

@@ -215,7 +215,8 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
     """The session: spark-submit's master when launched by it, else the configured one (``local[*]``)."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name)
+    # PySpark's worker daemon, quiet when the JVM hangs up on an idle worker at the end (jobs.spark_daemon)
+    builder = SparkSession.builder.appName(app_name).config("spark.python.daemon.module", "jobs.spark_daemon")
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded local Spark
         # Python workers must run this interpreter (its packages), not whatever python3 is on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

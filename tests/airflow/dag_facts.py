@@ -46,6 +46,10 @@ facts["rendered_verify"] = {
 import kafka_index_common  # noqa: E402  (airflow_dags/ is on sys.path once the DagBag has loaded it)
 
 settings = kafka_index_common.load_settings()
+facts["submit_options_archive"] = kafka_index_common.submit_options(
+    dict(settings, archives="/d/env.tar.gz#env", conf={"spark.executor.memory": "2g", "spark.pyspark.python": "/py"})
+)
+facts["submit_options_local"] = kafka_index_common.submit_options(settings)
 payload = json.loads(sys.argv[3])
 facts["rendered_on_demand"] = {
     "application": kafka_index_common.application(settings, payload["mode"]),

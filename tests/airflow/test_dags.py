@@ -150,6 +150,19 @@ def test_rendered_spark_submit_arguments(facts):
     ]
 
 
+def test_cluster_settings_reach_spark_submit(facts):
+    """With an archive the executors run its Python and the driver the project's venv (spark.pyspark.python
+    alone would send the driver to ./env too); the conf mapping is passed as is and wins."""
+    options = facts["submit_options_archive"]
+    assert options["archives"] == "/d/env.tar.gz#env"
+    assert options["conf"] == {
+        "spark.pyspark.python": "/py",
+        "spark.pyspark.driver.python": str(ROOT / ".venv" / "bin" / "python"),
+        "spark.executor.memory": "2g",
+    }
+    assert "conf" not in facts["submit_options_local"] and "archives" not in facts["submit_options_local"]
+
+
 # ----------------------------------------------------------------------------- airflow dags test
 def damaged_log_dir(root: Path) -> tuple[Path, dict[str, bytes]]:
     """Three partitions with correct indexes (the expected bytes), then three index files damaged."""

@@ -186,7 +186,10 @@ def test_output_dir_refuses_one_partition_from_two_log_dirs(spark, tmp_path, cap
 
 def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
     """A task attempt that died after staging leaves a file no outcome names; the run removes its own
-    such files and nothing else (another run's leftovers are verify's to report)."""
+    such files, and another run's only when that run is dead: here "sweep-run.7" is alive (it holds its
+    run lock), so its file stays."""
+    from indexlib.engine import run_locks
+
     logs = tmp_path / "logs"
     part = logs / "orders-0"
     generate_partition(part, segments=1, batches_per_segment=30, seed=2)
@@ -194,7 +197,9 @@ def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
     foreign = part / f".{0:020d}.index.sweep-run.7~3.rebuild.tmp"  # run "sweep-run.7", not ours
     lost.write_bytes(b"half")
     foreign.write_bytes(b"not ours")
-    assert run_cli("rebuild", "--log-dir", logs, "--run-id", "sweep-run", "--audit-table", "none", "--no-progress") == 0
+    with run_locks([str(logs)], "sweep-run.7"):
+        code = run_cli("rebuild", "--log-dir", logs, "--run-id", "sweep-run", "--audit-table", "none", "--no-progress")
+    assert code == 0
     assert not lost.exists() and foreign.read_bytes() == b"not ours"
     assert sorted(p.name for p in part.iterdir()) == sorted(
         [foreign.name] + [f"{0:020d}{s}" for s in (".log", ".index", ".timeindex")]
