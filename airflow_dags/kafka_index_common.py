@@ -110,7 +110,9 @@ def job_arguments(
 def submit_options(settings: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments of ``SparkSubmitOperator`` shared by every job."""
     options = {"conn_id": settings["spark_conn_id"], "verbose": False, "env_vars": {"PYTHONUNBUFFERED": "1"}}
-    conf: dict[str, str] = {}
+    # the driver's JVM logs errors only, as a local run does (spark-submit's default is INFO)
+    log4j = os.path.join(settings["project_dir"], "conf", "log4j2.properties")
+    conf: dict[str, str] = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j}"}
     if settings.get("py_files"):
         options["py_files"] = settings["py_files"]
     if settings.get("archives"):
@@ -121,8 +123,7 @@ def submit_options(settings: dict[str, Any]) -> dict[str, Any]:
             settings["project_dir"], ".venv", "bin", "python"
         )
     conf.update({str(k): str(v) for k, v in (settings.get("conf") or {}).items()})
-    if conf:
-        options["conf"] = conf
+    options["conf"] = conf
     return options
 
 

@@ -22,7 +22,7 @@ def test_readme_python_examples_run(tmp_path):
 
 def test_readme_commands_are_make_targets():
     commands = re.findall(r"^make (\w+)", README, flags=re.M)
-    assert commands == ["demo", "test"]
+    assert commands[:2] == ["demo", "test"]  # the two commands, first; later ones (make package) are targets too
     makefile = (PROJECT_ROOT / "Makefile").read_text()
     for target in commands:
         assert re.search(rf"^{target}:", makefile, flags=re.M)

@@ -155,12 +155,15 @@ def test_cluster_settings_reach_spark_submit(facts):
     alone would send the driver to ./env too); the conf mapping is passed as is and wins."""
     options = facts["submit_options_archive"]
     assert options["archives"] == "/d/env.tar.gz#env"
+    quiet = f"-Dlog4j2.configurationFile={ROOT / 'conf' / 'log4j2.properties'}"
     assert options["conf"] == {
+        "spark.driver.extraJavaOptions": quiet,
         "spark.pyspark.python": "/py",
         "spark.pyspark.driver.python": str(ROOT / ".venv" / "bin" / "python"),
         "spark.executor.memory": "2g",
     }
-    assert "conf" not in facts["submit_options_local"] and "archives" not in facts["submit_options_local"]
+    local = facts["submit_options_local"]
+    assert local["conf"] == {"spark.driver.extraJavaOptions": quiet} and "archives" not in local
 
 
 # ----------------------------------------------------------------------------- airflow dags test
