@@ -52,6 +52,7 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_kernel.py
 	$(PY) benchmarks/bench_small_segments.py
 	$(PY) benchmarks/fuzz_kernel.py
+	$(PY) benchmarks/bench_cluster.py
 
 # For clusters: the executors' Python as a packed virtualenv for --archives: the project (with its compiled
 # scan kernel) and what the executors import, numpy and crc32c; ~45 MB unpacked. The driver runs the
