@@ -318,6 +318,11 @@ def run_job(args: argparse.Namespace) -> int:
     except OSError as exc:  # the journal could not record a commit: nothing more was written
         print(f"{PROG}: error: {describe_error(exc)}; the run stopped before replacing more files", file=sys.stderr)
         return 1
+    except Exception as exc:  # the Spark job failed (a killed executor or Python worker, a lost node, ...)
+        if type(exc).__module__.split(".")[0] not in ("py4j", "pyspark"):
+            raise
+        print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
+        return 1
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     print_report(report, text_out)
     if args.json_file:
@@ -378,6 +383,17 @@ def _recover_journals(journal_dir: str, table: str, warn_only: bool) -> bool:
         new = f"{inserted} of {count}" if inserted is not None else f"{count}"
         print(f"audit: merged {new} rows of {state} run {run_id} from {path} into {table}", file=sys.stderr)
     return ok
+
+
+def spark_failure(exc: BaseException) -> str:
+    """The reason of a failed Spark job in one line (a Py4JJavaError's message is a Java stack trace)."""
+    text = str(exc)
+    for marker in ("Job aborted due to stage failure: ", "SparkException: "):
+        if marker in text:
+            text = text.split(marker, 1)[1]
+            break
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
+    return line if len(line) <= 300 else line[:297] + "..."
 
 
 def _check_dir_can_exist(path: str, option: str) -> None:

@@ -15,6 +15,7 @@ Cases elsewhere, not repeated here: a run SIGKILLed in its commit and a failed a
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -228,3 +229,45 @@ def test_a_run_killed_while_executors_stage_changes_nothing_and_the_next_run_cle
     assert not list(logs.rglob(".*.rebuild.tmp"))
     assert all(sha256s(logs)[k] == v for k, v in before.items() if k.endswith(".log"))
     assert audited(table, journal_dir, "after-kill")
+
+
+def _daemon_workers() -> list[int]:
+    """PIDs of the Python workers PySpark's daemon forked (children of the daemon, same command line)."""
+    procs = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if b"jobs.spark_daemon" in cmdline:
+                procs[int(entry)] = ppid
+    return [pid for pid, ppid in procs.items() if ppid in procs]
+
+
+def test_a_python_worker_killed_in_the_scan_fails_the_job_in_one_line(tmp_path):
+    """A Python worker dies mid-task (the OOM killer, say): local Spark does not retry, the job fails; the run
+    says so in one line, exit 1, and no file Kafka reads changed (staged files are its own to remove)."""
+    logs = damaged_logs(tmp_path, partitions=12)
+    before = sha256s(logs)
+    proc = kafka_index("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", tmp_path / "backups",
+                       "--run-id", "worker-killed", "--no-progress", wait=False)  # fmt: skip
+    assert isinstance(proc, subprocess.Popen)
+    killed: list[int] = []
+    deadline = time.monotonic() + 240
+    while not killed and proc.poll() is None and time.monotonic() < deadline:
+        if list(logs.rglob(".*.rebuild.tmp")):  # a task is staging: its worker is busy
+            for pid in _daemon_workers():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+        time.sleep(0.002)
+    _, stderr = proc.communicate(timeout=300)
+    if not killed:
+        pytest.skip("the scan finished before a worker could be killed (a very fast machine)")
+    errors = error_lines(stderr)
+    assert proc.returncode == 1 and len(errors) == 1, stderr[-3000:]
+    assert "the Spark job failed, no file was replaced" in errors[0]
+    assert sha256s(logs) == before
+    assert not list(logs.rglob(".*.rebuild.tmp"))
