@@ -52,6 +52,7 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_kernel.py
 	$(PY) benchmarks/bench_small_segments.py
 	$(PY) benchmarks/fuzz_kernel.py
+	$(PY) benchmarks/fuzz_indexes.py
 	$(PY) benchmarks/bench_cluster.py
 
 # For clusters: the executors' Python as a packed virtualenv for --archives: the project (with its compiled

@@ -1,0 +1,172 @@
+"""A long fuzz run of the index readers and of verify over damaged index files (issue 12): they must never
+crash, hang, raise anything but a ``CorruptIndexError``/``ValueError`` naming the file (the readers), raise at
+all (verify: damage is a finding), or change a byte of what they read.
+
+Run: ``.venv/bin/python benchmarks/fuzz_indexes.py [--seconds S] [--seed N] [--workers W]``; default 600 s,
+seed 1, 2 workers. The suite runs a bounded version on every ``make test`` (``tests/indexlib/test_garbage_files.py``).
+
+Each worker builds one small real partition (3 segments with transactions, correct index files), then per
+case copies it, damages its ``.index``/``.timeindex``/``.txnindex`` files (random bytes; or the real file
+with 1-6 bytes flipped, cut at a random length, or extended with zeros or garbage), and then: opens every
+index file read-only through its class and runs every read operation (sanity check, every entry, floor and
+ceiling lookups of random targets, the aborted transactions of random fetch ranges), and runs
+``verify_partition`` over the whole partition. The case is written to ``<workdir>/case-<w>/`` first, so a
+crash (a signal) or a hang (no progress for 30 s) leaves its reproducer. Prints one Markdown line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import multiprocessing
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+from indexlib import CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex  # noqa: E402
+from indexlib.generate import generate_partition  # noqa: E402
+from indexlib.partition import rebuild_partition  # noqa: E402
+from indexlib.verify import verify_partition  # noqa: E402
+
+STALL_SECONDS = 30.0
+SUFFIXES = {".index": OffsetIndex, ".timeindex": TimeIndex, ".txnindex": TransactionIndex}
+
+
+def damage(rng: random.Random, data: bytes) -> bytes:
+    kind = rng.randrange(5)
+    if kind == 0 or not data:
+        return rng.randbytes(rng.randrange(0, 600))
+    out = bytearray(data)
+    if kind == 1:
+        for _ in range(rng.randrange(1, 7)):
+            out[rng.randrange(len(out))] = rng.randrange(256)
+    elif kind == 2:
+        del out[rng.randrange(len(out) + 1) :]
+    elif kind == 3:
+        out += bytes(rng.randrange(1, 200))
+    else:
+        out += rng.randbytes(rng.randrange(1, 200))
+    return bytes(out)
+
+
+def read_everything(path: str, base: int, rng: random.Random) -> None:
+    cls = SUFFIXES[os.path.splitext(path)[1]]
+    try:
+        with cls(path, base, writable=False) as index:
+            index.sanity_check()
+            if cls is TransactionIndex:
+                index.all_aborted_txns()
+                for _ in range(4):
+                    start = base + rng.randrange(-50, 400)
+                    index.collect_aborted_txns(start, start + rng.randrange(0, 300))
+            else:
+                index.to_numpy()
+                for n in range(index.entries):
+                    index.entry(n)
+                for _ in range(6):
+                    target = rng.choice([base + rng.randrange(-50, 2000), rng.randrange(-(2**63), 2**63)])
+                    index.lookup(target)
+                    index.lookup_ceiling(target)
+    except (CorruptIndexError, ValueError) as exc:
+        if path not in str(exc):
+            raise AssertionError(f"{type(exc).__name__} does not name {path}: {exc}") from exc
+
+
+def digests(directory: str) -> dict[str, str]:
+    out = {}
+    for name in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, name), "rb") as f:
+            out[name] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+def worker(index: int, seed: int, deadline: float, workdir: str, counter, failures) -> None:
+    rng = random.Random(seed * 1000 + index)
+    pristine = os.path.join(workdir, f"pristine-{index}", "fuzz-0")
+    generate_partition(pristine, segments=3, batches_per_segment=60, transactional_producers=2, seed=seed + index)
+    rebuild_partition(pristine, index_interval_bytes=200)
+    case = os.path.join(workdir, f"case-{index}", "fuzz-0")
+    while time.time() < deadline:
+        shutil.rmtree(os.path.dirname(case), ignore_errors=True)
+        shutil.copytree(pristine, case)
+        names = sorted(n for n in os.listdir(case) if os.path.splitext(n)[1] in SUFFIXES)
+        for name in rng.sample(names, rng.randrange(1, len(names) + 1)):
+            path = os.path.join(case, name)
+            with open(path, "rb") as f:
+                data = f.read()
+            with open(path, "wb") as f:
+                f.write(damage(rng, data))
+        before = digests(case)
+        try:
+            for name in names:
+                read_everything(os.path.join(case, name), int(name[:20]), rng)
+            verify_partition(case, index_interval_bytes=200)
+            if digests(case) != before:
+                raise AssertionError("a read-only pass changed a file")
+        except Exception:
+            with failures.get_lock():
+                failures.value += 1
+            kept = os.path.join(workdir, f"failure-{index}-{counter.value}")
+            shutil.copytree(case, kept)
+            with open(kept + ".txt", "w") as f:
+                f.write(traceback.format_exc())
+        with counter.get_lock():
+            counter.value += 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=600.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args(argv)
+    workdir = tempfile.mkdtemp(prefix="fuzz-indexes-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    ctx = multiprocessing.get_context("fork")
+    counter, failures = ctx.Value("q", 0), ctx.Value("q", 0)
+    started = time.time()
+    deadline = started + args.seconds
+    procs = [
+        ctx.Process(target=worker, args=(i, args.seed, deadline, workdir, counter, failures))
+        for i in range(args.workers)
+    ]
+    for p in procs:
+        p.start()
+    crash = None
+    last, last_change = -1, time.time()
+    while any(p.is_alive() for p in procs):
+        time.sleep(1)
+        for i, p in enumerate(procs):
+            if p.exitcode not in (None, 0):
+                crash = f"worker {i} died with exit code {p.exitcode}; reproducer: {workdir}/case-{i}"
+        if counter.value != last:
+            last, last_change = counter.value, time.time()
+        elif time.time() - last_change > STALL_SECONDS:
+            crash = f"no progress for {STALL_SECONDS:.0f} s (a hang?); reproducers: {workdir}/case-*"
+        if crash:
+            for p in procs:
+                p.kill()
+            break
+    for p in procs:
+        p.join()
+    elapsed = time.time() - started
+    print(
+        f"| {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} | seed {args.seed}, {args.workers} workers "
+        f"| {elapsed:.0f} s | {counter.value:,} damaged partitions ({counter.value / elapsed:,.0f}/s) "
+        f"| {failures.value} failures | {'crash/hang: ' + crash if crash else 'no crash, no hang'} |"
+    )
+    if crash or failures.value:
+        print(f"fuzz_indexes: kept {workdir}", file=sys.stderr)
+        return 1
+    shutil.rmtree(workdir, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
