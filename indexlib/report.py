@@ -20,8 +20,13 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def print_report(report: RunReport, out: TextIO) -> None:
-    """The findings table, failed writes, the per-partition summary and the verdict line."""
+def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
+    """The findings table, failed writes, the per-partition summary and the verdict line. ``level``:
+    ``quiet`` prints only failed writes and the verdict line; ``verbose`` adds the time of each phase."""
+    if level == "quiet":
+        _print_failures(report, out)
+        print(_verdict_line(report).lstrip("\n"), file=out)
+        return
     findings = [f for fs in report.partition_findings.values() for f in fs] + [
         f for s in report.segments for f in s.findings
     ]
@@ -42,10 +47,7 @@ def print_report(report: RunReport, out: TextIO) -> None:
     if report.swept:
         print(f"removed {len(report.swept)} staged files that killed runs had left (never installed):", file=out)
         print("\n".join(f"  {os.path.relpath(path)}" for path in report.swept) + "\n", file=out)
-    failures = [s.error for s in report.segments if s.error]
-    if failures:
-        print("failed writes (each file is either unchanged or wholly replaced; see written in --json):", file=out)
-        print("\n".join(f"  {error}" for error in failures) + "\n", file=out)
+    _print_failures(report, out)
     summary = [
         [
             r["partition"],
@@ -62,13 +64,25 @@ def print_report(report: RunReport, out: TextIO) -> None:
         format_table(["partition", "segments", "MiB", "findings", "kinds", "files written", "action"], summary),
         file=out,
     )
+    if level == "verbose" and report.phase_seconds:
+        phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in report.phase_seconds.items())
+        print(f"\nphases: {phases}", file=out)
+    print(_verdict_line(report), file=out)
+
+
+def _print_failures(report: RunReport, out: TextIO) -> None:
+    failures = [s.error for s in report.segments if s.error]
+    if failures:
+        print("failed writes (each file is either unchanged or wholly replaced; see written in --json):", file=out)
+        print("\n".join(f"  {error}" for error in failures) + "\n", file=out)
+
+
+def _verdict_line(report: RunReport) -> str:
     total = sum(s.file_size for s in report.segments)
     seconds = (report.finished - report.started).total_seconds()
-    verdict = _verdict(report)
-    print(
+    return (
         f"\n{report.mode} {report.run_id}: {len(report.segments)} segments, {total / 2**20:,.1f} MiB "
-        f"in {seconds:.1f} s; {verdict}",
-        file=out,
+        f"in {seconds:.1f} s; {_verdict(report)}"
     )
 
 

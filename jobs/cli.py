@@ -81,6 +81,11 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     if mode != "verify":  # verify writes nothing: no backups, no lock to override
         p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
         p.add_argument("--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q", "--quiet", action="store_true", help="print only failures, errors and the verdict line; no progress"
+    )
+    loud.add_argument("-v", "--verbose", action="store_true", help="also the time of each phase, and Spark's warnings")
     p.add_argument(
         "--no-progress",
         action="store_true",
@@ -309,7 +314,9 @@ def run_job(args: argparse.Namespace) -> int:
         _recover_journals(settings.audit_journal, settings.audit_table, warn_only=True)
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
     spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
-    progress = None if args.no_progress else ConsoleProgress()
+    if args.verbose:
+        spark.sparkContext.setLogLevel("WARN")
+    progress = None if (args.no_progress or args.quiet) else ConsoleProgress()
     try:
         report = run(spark, found, settings, options, progress, journal)
     except LockedLogDirError as exc:
@@ -324,19 +331,21 @@ def run_job(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
         return 1
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
-    print_report(report, text_out)
+    print_report(report, text_out, "quiet" if args.quiet else "verbose" if args.verbose else "normal")
     if args.json_file:
         write_json(report, args.json_file)
-    if journal is not None and not _write_audit(report, settings, journal, spark, text_out):
+    if journal is not None and not _write_audit(report, settings, journal, spark, None if args.quiet else text_out):
         return EXIT_AUDIT_FAILED
     if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
 
 
-def _write_audit(report: RunReport, settings: Settings, journal: AuditJournal, spark: object, out: TextIO) -> bool:
-    """Journal every row of the run, then merge them into the table; False (one error line) when the
-    table write fails: the rows stay in the journal for ``audit --recover``."""
+def _write_audit(
+    report: RunReport, settings: Settings, journal: AuditJournal, spark: object, out: TextIO | None
+) -> bool:
+    """Journal every row of the run, then merge them into the table (a line on ``out`` unless None); False
+    (one error line) when the table write fails: the rows stay in the journal for ``audit --recover``."""
     from . import audit
 
     table = settings.audit_table or ""
@@ -356,7 +365,8 @@ def _write_audit(report: RunReport, settings: Settings, journal: AuditJournal, s
         return False
     journal.remove()
     added = f"{len(rows)} rows merged" if inserted is None else f"{inserted} of {len(rows)} rows new"
-    print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
+    if out is not None:
+        print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
     return True
 
 

@@ -174,3 +174,16 @@ def test_help_lists_only_the_options_of_each_command_and_explains_every_one(caps
             i for i, ln in enumerate(lines) if ln in bare and i + 1 < len(lines) and lines[i + 1].startswith(" " * 20)
         ]
         assert len(bare) == len(continuation), (command, bare)
+
+
+def test_quiet_prints_the_verdict_and_verbose_the_phases(spark, capsys, tmp_path):
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=2, batches_per_segment=20, seed=7)  # no index files: findings
+    base = ["verify", "--log-dir", str(logs), "--audit-table", str(tmp_path / "audit"), "--no-progress"]
+    assert main([*base, "--quiet"]) == 1
+    out = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
+    assert len(out) == 1 and out[0].startswith("verify ") and "finding(s) remain" in out[0]
+    assert main([*base, "-v"]) == 1
+    out = capsys.readouterr().out
+    assert "index_missing" in out and re.search(r"^phases: scan \d+\.\d\d s, replay", out, flags=re.M)
+    assert main([*base, "-q", "-v"]) == 2  # one or the other
