@@ -42,6 +42,10 @@ def cluster(tmp_path_factory):
         yield running
 
 
+def applications(cluster) -> set[str]:
+    return {d.name for w in cluster.workers for d in w.iterdir() if d.name.startswith("app-")}
+
+
 def index_bytes(logs: Path) -> dict[str, bytes]:
     return {str(p.relative_to(logs)): p.read_bytes() for p in sorted(logs.rglob("*")) if p.is_file()}
 
@@ -80,3 +84,28 @@ def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, 
     assert pythons, "no executor unpacked the archive"
     stderr = "".join(p.read_text(errors="replace") for w in cluster.workers for p in w.glob("app-*/*/stderr"))
     assert "Traceback" not in stderr
+
+
+def test_the_on_demand_dag_repairs_on_the_cluster(cluster, executor_archive, tmp_path):
+    """Real Airflow (``airflow dags test``) submitting the on-demand repair to the standalone cluster with
+    the DAG settings a cluster needs (the archive; the driver's Python follows from project_dir)."""
+    from ..airflow.test_dags import AIRFLOW, airflow_env, dags_test, damaged_log_dir, state_of
+
+    if not AIRFLOW.exists():
+        pytest.skip("Airflow's own virtualenv .venv-airflow is missing: `make test` sets it up")
+    logs, good = damaged_log_dir(tmp_path)
+    settings = {
+        "report_dir": str(tmp_path / "reports"),
+        "audit_table": str(tmp_path / "audit"),
+        "backup_dir": str(tmp_path / "backups"),
+        "archives": f"{executor_archive}#env",
+        "conf": {"spark.cores.max": "2"},
+    }
+    env = airflow_env(tmp_path / "home", settings)
+    env["AIRFLOW_CONN_SPARK_DEFAULT"] = cluster.url + "?deploy-mode=client"
+    apps_before = applications(cluster)
+    done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "mode": "repair", "dry_run": False})
+    assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
+    assert {str(p.relative_to(logs)): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == good
+    assert "--archives" in done.stdout + done.stderr  # the task log shows the spark-submit it ran
+    assert len(applications(cluster) - apps_before) == 1  # the DAG's repair ran on the cluster's executors
