@@ -84,6 +84,8 @@ def job_arguments(
     """The ``jobs/<mode>.py`` arguments (same spelling as ``kafka-index``)."""
     if not log_dirs:
         raise ValueError("at least one log dir is needed")
+    if truncate_corrupt_tail and mode != "repair":  # a combination the job cannot honour: refuse, never drop it
+        raise ValueError(f"truncate_corrupt_tail applies to repair only, not to {mode}")
     args: list[str] = []
     for d in log_dirs:
         args += ["--log-dir", d]

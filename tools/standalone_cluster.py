@@ -119,6 +119,14 @@ def spark_submit(
 ) -> subprocess.CompletedProcess[str]:
     """``spark-submit jobs/<job>.py ARGS`` as the README shows it for a standalone cluster (``master`` may
     also be ``local[N]``: then no archive is needed, and none is passed)."""
+    argv = submit_argv(master, job, *args, archive=archive, conf=conf)
+    return subprocess.run(argv, cwd=PROJECT_ROOT, env=spark_env(), capture_output=True, text=True, timeout=1200)
+
+
+def submit_argv(
+    master: str, job: str, *args: object, archive: Path = ARCHIVE, conf: dict[str, str] | None = None
+) -> list[str]:
+    """The command line of :func:`spark_submit`."""
     argv = [str(spark_home() / "bin" / "spark-submit"), "--master", master]
     if master.startswith("spark://"):
         argv += ["--archives", f"{archive}#env", "--conf", "spark.pyspark.python=./env/bin/python"]
@@ -132,4 +140,4 @@ def spark_submit(
     for key, value in (conf or {}).items():
         argv += ["--conf", f"{key}={value}"]
     argv += [str(PROJECT_ROOT / "jobs" / f"{job}.py"), *map(str, args)]
-    return subprocess.run(argv, cwd=PROJECT_ROOT, env=spark_env(), capture_output=True, text=True, timeout=1200)
+    return argv

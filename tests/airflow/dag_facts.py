@@ -50,6 +50,13 @@ facts["submit_options_archive"] = kafka_index_common.submit_options(
     dict(settings, archives="/d/env.tar.gz#env", conf={"spark.executor.memory": "2g", "spark.pyspark.python": "/py"})
 )
 facts["submit_options_local"] = kafka_index_common.submit_options(settings)
+try:
+    kafka_index_common.job_arguments(
+        settings, mode="rebuild", log_dirs=["/x"], report="/r.json", truncate_corrupt_tail=True
+    )
+    facts["truncate_with_rebuild"] = "accepted"
+except ValueError as exc:
+    facts["truncate_with_rebuild"] = str(exc)
 payload = json.loads(sys.argv[3])
 facts["rendered_on_demand"] = {
     "application": kafka_index_common.application(settings, payload["mode"]),

@@ -150,6 +150,11 @@ def test_rendered_spark_submit_arguments(facts):
     ]
 
 
+def test_the_form_refuses_what_the_job_cannot_honour(facts):
+    """Truncating a corrupt tail is a repair's; with rebuild it used to be dropped silently."""
+    assert facts["truncate_with_rebuild"] == "truncate_corrupt_tail applies to repair only, not to rebuild"
+
+
 def test_cluster_settings_reach_spark_submit(facts):
     """With an archive the executors run its Python and the driver the project's venv (spark.pyspark.python
     alone would send the driver to ./env too); the conf mapping is passed as is and wins."""

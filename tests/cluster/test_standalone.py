@@ -7,6 +7,8 @@ the embedded local run gives, byte for byte, and the executors must really have 
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +23,7 @@ from ..conftest import PROJECT_ROOT
 
 pytest.importorskip("pyspark", reason="the cluster test needs the [spark] extra (make test installs it)")
 sys.path.insert(0, str(PROJECT_ROOT / "tools"))
-from standalone_cluster import ARCHIVE, spark_submit, standalone_cluster  # noqa: E402
+from standalone_cluster import ARCHIVE, spark_submit, standalone_cluster, submit_argv  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +69,11 @@ def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, 
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     # quiet as a local run: the JVM logs errors only (conf/log4j2.properties through the README's --conf)
     assert not [line for line in done.stderr.splitlines() if " INFO " in line or " WARN " in line], done.stderr[:3000]
-    kinds = {f["kind"] for s in json.loads(report.read_text())["segments"] for f in s["findings"]}
-    assert kinds == {"bad_length", "timeindex_missing"}
+    flagged = {
+        (os.path.relpath(f["file"], logs), f["kind"]) for f in json.loads(report.read_text())["remaining_findings"]
+    }
+    damaged = {(str(p.relative_to(logs)), "bad_length") for p in logs.glob("orders-*/*.index")}
+    assert flagged == damaged | {("orders-2/00000000000000000000.timeindex", "timeindex_missing")}
 
     done = spark_submit(cluster.url, "repair", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--backup-dir",
                         tmp_path / "backups", archive=executor_archive, conf={"spark.cores.max": "2"})  # fmt: skip
@@ -78,6 +83,8 @@ def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, 
     # the executors were the workers' own processes, running Python from the unpacked archive
     apps = [d for w in cluster.workers for d in w.iterdir() if d.name.startswith("app-")]
     assert len({d.name for d in apps}) == 2  # one application per spark-submit
+    for work in cluster.workers:  # ... each with an executor on both workers: two separate processes
+        assert {d.name for d in work.iterdir() if d.name.startswith("app-")} == {d.name for d in apps}
     pythons = list(cluster.workers[0].glob("app-*/*/env/bin/python")) + list(
         cluster.workers[1].glob("app-*/*/env/bin/python")
     )
@@ -109,3 +116,17 @@ def test_the_on_demand_dag_repairs_on_the_cluster(cluster, executor_archive, tmp
     assert {str(p.relative_to(logs)): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == good
     assert "--archives" in done.stdout + done.stderr  # the task log shows the spark-submit it ran
     assert len(applications(cluster) - apps_before) == 1  # the DAG's repair ran on the cluster's executors
+
+
+def test_the_readme_standalone_command_is_the_one_these_tests_run():
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    block = re.search(r"```bash\nmake package\n(spark-submit --master spark://host:7077.*?)\n```", readme, re.S)
+    assert block, "the README's standalone spark-submit block"
+    command = block.group(1).replace("\\\n", " ").replace("$PWD", str(PROJECT_ROOT))
+    documented = [  # run from the project dir: a relative path there is the project's
+        (flag, value if flag != "archives" or value.startswith("/") else f"{PROJECT_ROOT}/{value}")
+        for flag, value in re.findall(r"--(archives|conf) (\S+)", command)
+    ]
+    ours = submit_argv("spark://host:7077", "verify")
+    run = list(zip(ours, ours[1:], strict=False))
+    assert sorted(documented) == sorted((flag[2:], value) for flag, value in run if flag in ("--archives", "--conf"))
