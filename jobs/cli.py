@@ -322,8 +322,10 @@ def run_job(args: argparse.Namespace) -> int:
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # the journal could not record a commit: nothing more was written
-        print(f"{PROG}: error: {describe_error(exc)}; the run stopped before replacing more files", file=sys.stderr)
+    except OSError as exc:  # a run lock or the journal could not be written: nothing more was replaced
+        print(
+            f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
+        )
         return 1
     except Exception as exc:  # the Spark job failed (a killed executor or Python worker, a lost node, ...)
         if type(exc).__module__.split(".")[0] not in ("py4j", "pyspark"):

@@ -271,3 +271,52 @@ def test_a_python_worker_killed_in_the_scan_fails_the_job_in_one_line(tmp_path):
     assert "the Spark job failed, no file was replaced" in errors[0]
     assert sha256s(logs) == before
     assert not list(logs.rglob(".*.rebuild.tmp"))
+
+
+# ------------------------------------------------------------------------- read-only files and mounts
+def test_an_immutable_index_file_fails_its_segment_and_the_others_are_repaired(tmp_path):
+    """``chattr +i`` on one torn .timeindex: its rename fails (EPERM) and is reported with the file named;
+    the file stays as it was, every other segment is repaired, no .log changes."""
+    logs = damaged_logs(tmp_path, partitions=2)
+    stuck = logs / "orders-0" / "00000000000000000000.timeindex"
+    if subprocess.run(["chattr", "+i", str(stuck)], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root on ext4/xfs)")
+    try:
+        before = sha256s(logs)
+        done = kafka_index("repair", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--audit-journal",
+                           tmp_path / "journal", "--backup-dir", tmp_path / "backups", "--run-id", "immutable",
+                           "--no-progress")  # fmt: skip
+        after = sha256s(logs)
+    finally:
+        subprocess.run(["chattr", "-i", str(stuck)], check=True)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Operation not permitted" in done.stdout and str(stuck.parent) in done.stdout
+    assert error_lines(done.stderr) == []  # a failed write is a finding of the run, not a usage error
+    assert after[str(stuck.relative_to(logs))] == before[str(stuck.relative_to(logs))]
+    assert all(after[k] == v for k, v in before.items() if k.endswith(".log"))
+    repaired = {k for k in after if after[k] != before.get(k)}
+    assert repaired and all(k.startswith("orders-1/") or k.startswith("orders-0/00000000000000000") for k in repaired)
+    assert audited(tmp_path / "audit", tmp_path / "journal", "immutable")
+
+
+def test_a_read_only_mount_of_the_log_dir_refuses_writes_in_one_line(tmp_path):
+    """The log dir through a read-only bind mount: a repair stops before any work with one line naming the
+    dir and "Read-only file system"; verify still works there."""
+    logs = damaged_logs(tmp_path, partitions=1)
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "--bind", str(logs), str(ro)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (needs root)")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(ro)], check=True, capture_output=True)
+        before = sha256s(logs)
+        done = kafka_index("repair", "--log-dir", ro, "--audit-table", "none", "--backup-dir", tmp_path / "b",
+                           "--no-progress")  # fmt: skip
+        verify = kafka_index("verify", "--log-dir", ro, "--audit-table", "none", "--no-progress")
+    finally:
+        subprocess.run(["umount", str(ro)], check=True)
+    errors = error_lines(done.stderr)
+    assert done.returncode in (1, 2) and len(errors) == 1, done.stderr
+    assert "Read-only file system" in errors[0] and str(ro) in errors[0]
+    assert sha256s(logs) == before
+    assert verify.returncode == 1 and "index_missing" in verify.stdout
