@@ -231,10 +231,29 @@ def test_a_run_killed_while_executors_stage_changes_nothing_and_the_next_run_cle
     assert audited(table, journal_dir, "after-kill")
 
 
-def _daemon_workers() -> list[int]:
-    """PIDs of the Python workers PySpark's daemon forked (children of the daemon, same command line)."""
-    procs = {}
+def _descendants(pid: int) -> set[int]:
+    """Every process under ``pid`` (this run's JVM, daemon and workers; never the test session's own)."""
+    parents: dict[int, int] = {}
     for entry in os.listdir("/proc"):
+        if entry.isdigit():  # /proc/<pid>/stat, not task/*/children: the JVM forks from its other threads
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _daemon_workers(under: int) -> list[int]:
+    """PIDs of the Python workers PySpark's daemon forked under process ``under`` (children of the daemon,
+    same command line)."""
+    procs = {}
+    for entry in map(str, _descendants(under)):
         if entry.isdigit():
             try:
                 cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
@@ -258,7 +277,7 @@ def test_a_python_worker_killed_in_the_scan_fails_the_job_in_one_line(tmp_path):
     deadline = time.monotonic() + 240
     while not killed and proc.poll() is None and time.monotonic() < deadline:
         if list(logs.rglob(".*.rebuild.tmp")):  # a task is staging: its worker is busy
-            for pid in _daemon_workers():
+            for pid in _daemon_workers(under=proc.pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
@@ -320,3 +339,57 @@ def test_a_read_only_mount_of_the_log_dir_refuses_writes_in_one_line(tmp_path):
     assert "Read-only file system" in errors[0] and str(ro) in errors[0]
     assert sha256s(logs) == before
     assert verify.returncode == 1 and "index_missing" in verify.stdout
+
+
+def _kill_when_staging(logs: Path, proc: subprocess.Popen[str], victims) -> list[int]:
+    """SIGKILL ``victims()`` (PIDs) as soon as an executor has staged a file; the PIDs killed."""
+    killed: list[int] = []
+    deadline = time.monotonic() + 240
+    while not killed and proc.poll() is None and time.monotonic() < deadline:
+        if list(logs.rglob(".*.rebuild.tmp")):
+            for pid in victims():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+        time.sleep(0.002)
+    return killed
+
+
+@pytest.mark.parametrize("victim", ["jvm", "daemon"])
+def test_the_jvm_or_the_python_daemon_killed_in_the_scan_is_one_line(tmp_path, victim):
+    """Only the driver's JVM (its Python survives), or only PySpark's worker daemon with its workers: the
+    run ends with one error line, exit 1, and no file Kafka reads changed."""
+    logs = damaged_logs(tmp_path, partitions=12)
+    before = sha256s(logs)
+    proc = kafka_index("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", tmp_path / "backups",
+                       "--run-id", f"{victim}-killed", "--no-progress", wait=False)  # fmt: skip
+    assert isinstance(proc, subprocess.Popen)
+
+    def victims() -> list[int]:
+        if victim == "jvm":  # the driver Python's java child
+            return [c for c in _descendants(proc.pid) if _program(c).endswith(b"/java")]
+        workers = set(_daemon_workers(under=proc.pid))
+        daemons = [pid for pid in _descendants(proc.pid) if _cmdline_has(pid, b"jobs.spark_daemon")]
+        return [pid for pid in daemons if pid not in workers] + sorted(workers)
+
+    killed = _kill_when_staging(logs, proc, victims)
+    _, stderr = proc.communicate(timeout=300)
+    if not killed:
+        pytest.skip("the scan finished before the process could be killed (a very fast machine)")
+    errors = error_lines(stderr)
+    assert proc.returncode == 1 and len(errors) == 1, stderr[-3000:]
+    assert sha256s(logs) == before
+
+
+def _program(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0]
+    except OSError:
+        return b""
+
+
+def _cmdline_has(pid: int, text: bytes) -> bool:
+    try:
+        return text in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
