@@ -187,3 +187,25 @@ def test_quiet_prints_the_verdict_and_verbose_the_phases(spark, capsys, tmp_path
     out = capsys.readouterr().out
     assert "index_missing" in out and re.search(r"^phases: scan \d+\.\d\d s, replay", out, flags=re.M)
     assert main([*base, "-q", "-v"]) == 2  # one or the other
+
+
+def test_json_to_stdout_pipes_into_a_json_reader(tmp_path):
+    """`kafka-index verify ... --json - | python -m json.tool`, as a real process and a real pipe: nothing
+    but the JSON reaches stdout (tables, progress and the JVM's lines go to stderr)."""
+    import subprocess
+    import sys
+
+    from ..conftest import PROJECT_ROOT
+
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=10, seed=7)
+    job = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "verify", "--log-dir", str(logs), "--json", "-", "--audit-table", "none"],
+        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    reader = subprocess.run([sys.executable, "-m", "json.tool"], stdin=job.stdout, capture_output=True, text=True)
+    assert job.stdout is not None
+    job.stdout.close()
+    assert job.wait(timeout=300) == 1  # findings: no index files
+    assert reader.returncode == 0, reader.stderr
+    assert json.loads(reader.stdout)["remaining_findings"]
