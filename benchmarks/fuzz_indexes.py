@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import multiprocessing
 import os
 import random
 import shutil
@@ -35,7 +34,9 @@ from indexlib.generate import generate_partition  # noqa: E402
 from indexlib.partition import rebuild_partition  # noqa: E402
 from indexlib.verify import verify_partition  # noqa: E402
 
-STALL_SECONDS = 30.0
+sys.path.insert(0, HERE)
+from fuzz_supervisor import supervise  # noqa: E402
+
 SUFFIXES = {".index": OffsetIndex, ".timeindex": TimeIndex, ".txnindex": TransactionIndex}
 
 
@@ -87,7 +88,7 @@ def digests(directory: str) -> dict[str, str]:
     return out
 
 
-def worker(index: int, seed: int, deadline: float, workdir: str, counter, failures) -> None:
+def worker(index: int, deadline: float, workdir: str, counter, failures, seed: int) -> None:
     rng = random.Random(seed * 1000 + index)
     pristine = os.path.join(workdir, f"pristine-{index}", "fuzz-0")
     generate_partition(pristine, segments=3, batches_per_segment=60, transactional_producers=2, seed=seed + index)
@@ -128,40 +129,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="fuzz-indexes-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    ctx = multiprocessing.get_context("fork")
-    counter, failures = ctx.Value("q", 0), ctx.Value("q", 0)
-    started = time.time()
-    deadline = started + args.seconds
-    procs = [
-        ctx.Process(target=worker, args=(i, args.seed, deadline, workdir, counter, failures))
-        for i in range(args.workers)
-    ]
-    for p in procs:
-        p.start()
-    crash = None
-    last, last_change = -1, time.time()
-    while any(p.is_alive() for p in procs):
-        time.sleep(1)
-        for i, p in enumerate(procs):
-            if p.exitcode not in (None, 0):
-                crash = f"worker {i} died with exit code {p.exitcode}; reproducer: {workdir}/case-{i}"
-        if counter.value != last:
-            last, last_change = counter.value, time.time()
-        elif time.time() - last_change > STALL_SECONDS:
-            crash = f"no progress for {STALL_SECONDS:.0f} s (a hang?); reproducers: {workdir}/case-*"
-        if crash:
-            for p in procs:
-                p.kill()
-            break
-    for p in procs:
-        p.join()
-    elapsed = time.time() - started
+    run = supervise(worker, args.seconds, args.workers, workdir, (args.seed,))
     print(
-        f"| {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} | seed {args.seed}, {args.workers} workers "
-        f"| {elapsed:.0f} s | {counter.value:,} damaged partitions ({counter.value / elapsed:,.0f}/s) "
-        f"| {failures.value} failures | {'crash/hang: ' + crash if crash else 'no crash, no hang'} |"
+        f"| {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(run.started))} | seed {args.seed}, {args.workers} "
+        f"workers | {run.elapsed:.0f} s | {run.cases:,} damaged partitions ({run.cases / run.elapsed:,.0f}/s) "
+        f"| {run.failures} failures | {'crash/hang: ' + run.crash if run.crash else 'no crash, no hang'} |"
     )
-    if crash or failures.value:
+    if run.crash or run.failures:
         print(f"fuzz_indexes: kept {workdir}", file=sys.stderr)
         return 1
     shutil.rmtree(workdir, ignore_errors=True)

@@ -39,7 +39,9 @@ from indexlib import records  # noqa: E402
 from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
 from indexlib.summary import Probes, summarize  # noqa: E402
 
-STALL_SECONDS = 30.0
+sys.path.insert(0, HERE)
+from fuzz_supervisor import supervise  # noqa: E402
+
 #: what the cases reached (shares of the cases, printed): so a run shows it exercised every outcome
 KINDS = ("some batch", "a problem", "a fatal", "events", "plan ended early")
 
@@ -164,7 +166,7 @@ def compiled_summary(path: str, end: int, base: int, interval: int, probes: Prob
     )  # fmt: skip
 
 
-def worker(index: int, seed: int, deadline: float, workdir: str, counter, mismatches, kinds) -> None:
+def worker(index: int, deadline: float, workdir: str, counter, mismatches, seed: int, kinds) -> None:
     rng = random.Random(seed * 1000 + index)
     path = os.path.join(workdir, f"case-{index}.log")
     meta = os.path.join(workdir, f"case-{index}.txt")
@@ -207,43 +209,16 @@ def main(argv: list[str] | None = None) -> int:
         print("fuzz_kernel: the compiled kernel is not built", file=sys.stderr)
         return 1
     workdir = tempfile.mkdtemp(prefix="fuzz-kernel-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
-    ctx = multiprocessing.get_context("fork")
-    counter, mismatches = ctx.Value("q", 0), ctx.Value("q", 0)
-    kinds = ctx.Array("q", len(KINDS))
-    started = time.time()
-    deadline = started + args.seconds
-    procs = [
-        ctx.Process(target=worker, args=(i, args.seed, deadline, workdir, counter, mismatches, kinds))
-        for i in range(args.workers)
-    ]
-    for p in procs:
-        p.start()
-    failure = None
-    last, last_change = -1, time.time()
-    while any(p.is_alive() for p in procs):
-        time.sleep(1)
-        for i, p in enumerate(procs):
-            if p.exitcode not in (None, 0):
-                failure = f"worker {i} died with exit code {p.exitcode}; reproducer: {workdir}/case-{i}.*"
-        if counter.value != last:
-            last, last_change = counter.value, time.time()
-        elif time.time() - last_change > STALL_SECONDS:
-            failure = f"no progress for {STALL_SECONDS:.0f} s (a hang?); reproducers: {workdir}/case-*"
-        if failure:
-            for p in procs:
-                p.kill()
-            break
-    for p in procs:
-        p.join()
-    elapsed = time.time() - started
+    kinds = multiprocessing.get_context("fork").Array("q", len(KINDS))
+    run = supervise(worker, args.seconds, args.workers, workdir, (args.seed, kinds))
     print(
-        f"| {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} | seed {args.seed}, {args.workers} workers "
-        f"| {elapsed:.0f} s | {counter.value:,} cases ({counter.value / elapsed:,.0f}/s) | {mismatches.value} "
-        f"mismatches | {'crash/hang: ' + failure if failure else 'no crash, no hang'} | "
-        + ", ".join(f"{name} {kinds[k] / max(1, counter.value):.0%}" for k, name in enumerate(KINDS))
+        f"| {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(run.started))} | seed {args.seed}, {args.workers} "
+        f"workers | {run.elapsed:.0f} s | {run.cases:,} cases ({run.cases / run.elapsed:,.0f}/s) | {run.failures} "
+        f"mismatches | {'crash/hang: ' + run.crash if run.crash else 'no crash, no hang'} | "
+        + ", ".join(f"{name} {kinds[k] / max(1, run.cases):.0%}" for k, name in enumerate(KINDS))
         + " |"
     )
-    if failure or mismatches.value:
+    if run.crash or run.failures:
         print(f"fuzz_kernel: kept {workdir}", file=sys.stderr)
         return 1
     shutil.rmtree(workdir, ignore_errors=True)

@@ -54,19 +54,20 @@
 static uint32_t crc_table[8][256];
 static int use_hardware = 0;
 
-static void init_table(void) {
+/* Slicing-by-8 tables of a reflected CRC-32 polynomial (CRC-32C's here, and CRC32's for legacy entries). */
+static void init_slicing_table(uint32_t table[8][256], uint32_t polynomial) {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
         for (int k = 0; k < 8; k++)
-            c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-        crc_table[0][i] = c;
+            c = (c & 1) ? (c >> 1) ^ polynomial : c >> 1;
+        table[0][i] = c;
     }
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+            table[t][i] = (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xFF];
 }
 
-static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, size_t n) {
+static uint32_t crc_slicing(const uint32_t table[8][256], uint32_t crc, const uint8_t *p, size_t n) {
     crc = ~crc;
     while (n >= 8) {
         uint64_t v;
@@ -75,16 +76,19 @@ static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, size_t n) {
         v = __builtin_bswap64(v);
 #endif
         v ^= crc;
-        crc = crc_table[7][v & 0xFF] ^ crc_table[6][(v >> 8) & 0xFF] ^ crc_table[5][(v >> 16) & 0xFF] ^
-              crc_table[4][(v >> 24) & 0xFF] ^ crc_table[3][(v >> 32) & 0xFF] ^ crc_table[2][(v >> 40) & 0xFF] ^
-              crc_table[1][(v >> 48) & 0xFF] ^ crc_table[0][v >> 56];
+        crc = table[7][v & 0xFF] ^ table[6][(v >> 8) & 0xFF] ^ table[5][(v >> 16) & 0xFF] ^ table[4][(v >> 24) & 0xFF] ^
+              table[3][(v >> 32) & 0xFF] ^ table[2][(v >> 40) & 0xFF] ^ table[1][(v >> 48) & 0xFF] ^ table[0][v >> 56];
         p += 8;
         n -= 8;
     }
     while (n--)
-        crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+        crc = (crc >> 8) ^ table[0][(crc ^ *p++) & 0xFF];
     return ~crc;
 }
+
+static void init_table(void) { init_slicing_table(crc_table, 0x82F63B78u); }
+
+static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, size_t n) { return crc_slicing(crc_table, crc, p, n); }
 
 #if defined(KERNEL_X86)
 __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
@@ -322,37 +326,9 @@ static inline uint32_t crc32c_fast(uint32_t crc, const uint8_t *p, size_t n) {
 /* ----------------------------------------------------------------- CRC32 (IEEE, legacy entries) */
 static uint32_t ieee_table[8][256];
 
-static void init_ieee(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? (c >> 1) ^ 0xEDB88320u : c >> 1;
-        ieee_table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            ieee_table[t][i] = (ieee_table[t - 1][i] >> 8) ^ ieee_table[0][ieee_table[t - 1][i] & 0xFF];
-}
+static void init_ieee(void) { init_slicing_table(ieee_table, 0xEDB88320u); }
 
-static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n) {
-    crc = ~crc;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        v = __builtin_bswap64(v);
-#endif
-        v ^= crc;
-        crc = ieee_table[7][v & 0xFF] ^ ieee_table[6][(v >> 8) & 0xFF] ^ ieee_table[5][(v >> 16) & 0xFF] ^
-              ieee_table[4][(v >> 24) & 0xFF] ^ ieee_table[3][(v >> 32) & 0xFF] ^ ieee_table[2][(v >> 40) & 0xFF] ^
-              ieee_table[1][(v >> 48) & 0xFF] ^ ieee_table[0][v >> 56];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        crc = (crc >> 8) ^ ieee_table[0][(crc ^ *p++) & 0xFF];
-    return ~crc;
-}
+static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n) { return crc_slicing(ieee_table, crc, p, n); }
 
 /* ------------------------------------------------------------------------ scan_segment */
 /*

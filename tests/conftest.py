@@ -66,3 +66,13 @@ def small_fs(tmp_path):
 def remount(mount, size: str) -> None:
     """Resize a ``small_fs`` mount (e.g. "16m"): the same filesystem, now with room."""
     subprocess.run(["mount", "-o", f"remount,size={size}", str(mount)], check=True, capture_output=True)
+
+
+def fill(path) -> None:
+    """Write zeros to ``path`` until its filesystem is full (unbuffered, so nothing fails later on close)."""
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while f.write(b"\0" * 4096):
+                pass
+        except OSError:
+            pass

@@ -19,7 +19,7 @@ from indexlib.generate import generate_partition
 from jobs import journal
 from jobs.cli import EXIT_AUDIT_FAILED, main
 
-from ..conftest import PROJECT_ROOT, remount
+from ..conftest import PROJECT_ROOT, fill, remount
 
 
 def run_cli(*args) -> int:
@@ -43,16 +43,6 @@ def damaged_log_dir(root, partitions: int, segments: int = 2):
         for index in part.glob("*.index"):
             index.unlink()
     return logs
-
-
-def fill(path) -> None:
-    """Write until the filesystem is full."""
-    with open(path, "wb", buffering=0) as f:
-        try:
-            while f.write(b"\0" * 4096):
-                pass
-        except OSError:
-            pass
 
 
 def table_rows(table) -> list[dict]:

@@ -32,7 +32,7 @@ from indexlib.generate import generate_partition
 from indexlib.partition import rebuild_partition
 from jobs.audit import read
 
-from ..conftest import PROJECT_ROOT, remount
+from ..conftest import PROJECT_ROOT, fill, remount
 
 pytest.importorskip("pyspark", reason="the fault matrix runs the Spark jobs (make test installs the [spark] extra)")
 
@@ -73,15 +73,6 @@ def kafka_index(*args: object, wait: bool = True) -> subprocess.CompletedProcess
 def error_lines(stderr: str) -> list[str]:
     assert "Traceback" not in stderr, stderr
     return [line for line in stderr.splitlines() if line.startswith("kafka-index: error:")]
-
-
-def fill(path: Path) -> None:
-    with open(path, "wb", buffering=0) as f:
-        try:
-            while f.write(b"\0" * 4096):
-                pass
-        except OSError:
-            pass
 
 
 @dataclass
