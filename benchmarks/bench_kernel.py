@@ -55,7 +55,6 @@ import pstats
 import re
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -67,6 +66,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 sys.path.insert(1, HERE)
 
+from bench_jobs import background_busy, med, timed  # noqa: E402
 from bench_rebuild import LOG_NAME, crc_pass, machine_line  # noqa: E402
 
 import indexlib  # noqa: E402
@@ -103,29 +103,6 @@ TARGET_VERIFY_OF_REBUILD = 1.2  # 16 KiB batches: verify <= 1.2x rebuild
 
 class BenchError(Exception):
     pass
-
-
-def med(values):
-    return statistics.median(values)
-
-
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
-def cpu_times() -> list[int]:
-    with open("/proc/stat") as f:
-        return [int(x) for x in f.readline().split()[1:]]
-
-
-def background_busy(seconds: float = 2.0) -> float:
-    """Share of the machine's CPU busy (or stolen) while this benchmark sleeps: the other tenants' load."""
-    a = cpu_times()
-    time.sleep(seconds)
-    d = [y - x for x, y in zip(a, cpu_times(), strict=True)]
-    return (sum(d) - d[3] - d[4]) / max(1, sum(d))
 
 
 def env_for(mode: str) -> dict[str, str]:
@@ -503,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         for run in range(args.runs):
             with open("/proc/loadavg") as f:
                 load.append(" ".join(f.read().split()[:3]))
-            busy.append(background_busy())
+            busy.append(background_busy(2.0))
             r: dict = {"help": timed(lambda: run_command(["--help"], "compiled")), "base": {}}
             for mode in MODES:
                 out = tempfile.mkdtemp(prefix="out-base-", dir=root)

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from indexlib import records  # noqa: E402
 from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
-from indexlib.summary import Probes, summarize  # noqa: E402
+from indexlib.summary import Probes, from_kernel, summarize  # noqa: E402
 
 sys.path.insert(0, HERE)
 from fuzz_supervisor import supervise  # noqa: E402
@@ -139,31 +139,16 @@ def same(a, b) -> bool:
 
 
 def compiled_summary(path: str, end: int, base: int, interval: int, probes: Probes, window: int):
-    """``summarize_log``'s compiled half with an explicit ``end`` and window (the fuzz needs both)."""
-    from indexlib.summary import EVENT_DTYPE, ROW_DTYPE, LogSummary, ProbeAnswers
-
-    kernel = records.compiled_kernel()
+    """``summarize_log``'s compiled half with an explicit ``end`` and read window (the fuzz needs both)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        raw = kernel.scan_segment(
+        raw = records.compiled_kernel().scan_segment(
             fd, end, base, interval, probes.positions.tobytes(), probes.offsets.tobytes(),
             records.marker_type_or_error, window,
         )  # fmt: skip
     finally:
         os.close(fd)
-    answers = np.frombuffer(raw["offset_answers"], np.int64).reshape(-1, 3)
-
-    def row(values):
-        return None if values is None else np.array([values], ROW_DTYPE)[0]
-
-    return LogSummary(
-        path, end, base, interval, raw["batch_count"], raw["valid_bytes"], records.STOP_CODES[raw["stop"]],
-        records.problem_from_code(*raw["problem"]) if raw["problem"] else None,
-        records.problem_from_code(*raw["fatal"]) if raw["fatal"] else None,
-        raw["plan_end"], np.frombuffer(raw["entries"], ROW_DTYPE), row(raw["last_row"]), row(raw["stop_row"]),
-        np.frombuffer(raw["events"], EVENT_DTYPE), raw["last_offset"], raw["raw_max"],
-        ProbeAnswers(probes, answers[:, 0], answers[:, 1], answers[:, 2], np.frombuffer(raw["time_answers"], np.int64)),
-    )  # fmt: skip
+    return from_kernel(raw, path, end, base, interval, probes)
 
 
 def worker(index: int, deadline: float, workdir: str, counter, mismatches, seed: int, kinds) -> None:

@@ -51,7 +51,7 @@ from .layout import (
 )
 from .partition import install_segment, plan_segment_file, replay_partition, stage_segment
 from .producer_state import read_log_start_offset
-from .publish import discard, fsync_path, keep_backup, log_dir_is_locked
+from .publish import discard, fsync_path, keep_backup, lock_is_held, log_dir_is_locked
 from .rebuild import PlanSummary, SegmentPlan
 from .records import ScanProblem
 from .settings import IndexSettings
@@ -183,17 +183,7 @@ def run_locks(directories: list[str], run_id: str) -> Iterator[None]:
 
 def run_is_alive(directory: str, run_id: str) -> bool:
     """Whether a process holds run ``run_id``'s lock in ``directory`` (see :func:`run_locks`)."""
-    try:
-        fd = os.open(os.path.join(directory, run_lock_name(run_id)), os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # also drops the shared lock just taken
-    return False
+    return lock_is_held(os.path.join(directory, run_lock_name(run_id)), (fcntl.flock,))
 
 
 def sweep_dead_runs(partition_dirs: list[str], run_id: str) -> list[str]:

@@ -13,8 +13,9 @@ import errno
 import fcntl
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -25,32 +26,31 @@ from .transaction_index import TransactionIndex
 from .values import AbortedTxn
 
 
-def log_dir_is_locked(log_dir: str | os.PathLike[str]) -> bool:
-    """Whether another process holds ``<log_dir>/.lock``: the POSIX record lock a running broker takes
-    (Java's ``FileChannel.tryLock``), or a BSD ``flock`` lock (a script's, or another tool's)."""
-    path = os.path.join(log_dir, LOG_DIR_LOCK)
+def lock_is_held(path: str, lockers: tuple[Callable[[int, int], Any], ...] = (fcntl.lockf, fcntl.flock)) -> bool:
+    """Whether another process holds a lock on ``path`` of one of these kinds (a shared, non-blocking probe,
+    released at once): POSIX record locks (``fcntl.lockf``: Java's ``FileChannel.tryLock``, a broker's) and
+    BSD ``flock`` locks (a script's, another tool's, a writing run's). A missing file is not locked."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except FileNotFoundError:
         return False
     try:
-        try:
-            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EAGAIN):
-                return True
-            raise
-        fcntl.lockf(fd, fcntl.LOCK_UN)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EACCES, errno.EAGAIN):
-                return True
-            raise
-        fcntl.flock(fd, fcntl.LOCK_UN)
+        for lock in lockers:
+            try:
+                lock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EAGAIN):
+                    return True
+                raise
+            lock(fd, fcntl.LOCK_UN)
         return False
     finally:
         os.close(fd)
+
+
+def log_dir_is_locked(log_dir: str | os.PathLike[str]) -> bool:
+    """Whether another process holds ``<log_dir>/.lock`` (a running broker, or any other holder)."""
+    return lock_is_held(os.path.join(log_dir, LOG_DIR_LOCK))
 
 
 def fsync_path(path: str) -> None:

@@ -331,18 +331,24 @@ def summarize_log(
         )
     finally:
         os.close(fd)
-    n = raw["batch_count"]
-    answers = np.frombuffer(raw["offset_answers"], np.int64).reshape(-1, 3)
+    return from_kernel(raw, path, size, base_offset, index_interval_bytes, probes)
+
+
+def from_kernel(
+    raw: dict[str, Any], path: str, file_size: int, base_offset: int, index_interval_bytes: int, probes: Probes
+) -> LogSummary:
+    """The :class:`LogSummary` of what ``_kernel.scan_segment`` returned for ``file_size`` bytes of ``path``."""
+    answers = np.frombuffer(raw["offset_answers"], np.int64).reshape(-1, 3)  # columns: views, no copies
 
     def row(values: tuple[int, ...] | None) -> np.void | None:
         return None if values is None else np.array([values], ROW_DTYPE)[0]
 
     return LogSummary(
         path=path,
-        file_size=size,
+        file_size=file_size,
         base_offset=base_offset,
         index_interval_bytes=index_interval_bytes,
-        batch_count=n,
+        batch_count=raw["batch_count"],
         valid_bytes=raw["valid_bytes"],
         stop=records.STOP_CODES[raw["stop"]],
         problem=records.problem_from_code(*raw["problem"]) if raw["problem"] is not None else None,
@@ -356,9 +362,9 @@ def summarize_log(
         raw_max=raw["raw_max"],
         answers=ProbeAnswers(
             probes,
-            answers[:, 0].copy(),
-            answers[:, 1].copy(),
-            answers[:, 2].copy(),
+            answers[:, 0],
+            answers[:, 1],
+            answers[:, 2],
             np.frombuffer(raw["time_answers"], np.int64),
         ),
     )

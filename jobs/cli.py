@@ -236,6 +236,9 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
 
 
 def run_job(args: argparse.Namespace) -> int:
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+    from pyspark.errors import PySparkException
+
     from indexlib.discovery import discover, is_partition_dir, parse_partition_filter
     from indexlib.engine import LockedLogDirError, RunOptions, check_run, new_run_id
     from indexlib.report import check_json_target, print_report, write_json
@@ -327,9 +330,7 @@ def run_job(args: argparse.Namespace) -> int:
             f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
         )
         return 1
-    except Exception as exc:  # the Spark job failed (a killed executor or Python worker, a lost node, ...)
-        if type(exc).__module__.split(".")[0] not in ("py4j", "pyspark"):
-            raise
+    except (Py4JError, PySparkException) as exc:  # the Spark job failed (a killed executor, worker or JVM)
         print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
         return 1
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
