@@ -232,7 +232,21 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    _quiet_when_the_jvm_dies(spark)
     return spark
+
+
+def _quiet_when_the_jvm_dies(spark: SparkSession) -> None:
+    """If the JVM dies, the run reports it in one line (a Py4JError reaches ``run_job``), but py4j logs every
+    failed call with its trace, and PySpark's accumulator server thread prints an EOFError trace. Quiet both:
+    py4j's logger to critical only, and the accumulator server's error hook (PySpark's own object: no public
+    setting reaches it; losing an accumulator update only slows the progress display)."""
+    import logging
+
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    server = getattr(spark.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = lambda request, client_address: None
 
 
 def run_job(args: argparse.Namespace) -> int:
@@ -317,6 +331,11 @@ def run_job(args: argparse.Namespace) -> int:
         _recover_journals(settings.audit_journal, settings.audit_table, warn_only=True)
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
     spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
+    delta_writer = False
+    if settings.audit_table:
+        from .audit import spark_has_delta
+
+        delta_writer = spark_has_delta(spark)
     if args.verbose:
         spark.sparkContext.setLogLevel("WARN")
     progress = None if (args.no_progress or args.quiet) else ConsoleProgress()
@@ -337,7 +356,10 @@ def run_job(args: argparse.Namespace) -> int:
     print_report(report, text_out, "quiet" if args.quiet else "verbose" if args.verbose else "normal")
     if args.json_file:
         write_json(report, args.json_file)
-    if journal is not None and not _write_audit(report, settings, journal, spark, None if args.quiet else text_out):
+    delta_spark = spark if delta_writer else None  # decided before the run: the JVM may be gone by now
+    if journal is not None and not _write_audit(
+        report, settings, journal, delta_spark, None if args.quiet else text_out
+    ):
         return EXIT_AUDIT_FAILED
     if args.exit_zero_on_findings and not report.failed:
         return 0

@@ -230,3 +230,42 @@ def test_a_dry_run_writes_no_audit_rows_unless_asked(spark, tmp_path):
     assert run_cli(*base, "--run-id", "dry-2", "--audit-dry-run") == 1
     rows = table_rows(table)
     assert {r["run_id"] for r in rows} == {"dry-2"} and {r["action"] for r in rows} == {"would_repair", "repair"}
+
+
+def test_the_jvm_killed_in_the_commit_leaves_the_run_whole_and_audited(tmp_path):
+    """Only the driver's JVM is SIGKILLed once the journal records a committed segment. The commit runs in
+    the driver's Python and needs no JVM, so the run finishes its renames, writes its audit rows (deltalake,
+    no JVM) and ends without a trace; every changed file is in the table."""
+    from .test_fault_matrix import _descendants, _program
+
+    logs = damaged_log_dir(tmp_path, partitions=12)
+    table, journal_dir = tmp_path / "audit", tmp_path / "journal"
+    before = sha256s(logs)
+    path = journal_dir / "jvm-killed.jsonl"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "repair", "--log-dir", str(logs), "--audit-table", str(table),
+         "--audit-journal", str(journal_dir), "--backup-dir", str(tmp_path / "backups"), "--run-id", "jvm-killed",
+         "--no-progress"],
+        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    killed = []
+    deadline = time.monotonic() + 240
+    while not killed and proc.poll() is None and time.monotonic() < deadline:
+        if _journal_has_a_row(path):
+            for pid in (p for p in _descendants(proc.pid) if _program(p).endswith(b"/java")):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        time.sleep(0.001)
+    _, stderr = proc.communicate(timeout=300)
+    if not killed:
+        pytest.fail("the repair finished before its JVM could be killed in the commit")
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert proc.returncode == 0, stderr[-3000:]
+    after = sha256s(logs)
+    assert all(after[k] == before[k] for k in before if k.endswith(".log"))
+    changed = {k for k in after if after.get(k) != before.get(k) and not os.path.basename(k).startswith(".")}
+    written = {
+        os.path.relpath(f, logs) for r in table_rows(table) if r["run_id"] == "jvm-killed" for f in r["files_written"]
+    }
+    assert changed and changed <= written
+    assert not path.exists()
