@@ -385,37 +385,63 @@ static inline int32_t be32s(const uint8_t *p) {
 static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 
+/*
+ * The read buffer keeps the file's byte `bpos` at `buf`, with `buf` and `bpos` both multiples of READ_ALIGN, so
+ * every pread copies from a page-cache page into a destination at the same offset modulo READ_ALIGN. A
+ * destination a few bytes past its source (what malloc's 16-byte offset gives) made the kernel's copy about 4x
+ * slower on the x86-64 machines measured (benchmarks/RESULTS.md, "aligned reads").
+ */
+#define READ_ALIGN 64
+
 typedef struct {
     int fd;
     int64_t end;     /* never read at or past it */
+    uint8_t *raw;    /* the allocation; buf is raw rounded up to READ_ALIGN */
     uint8_t *buf;    /* buf[0] is the file's byte bpos */
-    size_t cap;      /* allocated */
-    int64_t bpos;
+    size_t cap;      /* usable bytes at buf */
+    int64_t bpos;    /* a multiple of READ_ALIGN */
     size_t blen;     /* bytes of the file held in buf */
     int err;         /* errno of a failed pread; -1: the file ended before `end` */
     int nomem;
 } reader_t;
+
+/* (Re)allocate the buffer to `cap` usable aligned bytes, keeping the `blen` bytes held. */
+static int reader_alloc(reader_t *r, size_t cap) {
+    uint8_t *raw = PyMem_RawMalloc(cap + READ_ALIGN);
+    if (raw == NULL)
+        return -1;
+    uint8_t *buf = (uint8_t *)(((uintptr_t)raw + READ_ALIGN - 1) & ~(uintptr_t)(READ_ALIGN - 1));
+    if (r->blen)
+        memcpy(buf, r->buf, r->blen);
+    PyMem_RawFree(r->raw);
+    r->raw = raw;
+    r->buf = buf;
+    r->cap = cap;
+    return 0;
+}
+
+static void reader_free(reader_t *r) {
+    PyMem_RawFree(r->raw);
+    r->raw = r->buf = NULL;
+}
 
 /* Make the file's bytes [pos, pos + need) contiguous in the buffer (need <= end - pos; pos >= r->bpos). */
 static int reader_fill(reader_t *r, int64_t pos, size_t need) {
     int64_t held_end = r->bpos + (int64_t)r->blen;
     if (pos + (int64_t)need <= held_end)
         return 0;
+    const int64_t from = pos & ~(int64_t)(READ_ALIGN - 1); /* >= r->bpos: both are multiples of READ_ALIGN */
     size_t keep = 0;
-    if (pos < held_end) {
-        keep = (size_t)(held_end - pos);
-        memmove(r->buf, r->buf + (pos - r->bpos), keep);
+    if (from < held_end) {
+        keep = (size_t)(held_end - from);
+        memmove(r->buf, r->buf + (from - r->bpos), keep);
     }
-    r->bpos = pos;
+    r->bpos = from;
     r->blen = keep;
-    if (need > r->cap) { /* only a marker batch is ever held whole */
-        uint8_t *bigger = PyMem_RawRealloc(r->buf, need);
-        if (bigger == NULL) {
-            r->nomem = 1;
-            return -1;
-        }
-        r->buf = bigger;
-        r->cap = need;
+    need += (size_t)(pos - from);
+    if (need > r->cap && reader_alloc(r, need) < 0) { /* only a marker batch is ever held whole */
+        r->nomem = 1;
+        return -1;
     }
     while (r->blen < need) {
         int64_t at = r->bpos + (int64_t)r->blen;
@@ -445,7 +471,8 @@ static int crc_stream(reader_t *r, int legacy, int64_t from, int64_t to, uint32_
         int64_t held_end = r->bpos + (int64_t)r->blen;
         if (from >= held_end) {
             int64_t left = to - from;
-            if (reader_fill(r, from, (size_t)(left < (int64_t)r->cap ? left : (int64_t)r->cap)) < 0)
+            int64_t room = (int64_t)r->cap - (from & (READ_ALIGN - 1)); /* what fits after aligning */
+            if (reader_fill(r, from, (size_t)(left < room ? left : room)) < 0)
                 return -1;
             held_end = r->bpos + (int64_t)r->blen;
         }
@@ -598,7 +625,7 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     PyObject *result = NULL;
     int64_t *offset_probes = NULL, *time_probes = NULL, *offset_answers = NULL, *time_answers = NULL;
     Py_ssize_t n_offset_probes = 0, n_time_probes = 0;
-    reader_t rd = {fd, end, NULL, 0, 0, 0, 0, 0};
+    reader_t rd = {fd, end, NULL, NULL, 0, 0, 0, 0, 0};
     pidmap_t pids = {NULL, NULL, 0, 0};
     bytes_t entries = {NULL, 0, 0}, events = {NULL, 0, 0};
     problem_t problem = {0, 0, 0, 0, 0, 0, 0, NULL}, fatal = {0, 0, 0, 0, 0, 0, 0, NULL};
@@ -633,9 +660,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     }
     offset_answers = PyMem_RawMalloc((size_t)(n_offset_probes ? n_offset_probes : 1) * 3 * sizeof(int64_t));
     time_answers = PyMem_RawMalloc((size_t)(n_time_probes ? n_time_probes : 1) * sizeof(int64_t));
-    rd.cap = (size_t)window;
-    rd.buf = PyMem_RawMalloc(rd.cap);
-    if (offset_answers == NULL || time_answers == NULL || rd.buf == NULL || pidmap_init(&pids, 64) < 0) {
+    if (offset_answers == NULL || time_answers == NULL || reader_alloc(&rd, (size_t)window + READ_ALIGN) < 0 ||
+        pidmap_init(&pids, 64) < 0) {
         PyErr_NoMemory();
         goto done;
     }
@@ -910,8 +936,7 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         plan_end = n;
     /* Copy the results out one at a time, each C buffer freed as soon as its copy exists, and the walk's own
      * buffers first: the peak is then about the largest result twice, not every result twice. */
-    PyMem_RawFree(rd.buf);
-    rd.buf = NULL;
+    reader_free(&rd);
     PyMem_RawFree(pids.keys);
     PyMem_RawFree(pids.kinds);
     pids.keys = NULL;
@@ -957,7 +982,7 @@ done:
     PyMem_RawFree(time_probes);
     PyMem_RawFree(offset_answers);
     PyMem_RawFree(time_answers);
-    PyMem_RawFree(rd.buf);
+    reader_free(&rd);
     PyMem_RawFree(pids.keys);
     PyMem_RawFree(pids.kinds);
     PyMem_RawFree(entries.data);
