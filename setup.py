@@ -11,7 +11,8 @@ setup(
         Extension(
             "indexlib._kernel",
             ["indexlib/_kernel.c"],
-            extra_compile_args=["-O3", "-std=c11", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            extra_compile_args=["-O3", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+            extra_link_args=["-pthread"],
             optional=True,
         )
     ]

@@ -9,12 +9,13 @@
  *   to that batch, exactly as after records.py's own fast loop. No byte at or after `end` is read.
  *
  * scan_segment(fd, end, base_offset, index_interval_bytes, offset_probes, time_probes, marker_parser,
- *              window=1 << 20) -> dict
+ *              window=1 << 20, prefetch=True) -> dict
  *   The streaming walk: one pass over a .log through a reused pread buffer (never mmap: a file that
  *   shrinks under us is an OSError, not SIGBUS), with Kafka's iteration rules exactly as
  *   records.scan_buffer + records._check_markers apply them, and the per-batch parts of
  *   rebuild.plan_segment (selected index rows, running time-index values, compacted producer events)
- *   and the position / offset lookups verify needs. Nothing is kept per batch. See scan_segment below.
+ *   and the position / offset lookups verify needs. Nothing is kept per batch. A file longer than two
+ *   windows is read ahead by a thread of its own (prefetch=False: not). See scan_segment below.
  *
  * crc32c(buffer, crc=0) -> int   CRC-32C (Castagnoli), for tests and callers.
  * crc32c_interleaved(buffer, crc=0) -> int   the same through the 3-stream path scan_segment uses.
@@ -229,73 +230,83 @@ static PyObject *py_hardware(PyObject *self, PyObject *unused) { return PyBool_F
 
 /* ------------------------------------------------------------------- CRC-32C, three streams */
 /*
- * Long buffers are checked as three interleaved CRC streams over consecutive blocks of CRC_BLOCK bytes (the
+ * Buffers of three blocks or more are checked as three interleaved CRC streams over consecutive blocks (the
  * CPU's CRC instruction has a latency of about three cycles and a throughput of one per cycle, so one stream
  * uses a third of it). CRC is linear on the raw (un-inverted) state: state(A || B) = shift(state(A), |B|) XOR
  * state_from_zero(B), where shift(x, L) is the state reached from x over L zero bytes, a linear map on 32 bits,
- * applied as four byte-indexed tables (crc_shift) built at module init from the table CRC.
+ * applied as four byte-indexed tables built at module init from the table CRC. Two block sizes: CRC_BLOCK
+ * for long batches, SMALL_BLOCK for the rest of them and for small batches (a 170-byte batch's 149 checked
+ * bytes are three small blocks and 5 bytes), whose three streams are combined by shifting the first two by
+ * two and one blocks at once (shorter than two shifts one after the other).
  */
 #define CRC_BLOCK 1024
-static uint32_t crc_shift[4][256]; /* shift by CRC_BLOCK zero bytes */
+#define SMALL_BLOCK 48
+typedef uint32_t shift_table_t[4][256];
+static shift_table_t crc_shift;           /* shift by CRC_BLOCK zero bytes */
+static shift_table_t small_shift;         /* by SMALL_BLOCK */
+static shift_table_t small_shift2;        /* by 2 * SMALL_BLOCK */
 
-static void init_shift(void) {
-    static const uint8_t zeros[CRC_BLOCK];
+static void init_shift_table(shift_table_t table, size_t zero_bytes) {
+    static const uint8_t zeros[2 * CRC_BLOCK];
     uint32_t basis[32];
     for (int bit = 0; bit < 32; bit++) /* raw state after the zeros, from the raw state 1 << bit */
-        basis[bit] = ~crc32c_table(~(UINT32_C(1) << bit), zeros, CRC_BLOCK);
+        basis[bit] = ~crc32c_table(~(UINT32_C(1) << bit), zeros, zero_bytes);
     for (int k = 0; k < 4; k++)
         for (uint32_t v = 0; v < 256; v++) {
             uint32_t x = 0;
             for (int b = 0; b < 8; b++)
                 if (v & (1u << b))
                     x ^= basis[8 * k + b];
-            crc_shift[k][v] = x;
+            table[k][v] = x;
         }
 }
 
-static inline uint32_t shift_block(uint32_t x) {
-    return crc_shift[0][x & 0xFF] ^ crc_shift[1][(x >> 8) & 0xFF] ^ crc_shift[2][(x >> 16) & 0xFF] ^
-           crc_shift[3][x >> 24];
+static void init_shift(void) {
+    init_shift_table(crc_shift, CRC_BLOCK);
+    init_shift_table(small_shift, SMALL_BLOCK);
+    init_shift_table(small_shift2, 2 * SMALL_BLOCK);
 }
+
+static inline uint32_t shift_by(const shift_table_t table, uint32_t x) {
+    return table[0][x & 0xFF] ^ table[1][(x >> 8) & 0xFF] ^ table[2][(x >> 16) & 0xFF] ^ table[3][x >> 24];
+}
+
+/* The raw state after three streams of `block` bytes at p (the first from r, the others from 0). */
+#define CRC3_COMBINE_BIG(a, b, c) shift_by(crc_shift, shift_by(crc_shift, (a)) ^ (b)) ^ (c)
+#define CRC3_COMBINE_SMALL(a, b, c) shift_by(small_shift2, (a)) ^ shift_by(small_shift, (b)) ^ (c)
 
 #if defined(KERNEL_X86)
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw3(uint32_t crc, const uint8_t *p, size_t n) {
-    uint32_t r = ~crc;
-    while (n >= 3 * CRC_BLOCK) {
-        uint64_t a = r, b = 0, c = 0;
-        for (size_t k = 0; k < CRC_BLOCK; k += 8) {
-            uint64_t va, vb, vc;
-            memcpy(&va, p + k, 8);
-            memcpy(&vb, p + CRC_BLOCK + k, 8);
-            memcpy(&vc, p + 2 * CRC_BLOCK + k, 8);
-            a = _mm_crc32_u64(a, va);
-            b = _mm_crc32_u64(b, vb);
-            c = _mm_crc32_u64(c, vc);
-        }
-        r = shift_block(shift_block((uint32_t)a) ^ (uint32_t)b) ^ (uint32_t)c;
-        p += 3 * CRC_BLOCK;
-        n -= 3 * CRC_BLOCK;
-    }
-    return crc32c_hw(~r, p, n);
-}
+#define CRC_STEP(state, value) _mm_crc32_u64((state), (value))
+#define HW_TARGET __attribute__((target("sse4.2")))
+typedef uint64_t hw_state_t;
 #elif defined(KERNEL_ARM)
-__attribute__((target("+crc"))) static uint32_t crc32c_hw3(uint32_t crc, const uint8_t *p, size_t n) {
+#define CRC_STEP(state, value) __crc32cd((state), (value))
+#define HW_TARGET __attribute__((target("+crc")))
+typedef uint32_t hw_state_t;
+#endif
+
+#if defined(KERNEL_X86) || defined(KERNEL_ARM)
+#define CRC3_BLOCKS(block, r, p, combine)                                                                             \
+    do {                                                                                                             \
+        hw_state_t a = (r), b = 0, c = 0;                                                                            \
+        for (size_t k = 0; k < (block); k += 8) {                                                                    \
+            uint64_t va, vb, vc;                                                                                     \
+            memcpy(&va, (p) + k, 8);                                                                                 \
+            memcpy(&vb, (p) + (block) + k, 8);                                                                       \
+            memcpy(&vc, (p) + 2 * (block) + k, 8);                                                                   \
+            a = CRC_STEP(a, va);                                                                                     \
+            b = CRC_STEP(b, vb);                                                                                     \
+            c = CRC_STEP(c, vc);                                                                                     \
+        }                                                                                                            \
+        (r) = combine((uint32_t)a, (uint32_t)b, (uint32_t)c);                                                        \
+    } while (0)
+
+HW_TARGET static uint32_t crc32c_hw3(uint32_t crc, const uint8_t *p, size_t n) {
     uint32_t r = ~crc;
-    while (n >= 3 * CRC_BLOCK) {
-        uint32_t a = r, b = 0, c = 0;
-        for (size_t k = 0; k < CRC_BLOCK; k += 8) {
-            uint64_t va, vb, vc;
-            memcpy(&va, p + k, 8);
-            memcpy(&vb, p + CRC_BLOCK + k, 8);
-            memcpy(&vc, p + 2 * CRC_BLOCK + k, 8);
-            a = __crc32cd(a, va);
-            b = __crc32cd(b, vb);
-            c = __crc32cd(c, vc);
-        }
-        r = shift_block(shift_block(a) ^ b) ^ c;
-        p += 3 * CRC_BLOCK;
-        n -= 3 * CRC_BLOCK;
-    }
+    for (; n >= 3 * CRC_BLOCK; p += 3 * CRC_BLOCK, n -= 3 * CRC_BLOCK)
+        CRC3_BLOCKS(CRC_BLOCK, r, p, CRC3_COMBINE_BIG);
+    for (; n >= 3 * SMALL_BLOCK; p += 3 * SMALL_BLOCK, n -= 3 * SMALL_BLOCK)
+        CRC3_BLOCKS(SMALL_BLOCK, r, p, CRC3_COMBINE_SMALL);
     return crc32c_hw(~r, p, n);
 }
 #endif
@@ -303,22 +314,26 @@ __attribute__((target("+crc"))) static uint32_t crc32c_hw3(uint32_t crc, const u
 /* Three-way table fallback, so that crc32c_interleaved checks the combination on any CPU. */
 static uint32_t crc32c_table3(uint32_t crc, const uint8_t *p, size_t n) {
     uint32_t r = ~crc;
-    while (n >= 3 * CRC_BLOCK) {
+    for (; n >= 3 * CRC_BLOCK; p += 3 * CRC_BLOCK, n -= 3 * CRC_BLOCK) {
         uint32_t a = ~crc32c_table(~r, p, CRC_BLOCK);
         uint32_t b = ~crc32c_table(~UINT32_C(0), p + CRC_BLOCK, CRC_BLOCK);
         uint32_t c = ~crc32c_table(~UINT32_C(0), p + 2 * CRC_BLOCK, CRC_BLOCK);
-        r = shift_block(shift_block(a) ^ b) ^ c;
-        p += 3 * CRC_BLOCK;
-        n -= 3 * CRC_BLOCK;
+        r = CRC3_COMBINE_BIG(a, b, c);
+    }
+    for (; n >= 3 * SMALL_BLOCK; p += 3 * SMALL_BLOCK, n -= 3 * SMALL_BLOCK) {
+        uint32_t a = ~crc32c_table(~r, p, SMALL_BLOCK);
+        uint32_t b = ~crc32c_table(~UINT32_C(0), p + SMALL_BLOCK, SMALL_BLOCK);
+        uint32_t c = ~crc32c_table(~UINT32_C(0), p + 2 * SMALL_BLOCK, SMALL_BLOCK);
+        r = CRC3_COMBINE_SMALL(a, b, c);
     }
     return crc32c_table(~r, p, n);
 }
 
-/* CRC-32C of a batch: one stream below 3 blocks, three interleaved streams above. */
+/* CRC-32C of a batch: one stream below three small blocks, three interleaved streams above. */
 static inline uint32_t crc32c_fast(uint32_t crc, const uint8_t *p, size_t n) {
 #if defined(KERNEL_X86) || defined(KERNEL_ARM)
     if (use_hardware)
-        return n >= 3 * CRC_BLOCK ? crc32c_hw3(crc, p, n) : crc32c_hw(crc, p, n);
+        return n >= 3 * SMALL_BLOCK ? crc32c_hw3(crc, p, n) : crc32c_hw(crc, p, n);
 #endif
     return crc32c_table(crc, p, n);
 }
@@ -333,11 +348,12 @@ static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n) { return cr
 /* ------------------------------------------------------------------------ scan_segment */
 /*
  * scan_segment(fd, end, base_offset, index_interval_bytes, offset_probes, time_probes, marker_parser,
- *              window=1 << 20) -> dict
+ *              window=1 << 20, prefetch=True) -> dict
  *
  * One pass over bytes [0, end) of the file `fd` (pread only, never at or past `end`) through a buffer of
- * `window` bytes, reused: a batch header (61 bytes, or what is left before `end`) is always made contiguous
- * by moving the unread rest to the front and refilling; a longer batch has its CRC computed over successive
+ * `window` bytes, reused (with a second one the prefetch thread reads the next window into: see the reader):
+ * a batch header (61 bytes, or what is left before `end`) is always made contiguous by moving the unread rest
+ * to the front and refilling; a longer batch has its CRC computed over successive
  * reads. Only a control batch whose marker is parsed is held whole (the buffer grows to it). The walk rules
  * are records.scan_buffer's; the marker rules are records._check_markers'; the running values and the index
  * selection are rebuild.plan_segment's; the events are rebuild.transaction_events + compact_events. The GIL
@@ -386,43 +402,207 @@ static inline int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_
 static inline int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 
 /*
- * The read buffer keeps the file's byte `bpos` at `buf`, with `buf` and `bpos` both multiples of READ_ALIGN, so
- * every pread copies from a page-cache page into a destination at the same offset modulo READ_ALIGN. A
- * destination a few bytes past its source (what malloc's 16-byte offset gives) made the kernel's copy about 4x
- * slower on the x86-64 machines measured (benchmarks/RESULTS.md, "aligned reads").
+ * The reader: the file's bytes [bpos, bpos + blen) are held at `buf`, with `bpos` a multiple of READ_ALIGN and
+ * `buf - bpos` one too, so every pread copies from a page-cache page into a destination at the same offset
+ * modulo READ_ALIGN. A destination a few bytes past its source (malloc's 16-byte offset) made the kernel's
+ * copy about 4x slower on the x86-64 machines measured (benchmarks/RESULTS.md).
+ *
+ * Prefetch (files longer than two windows): a thread of the reader's own preads the next window (the bytes
+ * from where the held ones end) into a second buffer while the walk works on the first; a refill then copies
+ * the unread rest of a header (< PREFIX bytes) in front of the prefetched window and swaps the buffers, so the
+ * page-cache copy runs beside the walk and the CRC. Anything else (a marker batch held whole, a window too
+ * small for a header, a failed or short prefetch) drains the thread and refills synchronously, as without it.
+ * The thread only ever preads into the spare buffer; it has every signal blocked; it is joined before the
+ * buffers are freed.
  */
 #define READ_ALIGN 64
+#define PREFIX 128 /* >= the unread rest of a header (< 61) plus the alignment (< READ_ALIGN), rounded */
+#include <pthread.h>
+#include <signal.h>
+
+enum { PF_IDLE = 0, PF_REQUESTED = 1, PF_DONE = 2, PF_QUIT = 3 };
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int fd;
+    int state;       /* PF_*, under mu */
+    uint8_t *target; /* the request: pread [at, at + want) to target */
+    int64_t at;
+    size_t want;
+    size_t got;      /* the answer: bytes read, and errno (or -1: the file ended first) */
+    int err;
+} prefetch_t;
+
+typedef struct {
+    uint8_t *raw;  /* the allocation */
+    uint8_t *base; /* raw rounded up to READ_ALIGN; PREFIX + size usable bytes */
+    size_t size;
+} rbuf_t;
 
 typedef struct {
     int fd;
     int64_t end;     /* never read at or past it */
-    uint8_t *raw;    /* the allocation; buf is raw rounded up to READ_ALIGN */
-    uint8_t *buf;    /* buf[0] is the file's byte bpos */
-    size_t cap;      /* usable bytes at buf */
+    size_t window;   /* bytes a refill reads */
+    rbuf_t cur;      /* holds the bytes below */
+    uint8_t *buf;    /* buf[0] is the file's byte bpos; within cur */
     int64_t bpos;    /* a multiple of READ_ALIGN */
     size_t blen;     /* bytes of the file held in buf */
     int err;         /* errno of a failed pread; -1: the file ended before `end` */
     int nomem;
+    prefetch_t *pf;  /* NULL: no prefetch thread */
+    rbuf_t spare;    /* the prefetch thread's target */
+    int64_t pf_at;   /* the file position of the window requested into spare, or -1 */
 } reader_t;
 
-/* (Re)allocate the buffer to `cap` usable aligned bytes, keeping the `blen` bytes held. */
-static int reader_alloc(reader_t *r, size_t cap) {
-    uint8_t *raw = PyMem_RawMalloc(cap + READ_ALIGN);
+static int rbuf_alloc(rbuf_t *b, size_t size) {
+    uint8_t *raw = PyMem_RawMalloc(PREFIX + size + READ_ALIGN);
     if (raw == NULL)
         return -1;
-    uint8_t *buf = (uint8_t *)(((uintptr_t)raw + READ_ALIGN - 1) & ~(uintptr_t)(READ_ALIGN - 1));
-    if (r->blen)
-        memcpy(buf, r->buf, r->blen);
-    PyMem_RawFree(r->raw);
-    r->raw = raw;
-    r->buf = buf;
-    r->cap = cap;
+    b->raw = raw;
+    b->base = (uint8_t *)(((uintptr_t)raw + READ_ALIGN - 1) & ~(uintptr_t)(READ_ALIGN - 1));
+    b->size = size;
+    return 0;
+}
+
+static size_t full_pread(int fd, uint8_t *to, size_t want, int64_t at, int *err) {
+    size_t got = 0;
+    while (got < want) {
+        ssize_t n = pread(fd, to + got, want - got, (off_t)(at + (int64_t)got));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            *err = errno;
+            break;
+        }
+        if (n == 0) {
+            *err = -1;
+            break;
+        }
+        got += (size_t)n;
+    }
+    return got;
+}
+
+static void *prefetch_main(void *arg) {
+    prefetch_t *p = arg;
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        while (p->state != PF_REQUESTED && p->state != PF_QUIT)
+            pthread_cond_wait(&p->cv, &p->mu);
+        if (p->state == PF_QUIT)
+            break;
+        uint8_t *target = p->target;
+        int64_t at = p->at;
+        size_t want = p->want;
+        pthread_mutex_unlock(&p->mu);
+        int err = 0;
+        size_t got = full_pread(p->fd, target, want, at, &err);
+        pthread_mutex_lock(&p->mu);
+        p->got = got;
+        p->err = err;
+        if (p->state == PF_REQUESTED)
+            p->state = PF_DONE;
+        pthread_cond_broadcast(&p->cv);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Ask the thread for the window from where the held bytes end (nothing when the file is all held). */
+static void prefetch_request(reader_t *r) {
+    int64_t at = r->bpos + (int64_t)r->blen;
+    if (r->pf == NULL || at >= r->end)
+        return;
+    prefetch_t *p = r->pf;
+    pthread_mutex_lock(&p->mu);
+    p->target = r->spare.base + PREFIX;
+    p->at = at;
+    p->want = (int64_t)r->window < r->end - at ? r->window : (size_t)(r->end - at);
+    p->state = PF_REQUESTED;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    r->pf_at = at;
+}
+
+/* Wait for the window in flight; its bytes read and error. */
+static size_t prefetch_wait(reader_t *r, int *err) {
+    prefetch_t *p = r->pf;
+    pthread_mutex_lock(&p->mu);
+    while (p->state == PF_REQUESTED)
+        pthread_cond_wait(&p->cv, &p->mu);
+    size_t got = p->got;
+    *err = p->err;
+    p->state = PF_IDLE;
+    pthread_mutex_unlock(&p->mu);
+    r->pf_at = -1;
+    return got;
+}
+
+static void prefetch_start(reader_t *r) {
+    prefetch_t *p = PyMem_RawMalloc(sizeof *p);
+    if (p == NULL || rbuf_alloc(&r->spare, r->window) < 0) {
+        PyMem_RawFree(p);
+        return; /* no prefetch: the walk reads synchronously */
+    }
+    memset(p, 0, sizeof *p);
+    p->fd = r->fd;
+    int ok = pthread_mutex_init(&p->mu, NULL) == 0;
+    if (ok && pthread_cond_init(&p->cv, NULL) != 0) {
+        pthread_mutex_destroy(&p->mu);
+        ok = 0;
+    }
+    if (ok) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        ok = pthread_create(&p->thread, NULL, prefetch_main, p) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (!ok) {
+            pthread_cond_destroy(&p->cv);
+            pthread_mutex_destroy(&p->mu);
+        }
+    }
+    if (!ok) {
+        PyMem_RawFree(p);
+        PyMem_RawFree(r->spare.raw);
+        r->spare.raw = NULL;
+        return;
+    }
+    r->pf = p;
+    prefetch_request(r);
+}
+
+static int reader_init(reader_t *r, int fd, int64_t end, size_t window) {
+    memset(r, 0, sizeof *r);
+    r->fd = fd;
+    r->end = end;
+    r->window = window;
+    r->pf_at = -1;
+    if (rbuf_alloc(&r->cur, window) < 0)
+        return -1;
+    r->buf = r->cur.base;
     return 0;
 }
 
 static void reader_free(reader_t *r) {
-    PyMem_RawFree(r->raw);
-    r->raw = r->buf = NULL;
+    if (r->pf != NULL) {
+        prefetch_t *p = r->pf;
+        pthread_mutex_lock(&p->mu);
+        p->state = PF_QUIT;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        pthread_join(p->thread, NULL);
+        pthread_cond_destroy(&p->cv);
+        pthread_mutex_destroy(&p->mu);
+        PyMem_RawFree(p);
+        r->pf = NULL;
+    }
+    PyMem_RawFree(r->spare.raw);
+    PyMem_RawFree(r->cur.raw);
+    r->spare.raw = r->cur.raw = NULL;
+    r->buf = NULL;
 }
 
 /* Make the file's bytes [pos, pos + need) contiguous in the buffer (need <= end - pos; pos >= r->bpos). */
@@ -431,36 +611,62 @@ static int reader_fill(reader_t *r, int64_t pos, size_t need) {
     if (pos + (int64_t)need <= held_end)
         return 0;
     const int64_t from = pos & ~(int64_t)(READ_ALIGN - 1); /* >= r->bpos: both are multiples of READ_ALIGN */
+    if (r->pf_at >= 0) {
+        const int64_t at = r->pf_at;
+        const size_t keep = from < held_end ? (size_t)(held_end - from) : 0;
+        int err = 0;
+        size_t got = prefetch_wait(r, &err);
+        if (at == held_end && keep <= PREFIX && err == 0) { /* the common case: swap the windows */
+            rbuf_t old = r->cur;
+            uint8_t *front = r->spare.base + PREFIX - keep;
+            if (keep)
+                memcpy(front, r->buf + (from - r->bpos), keep);
+            r->cur = r->spare;
+            r->spare = old;
+            r->buf = front;
+            r->bpos = from;
+            r->blen = keep + got;
+            prefetch_request(r);
+            if (pos + (int64_t)need <= r->bpos + (int64_t)r->blen)
+                return 0;
+            if (r->pf_at >= 0) /* a window too small for this header: read it synchronously */
+                prefetch_wait(r, &err);
+            held_end = r->bpos + (int64_t)r->blen;
+        }
+        /* else the prefetched bytes are dropped: the synchronous read below reads (or fails on) them again */
+    }
     size_t keep = 0;
     if (from < held_end) {
         keep = (size_t)(held_end - from);
-        memmove(r->buf, r->buf + (from - r->bpos), keep);
+        memmove(r->cur.base, r->buf + (from - r->bpos), keep);
     }
+    r->buf = r->cur.base;
     r->bpos = from;
     r->blen = keep;
     need += (size_t)(pos - from);
-    if (need > r->cap && reader_alloc(r, need) < 0) { /* only a marker batch is ever held whole */
-        r->nomem = 1;
+    if (need > PREFIX + r->cur.size) { /* only a marker batch is ever held whole */
+        rbuf_t bigger;
+        if (rbuf_alloc(&bigger, need) < 0) {
+            r->nomem = 1;
+            return -1;
+        }
+        memcpy(bigger.base, r->cur.base, keep);
+        PyMem_RawFree(r->cur.raw);
+        r->cur = bigger;
+        r->buf = bigger.base;
+    }
+    int64_t at = r->bpos + (int64_t)r->blen;
+    size_t want = PREFIX + r->cur.size - r->blen;
+    if ((int64_t)want > r->end - at)
+        want = (size_t)(r->end - at);
+    int err = 0;
+    r->blen += full_pread(r->fd, r->buf + r->blen, want, at, &err);
+    if (r->blen < need) {
+        r->err = err ? err : -1;
         return -1;
     }
-    while (r->blen < need) {
-        int64_t at = r->bpos + (int64_t)r->blen;
-        size_t want = r->cap - r->blen;
-        if ((int64_t)want > r->end - at)
-            want = (size_t)(r->end - at);
-        ssize_t got = pread(r->fd, r->buf + r->blen, want, (off_t)at);
-        if (got < 0) {
-            if (errno == EINTR)
-                continue;
-            r->err = errno;
-            return -1;
-        }
-        if (got == 0) {
-            r->err = -1;
-            return -1;
-        }
-        r->blen += (size_t)got;
-    }
+    if (r->pf != NULL)
+        prefetch_request(r);
     return 0;
 }
 
@@ -471,8 +677,7 @@ static int crc_stream(reader_t *r, int legacy, int64_t from, int64_t to, uint32_
         int64_t held_end = r->bpos + (int64_t)r->blen;
         if (from >= held_end) {
             int64_t left = to - from;
-            int64_t room = (int64_t)r->cap - (from & (READ_ALIGN - 1)); /* what fits after aligning */
-            if (reader_fill(r, from, (size_t)(left < room ? left : room)) < 0)
+            if (reader_fill(r, from, (size_t)(left < (int64_t)r->window ? left : (int64_t)r->window)) < 0)
                 return -1;
             held_end = r->bpos + (int64_t)r->blen;
         }
@@ -617,15 +822,17 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     Py_buffer offset_view, time_view;
     PyObject *parser;
     Py_ssize_t window = (Py_ssize_t)1 << 20;
-    if (!PyArg_ParseTuple(args, "iLLLy*y*O|n:scan_segment", &fd, &end_arg, &base_arg, &interval_arg, &offset_view,
-                          &time_view, &parser, &window))
+    int prefetch = 1;
+    if (!PyArg_ParseTuple(args, "iLLLy*y*O|np:scan_segment", &fd, &end_arg, &base_arg, &interval_arg, &offset_view,
+                          &time_view, &parser, &window, &prefetch))
         return NULL;
     const int64_t end = (int64_t)end_arg, base_offset = (int64_t)base_arg, interval = (int64_t)interval_arg;
 
     PyObject *result = NULL;
     int64_t *offset_probes = NULL, *time_probes = NULL, *offset_answers = NULL, *time_answers = NULL;
     Py_ssize_t n_offset_probes = 0, n_time_probes = 0;
-    reader_t rd = {fd, end, NULL, NULL, 0, 0, 0, 0, 0};
+    reader_t rd;
+    memset(&rd, 0, sizeof rd);
     pidmap_t pids = {NULL, NULL, 0, 0};
     bytes_t entries = {NULL, 0, 0}, events = {NULL, 0, 0};
     problem_t problem = {0, 0, 0, 0, 0, 0, 0, NULL}, fatal = {0, 0, 0, 0, 0, 0, 0, NULL};
@@ -660,11 +867,13 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     }
     offset_answers = PyMem_RawMalloc((size_t)(n_offset_probes ? n_offset_probes : 1) * 3 * sizeof(int64_t));
     time_answers = PyMem_RawMalloc((size_t)(n_time_probes ? n_time_probes : 1) * sizeof(int64_t));
-    if (offset_answers == NULL || time_answers == NULL || reader_alloc(&rd, (size_t)window + READ_ALIGN) < 0 ||
+    if (offset_answers == NULL || time_answers == NULL || reader_init(&rd, fd, end, (size_t)window) < 0 ||
         pidmap_init(&pids, 64) < 0) {
         PyErr_NoMemory();
         goto done;
     }
+    if (prefetch && end > 2 * (int64_t)window)
+        prefetch_start(&rd);
     for (Py_ssize_t q = 0; q < n_offset_probes; q++) {
         offset_answers[3 * q] = -1;
         offset_answers[3 * q + 1] = 0;

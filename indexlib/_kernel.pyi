@@ -28,6 +28,7 @@ def scan_segment(
     time_probes: Buffer,
     marker_parser: Callable[[bytes, int], int | str],
     window: int = 1 << 20,
+    prefetch: bool = True,
     /,
 ) -> dict[str, object]:
     """Stream bytes [0, end) of the ``.log`` open on ``fd`` once (pread, a reused ``window``-byte buffer).

@@ -217,6 +217,7 @@ def run(
     time_probes: list[int],
     window: int,
     parser: Callable[[bytes, int], int | str] = parse,
+    prefetch: bool = True,
 ) -> dict[str, object]:
     return kernel.scan_segment(
         fd,
@@ -227,6 +228,7 @@ def run(
         np.array(time_probes, np.int64).tobytes(),
         parser,
         window,
+        prefetch,
     )
 
 
@@ -236,19 +238,24 @@ def assert_same(
     interval: int = 0,
     windows: tuple[int, ...] = WINDOWS,
     probes: tuple[list[int], list[int]] | None = None,
+    prefetch_windows: tuple[int, ...] | None = None,
 ) -> dict[str, object]:
-    """scan_segment equals the reference with every window; returns the reference dict."""
+    """scan_segment equals the reference with every window without its prefetch thread, and with it (a file
+    longer than two windows starts it) for every window of ``prefetch_windows`` (default: the same);
+    returns the reference dict."""
     if base is None:
         base = struct.unpack_from(">q", data)[0] if len(data) >= 8 else 0
     offset_probes, time_probes = probes_for(data) if probes is None else probes
     expected = reference(data, base, interval, offset_probes, time_probes)
     fd = memfd(data)
     try:
-        for window in windows:
-            got = run(fd, len(data), base, interval, offset_probes, time_probes, window)
+        runs = [(window, False) for window in windows]
+        runs += [(window, True) for window in (windows if prefetch_windows is None else prefetch_windows)]
+        for window, prefetch in runs:
+            got = run(fd, len(data), base, interval, offset_probes, time_probes, window, prefetch=prefetch)
             assert set(got) == KEYS
             for key in sorted(KEYS):
-                assert got[key] == expected[key], (key, window)
+                assert got[key] == expected[key], (key, window, prefetch)
     finally:
         os.close(fd)
     return expected
@@ -273,7 +280,7 @@ def test_the_interleaved_crc32c_equals_the_table_one(length, seed, misalign):
     assert kernel.crc32c_interleaved(data, seed) == expected == crc32c.crc32c(data, seed)
 
 
-@pytest.mark.parametrize("length", [3071, 3072, 3073, 6144, 6151, 100_000])
+@pytest.mark.parametrize("length", [143, 144, 145, 149, 287, 288, 289, 3071, 3072, 3073, 3216, 6144, 6151, 100_000])
 def test_the_interleaved_crc32c_at_the_block_edges(length):
     data = os.urandom(length)
     assert kernel.crc32c_interleaved(data) == crc32c.crc32c(data)
@@ -301,7 +308,8 @@ def test_every_real_fixture_log():
         data = path.read_bytes()
         base = int(path.stem) if path.stem.isdigit() else 0
         for interval in (0, 4096):
-            expected = assert_same(data, base, interval, windows=(64, 4096, 1 << 20))
+            # one prefetch hand-over per window: 64-byte windows over 37 MB with it would take ~20 s
+            expected = assert_same(data, base, interval, windows=(64, 4096, 1 << 20), prefetch_windows=(4096, 1 << 20))
             checked += expected["batch_count"]  # type: ignore[operator]
     assert checked > 0
 
@@ -610,9 +618,9 @@ def test_a_file_that_shrank_before_the_walk_is_an_oserror(tmp_path):
     try:
         end = os.fstat(fd).st_size
         os.ftruncate(fd, end // 2)
-        for window in (64, 1 << 20):
+        for window, prefetch in ((64, False), (64, True), (1 << 20, True)):
             with pytest.raises(OSError, match="file shrank while being read"):
-                run(fd, end, 0, 0, [], [], window)
+                run(fd, end, 0, 0, [], [], window, prefetch=prefetch)
         os.ftruncate(fd, 0)
         with pytest.raises(OSError, match="file shrank"):
             run(fd, end, 0, 0, [], [], 64)
@@ -633,9 +641,11 @@ def test_a_file_that_shrinks_during_the_walk_is_an_oserror(tmp_path):
         return parse(batch, count)
 
     try:
-        with pytest.raises(OSError, match="file shrank") as error:
-            run(fd, len(data), 0, 0, [], [], 64, shrinking)
-        assert error.value.errno is None
+        for prefetch in (False, True):
+            os.pwrite(fd, data, 0)
+            with pytest.raises(OSError, match="file shrank") as error:
+                run(fd, len(data), 0, 0, [], [], 64, shrinking, prefetch=prefetch)
+            assert error.value.errno is None
     finally:
         os.close(fd)
 
