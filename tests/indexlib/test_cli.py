@@ -499,3 +499,15 @@ def test_a_whole_log_dir_with_a_process_pool_equals_per_partition_rebuilds(capsy
     assert code == 1  # no index files in place yet
     report = json.loads(out)
     assert sorted({(s["topic"], s["partition"]) for s in report["segments"]}) == [("orders", 0), ("payments", 0)]
+
+
+def test_importing_indexlib_starts_no_blas_threads():
+    """numpy's OpenBLAS would start a spinning thread per extra core; indexlib uses no BLAS and asks for none
+    (unless the environment already says), so a process importing it has its one thread only."""
+    probe = "import os, indexlib, numpy; print(len(os.listdir('/proc/self/task')), os.environ['OPENBLAS_NUM_THREADS'])"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "1"]
+    env["OPENBLAS_NUM_THREADS"] = "2"  # the user's own setting wins
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[1] == "2"
