@@ -14,7 +14,8 @@ sometimes near 2^63), then 0-4 random byte flips, sometimes every v2 batch's CRC
 reach the record parsing), sometimes cut, sometimes random bytes appended; or, one case in four, random
 bytes. The file on disk always has 1-64 more bytes past ``end`` (never to be read: the reference sees
 only ``data[:end]``), random probes (positions and offsets around the data), a random
-``index.interval.bytes`` and a random read window (64 B .. 1 MiB). Prints one Markdown line of figures.
+``index.interval.bytes``, a random read window (64 B .. 1 MiB) and the read-ahead thread on or off (it starts
+for a file longer than two windows). Prints one Markdown line of figures.
 """
 
 from __future__ import annotations
@@ -88,8 +89,8 @@ def wrap64(x: int) -> int:
     return (x + 2**63) % 2**64 - 2**63
 
 
-def make_case(rng: random.Random) -> tuple[bytes, int, int, int, Probes, int]:
-    """(file bytes, end, base offset, interval, probes, window)."""
+def make_case(rng: random.Random) -> tuple[bytes, int, int, int, Probes, int, bool]:
+    """(file bytes, end, base offset, interval, probes, window, prefetch)."""
     if rng.random() < 0.25:
         data = bytearray(rng.randbytes(rng.randrange(0, 800)))
         base = rng.randrange(-3, 5)
@@ -119,7 +120,7 @@ def make_case(rng: random.Random) -> tuple[bytes, int, int, int, Probes, int]:
     )
     interval = rng.choice([0, 1, 60, 200, 4096, 2**31 - 1])
     window = rng.choice([64, 65, 100, 1000, 4096, 1 << 20])
-    return bytes(data), end, base, interval, probes, window
+    return bytes(data), end, base, interval, probes, window, rng.random() < 0.5
 
 
 def same(a, b) -> bool:
@@ -138,13 +139,13 @@ def same(a, b) -> bool:
     )
 
 
-def compiled_summary(path: str, end: int, base: int, interval: int, probes: Probes, window: int):
-    """``summarize_log``'s compiled half with an explicit ``end`` and read window (the fuzz needs both)."""
+def compiled_summary(path: str, end: int, base: int, interval: int, probes: Probes, window: int, prefetch: bool):
+    """``summarize_log``'s compiled half with an explicit ``end``, read window and read-ahead choice."""
     fd = os.open(path, os.O_RDONLY)
     try:
         raw = records.compiled_kernel().scan_segment(
             fd, end, base, interval, probes.positions.tobytes(), probes.offsets.tobytes(),
-            records.marker_type_or_error, window,
+            records.marker_type_or_error, window, prefetch,
         )  # fmt: skip
     finally:
         os.close(fd)
@@ -156,12 +157,12 @@ def worker(index: int, deadline: float, workdir: str, counter, mismatches, seed:
     path = os.path.join(workdir, f"case-{index}.log")
     meta = os.path.join(workdir, f"case-{index}.txt")
     while time.time() < deadline:
-        data, end, base, interval, probes, window = make_case(rng)
+        data, end, base, interval, probes, window, prefetch = make_case(rng)
         with open(path, "wb") as f:
             f.write(data)
         with open(meta, "w") as f:
-            f.write(f"end={end} base={base} interval={interval} window={window} probes={probes}\n")
-        compiled = compiled_summary(path, end, base, interval, probes, window)
+            f.write(f"end={end} base={base} interval={interval} window={window} prefetch={prefetch} probes={probes}\n")
+        compiled = compiled_summary(path, end, base, interval, probes, window, prefetch)
         reference = summarize(records.scan_buffer(data, end, path, compiled=False), base, interval, probes)
         reference.file_size = end
         if not same(compiled, reference):

@@ -102,6 +102,13 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
         n -= 8;
     }
     uint32_t c32 = (uint32_t)c;
+    if (n >= 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        c32 = _mm_crc32_u32(c32, v);
+        p += 4;
+        n -= 4;
+    }
     while (n--)
         c32 = _mm_crc32_u8(c32, *p++);
     return ~c32;
@@ -115,6 +122,13 @@ __attribute__((target("+crc"))) static uint32_t crc32c_hw(uint32_t crc, const ui
         c = __crc32cd(c, v);
         p += 8;
         n -= 8;
+    }
+    if (n >= 4) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        c = __crc32cw(c, v);
+        p += 4;
+        n -= 4;
     }
     while (n--)
         c = __crc32cb(c, *p++);

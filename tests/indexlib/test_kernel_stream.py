@@ -280,7 +280,9 @@ def test_the_interleaved_crc32c_equals_the_table_one(length, seed, misalign):
     assert kernel.crc32c_interleaved(data, seed) == expected == crc32c.crc32c(data, seed)
 
 
-@pytest.mark.parametrize("length", [143, 144, 145, 149, 287, 288, 289, 3071, 3072, 3073, 3216, 6144, 6151, 100_000])
+@pytest.mark.parametrize(
+    "length", [143, 144, 145, 147, 148, 149, 151, 152, 287, 288, 289, 3071, 3072, 3073, 3216, 6144, 6151, 100_000]
+)
 def test_the_interleaved_crc32c_at_the_block_edges(length):
     data = os.urandom(length)
     assert kernel.crc32c_interleaved(data) == crc32c.crc32c(data)
