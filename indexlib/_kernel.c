@@ -917,6 +917,72 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     }
     PyThreadState *thread = PyEval_SaveThread();
     for (;;) {
+        /* The common case in a tight loop: a plain v2 batch (size >= 49, no producer id, not a control batch)
+         * held whole in the buffer, whose CRC matches, while the plan is active and no probe is due. It does
+         * exactly what the general step below does for such a batch, except that the row of the last plan
+         * batch is written once, when the loop ends. Anything else ends it: the general step takes that
+         * batch (checking it again from the start). */
+        if (plan_active && !frozen) {
+            int64_t fast_pos = -1, fast_base = 0;
+            while (pos < limit) {
+                const int64_t held_end = rd.bpos + (int64_t)rd.blen;
+                if (pos + V2_HEADER_SIZE > held_end)
+                    break;
+                const uint8_t *fh = rd.buf + (pos - rd.bpos);
+                const int32_t fsize = be32s(fh + 8);
+                if (fh[16] != 2 || fsize < V2_HEADER_SIZE - LOG_OVERHEAD || (int64_t)fsize > end - pos - LOG_OVERHEAD)
+                    break;
+                const int64_t fend = pos + LOG_OVERHEAD + fsize;
+                const int attrs = (int16_t)(((unsigned)fh[21] << 8) | fh[22]);
+                const int64_t fbase = be64(fh), fpid = be64(fh + 43);
+                const int64_t flast = wrap_add(fbase, be32s(fh + 23)), fmax_ts = be64(fh + 35);
+                const int64_t relative = wrap_sub(flast, base_offset);
+                if (fend > held_end || fpid > -1 || (attrs & 0x20) || relative < 0 || relative > INT32_MAX)
+                    break;
+                if (next_offset_probe < n_offset_probes && offset_probes[next_offset_probe] < fend)
+                    break;
+                if (next_time_probe < n_time_probes && time_probes[next_time_probe] <= (flast > top_last ? flast : top_last))
+                    break;
+                if (crc32c_fast(0, fh + CRC_START, (size_t)(fend - pos - CRC_START)) != be32(fh + 17))
+                    break;
+                /* accepted and kept: batch number `fi` */
+                const int64_t fi = walked++;
+                n = fi + 1;
+                valid_bytes = fend;
+                prev_last = last_offset;
+                last_offset = flast;
+                if (fmax_ts > running_max) {
+                    running_max = fmax_ts;
+                    max_offset = flast;
+                }
+                if (fmax_ts > raw_max)
+                    raw_max = fmax_ts;
+                v2_next = wrap_add(flast, 1);
+                if (flast > top_last)
+                    top_last = flast;
+                if (pos - last_indexed > interval) {
+                    int64_t row[ROW_WORDS] = {fi, pos, fbase, flast, running_max, max_offset, v2_next};
+                    last_indexed = pos;
+                    if (bytes_reserve(&entries, sizeof row) < 0) {
+                        rd.nomem = 1;
+                        failed = 1;
+                        break;
+                    }
+                    memcpy(entries.data + entries.len, row, sizeof row);
+                    entries.len += sizeof row;
+                }
+                fast_pos = pos;
+                fast_base = fbase;
+                pos = fend;
+            }
+            if (fast_pos >= 0) {
+                int64_t row[ROW_WORDS] = {n - 1, fast_pos, fast_base, last_offset, running_max, max_offset, v2_next};
+                memcpy(last_row, row, sizeof row);
+                have_last_row = 1;
+            }
+            if (failed)
+                break;
+        }
         if (pos >= limit) {
             stop = pos < end ? STOP_SHORT_TAIL : STOP_END;
             break;

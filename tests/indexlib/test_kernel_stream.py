@@ -241,24 +241,29 @@ def assert_same(
     prefetch_windows: tuple[int, ...] | None = None,
 ) -> dict[str, object]:
     """scan_segment equals the reference with every window without its prefetch thread, and with it (a file
-    longer than two windows starts it) for every window of ``prefetch_windows`` (default: the same);
-    returns the reference dict."""
+    longer than two windows starts it) for every window of ``prefetch_windows`` (default: the same). Without
+    ``probes``: once with probes around every batch (each batch then leaves the kernel's tight loop for its
+    general step) and once with none (runs of plain batches stay in the tight loop). Returns the reference
+    dict of the first."""
     if base is None:
         base = struct.unpack_from(">q", data)[0] if len(data) >= 8 else 0
-    offset_probes, time_probes = probes_for(data) if probes is None else probes
-    expected = reference(data, base, interval, offset_probes, time_probes)
+    probe_sets = [probes_for(data), ([], [])] if probes is None else [probes]
+    runs = [(window, False) for window in windows]
+    runs += [(window, True) for window in (windows if prefetch_windows is None else prefetch_windows)]
     fd = memfd(data)
     try:
-        runs = [(window, False) for window in windows]
-        runs += [(window, True) for window in (windows if prefetch_windows is None else prefetch_windows)]
-        for window, prefetch in runs:
-            got = run(fd, len(data), base, interval, offset_probes, time_probes, window, prefetch=prefetch)
-            assert set(got) == KEYS
-            for key in sorted(KEYS):
-                assert got[key] == expected[key], (key, window, prefetch)
+        results = []
+        for offset_probes, time_probes in probe_sets:
+            expected = reference(data, base, interval, offset_probes, time_probes)
+            for window, prefetch in runs:
+                got = run(fd, len(data), base, interval, offset_probes, time_probes, window, prefetch=prefetch)
+                assert set(got) == KEYS
+                for key in sorted(KEYS):
+                    assert got[key] == expected[key], (key, window, prefetch, len(offset_probes))
+            results.append(expected)
     finally:
         os.close(fd)
-    return expected
+    return results[0]
 
 
 def rows(raw: object) -> list[tuple[int, ...]]:
@@ -579,6 +584,26 @@ def test_many_producers_grow_the_producer_table():
     batches = [txn(i, pid=10_000 + (i * 7919) % 3000, transactional=bool((i // 7) % 2)) for i in range(6000)]
     expected = assert_same(b"".join(batches), 0, 4096, windows=(100, 1 << 20))
     assert 3000 < len(events(expected["events"])) < 6000
+
+
+def test_plain_batches_through_the_tight_loop_and_out_of_it():
+    """Runs of plain batches (the kernel's tight loop) ended by everything that must leave it: timestamps
+    rising by one, staying, falling; an offset past base + 2**31 - 1 (the plan stops there); a producer's
+    batch; a probe due; legacy entries; a CRC mismatch; a batch cut by the end."""
+    ts = [5, 6, 7, 7, 6, 8, 9, 3, 10]
+    run_of = [encode_batch_v2(i, [(None, b"p" * 20, t)]) for i, t in enumerate(ts)]
+    far = [encode_batch_v2(2**31 - 1 + k, [(None, b"f", 11 + k)]) for k in range(3)]
+    data = b"".join(run_of + far + [txn(2**31 + 9)] + run_of)
+    for interval in (0, 100, 4096):
+        expected = assert_same(data, 0, interval)
+        assert expected["stop_row"] is not None  # the plan stopped at the first far batch
+        assert expected["plan_end"] == len(ts) + 1
+    mixed = b"".join(run_of[:3] + [txn(3)] + [encode_legacy(4, b"x" * 10, magic=1, timestamp=4)] + run_of[5:])
+    assert_same(mixed, 0, 0)
+    bad = bytearray(b"".join(run_of))
+    bad[starts_of(run_of)[4] + 70] ^= 1  # a flipped byte in batch 4's records: its CRC no longer matches
+    assert assert_same(bytes(bad), 0, 0)["batch_count"] == 4
+    assert_same(b"".join(run_of)[:-7], 0, 0)  # the last batch cut
 
 
 def test_a_batch_longer_than_the_window(tmp_path):
