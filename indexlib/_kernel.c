@@ -787,6 +787,39 @@ static int bytes_reserve(bytes_t *b, size_t more) {
     return 0;
 }
 
+/* Append one plan row (ROW_WORDS int64) to the selected entries; -1 without memory. */
+static inline int append_row(bytes_t *entries, const int64_t *row) {
+    if (bytes_reserve(entries, ROW_WORDS * sizeof(int64_t)) < 0)
+        return -1;
+    memcpy(entries->data + entries->len, row, ROW_WORDS * sizeof(int64_t));
+    entries->len += ROW_WORDS * sizeof(int64_t);
+    return 0;
+}
+
+/* Batch i's producer event (kind 0 idempotent data, 1 transactional data, 2 ABORT, 3 COMMIT), kept unless it
+ * is data of the kind the producer's last event already was (rebuild.compact_events); -1 without memory. */
+static inline int producer_event(pidmap_t *pids, bytes_t *events, int64_t i, int8_t kind, int64_t producer_id,
+                                 int64_t base_offset, int64_t position) {
+    Py_ssize_t slot = pidmap_slot(pids, producer_id);
+    if (slot < 0)
+        return -1;
+    int8_t previous = pids->kinds[slot];
+    pids->kinds[slot] = kind;
+    if (kind <= 1 && previous == kind)
+        return 0;
+    if (bytes_reserve(events, EVENT_SIZE) < 0)
+        return -1;
+    char *e = events->data + events->len;
+    int32_t batch32 = (int32_t)i;
+    memcpy(e, &batch32, 4);
+    memcpy(e + 4, &kind, 1);
+    memcpy(e + 5, &producer_id, 8);
+    memcpy(e + 13, &base_offset, 8);
+    memcpy(e + 21, &position, 8);
+    events->len += EVENT_SIZE;
+    return 0;
+}
+
 typedef struct {
     int set;
     int code;
@@ -917,8 +950,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     }
     PyThreadState *thread = PyEval_SaveThread();
     for (;;) {
-        /* The common case in a tight loop: a plain v2 batch (size >= 49, no producer id, not a control batch)
-         * held whole in the buffer, whose CRC matches, while the plan is active and no probe is due. It does
+        /* The common case in a tight loop: a v2 data batch (size >= 49, not a control batch) held whole in the
+         * buffer, whose CRC matches, while the plan is active and no probe is due. It does
          * exactly what the general step below does for such a batch, except that the row of the last plan
          * batch is written once, when the loop ends. Anything else ends it: the general step takes that
          * batch (checking it again from the start). */
@@ -937,7 +970,7 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                 const int64_t fbase = be64(fh), fpid = be64(fh + 43);
                 const int64_t flast = wrap_add(fbase, be32s(fh + 23)), fmax_ts = be64(fh + 35);
                 const int64_t relative = wrap_sub(flast, base_offset);
-                if (fend > held_end || fpid > -1 || (attrs & 0x20) || relative < 0 || relative > INT32_MAX)
+                if (fend > held_end || (attrs & 0x20) || relative < 0 || relative > INT32_MAX)
                     break;
                 if (next_offset_probe < n_offset_probes && offset_probes[next_offset_probe] < fend)
                     break;
@@ -963,13 +996,18 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                 if (pos - last_indexed > interval) {
                     int64_t row[ROW_WORDS] = {fi, pos, fbase, flast, running_max, max_offset, v2_next};
                     last_indexed = pos;
-                    if (bytes_reserve(&entries, sizeof row) < 0) {
+                    if (append_row(&entries, row) < 0) {
                         rd.nomem = 1;
                         failed = 1;
                         break;
                     }
-                    memcpy(entries.data + entries.len, row, sizeof row);
-                    entries.len += sizeof row;
+                }
+                /* a producer's data batch: its event, as the general step records it (compacted, so a run of one
+                 * producer's batches looks its id up and adds nothing) */
+                if (fpid > -1 && producer_event(&pids, &events, fi, (attrs & 0x10) ? 1 : 0, fpid, fbase, pos) < 0) {
+                    rd.nomem = 1;
+                    failed = 1;
+                    break;
                 }
                 fast_pos = pos;
                 fast_base = fbase;
@@ -1154,13 +1192,11 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
             } else {
                 if (batch_pos - last_indexed > interval) {
                     last_indexed = batch_pos;
-                    if (bytes_reserve(&entries, sizeof row) < 0) {
+                    if (append_row(&entries, row) < 0) {
                         rd.nomem = 1;
                         failed = 1;
                         break;
                     }
-                    memcpy(entries.data + entries.len, row, sizeof row);
-                    entries.len += sizeof row;
                 }
                 memcpy(last_row, row, sizeof row);
                 have_last_row = 1;
@@ -1172,30 +1208,10 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                     kind = marker_type == 0 ? 2 : marker_type == 1 ? 3 : -1;
                 else
                     kind = (attributes & 0x10) ? 1 : 0;
-                if (kind >= 0) {
-                    Py_ssize_t slot = pidmap_slot(&pids, producer_id);
-                    if (slot < 0) {
-                        rd.nomem = 1;
-                        failed = 1;
-                        break;
-                    }
-                    int8_t previous = pids.kinds[slot];
-                    pids.kinds[slot] = kind;
-                    if (!(kind <= 1 && previous == kind)) {
-                        if (bytes_reserve(&events, EVENT_SIZE) < 0) {
-                            rd.nomem = 1;
-                            failed = 1;
-                            break;
-                        }
-                        char *e = events.data + events.len;
-                        int32_t batch32 = (int32_t)i;
-                        memcpy(e, &batch32, 4);
-                        memcpy(e + 4, &kind, 1);
-                        memcpy(e + 5, &producer_id, 8);
-                        memcpy(e + 13, &batch_base, 8);
-                        memcpy(e + 21, &batch_pos, 8);
-                        events.len += EVENT_SIZE;
-                    }
+                if (kind >= 0 && producer_event(&pids, &events, i, kind, producer_id, batch_base, batch_pos) < 0) {
+                    rd.nomem = 1;
+                    failed = 1;
+                    break;
                 }
             }
         }

@@ -356,9 +356,13 @@ def write_uniform_segment(
     batch_bytes: int,
     records_per_batch: int = 1,
     seed: int = 0,
+    producer_id: int = -1,
 ) -> int:
     """Write a ``.log`` of about ``total_bytes`` made of equal v2 batches of about ``batch_bytes``;
     return the number of batches.
+
+    ``producer_id`` >= 0: every batch is that idempotent producer's (epoch 0, base sequence 0 in every batch:
+    not a sequence a broker would accept, and nothing a rebuild reads), as most clients write since Kafka 3.0.
 
     Offsets are contiguous from ``base_offset``; timestamps strictly increase from batch to batch. One
     template batch is copied with numpy; base offsets (not CRC-covered) and the two timestamps are stamped
@@ -371,13 +375,16 @@ def write_uniform_segment(
         raise ValueError("total_bytes must be > 0")
     rng = np.random.default_rng(seed)
     start_ts = 1_700_000_000_000
+    epoch = sequence = 0 if producer_id >= 0 else -1
 
     def template_for(value_len: int, last_extra: int) -> bytes:
         records = []
         for r in range(records_per_batch):
             size = value_len + (last_extra if r == records_per_batch - 1 else 0)
             records.append((None, b"\x00" * size, start_ts + r))
-        return encode_batch_v2(base_offset, records)
+        return encode_batch_v2(
+            base_offset, records, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence
+        )
 
     # Fit the record values to batch_bytes (varint widths make an exact fit occasionally impossible).
     per_record = (batch_bytes - BATCH_OVERHEAD) // records_per_batch
@@ -394,7 +401,9 @@ def write_uniform_segment(
     for r in range(records_per_batch):
         size = value_len + (extra if r == records_per_batch - 1 else 0)
         records.append((None, rng.bytes(size), start_ts + r))
-    template = encode_batch_v2(base_offset, records)
+    template = encode_batch_v2(
+        base_offset, records, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence
+    )
     size = len(template)
     count = max(1, total_bytes // size)
 

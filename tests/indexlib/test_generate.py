@@ -345,3 +345,13 @@ def test_uniform_segment_is_deterministic_and_too_small_batches_fail(tmp_path):
     assert a.read_bytes() == b.read_bytes()
     with pytest.raises(ValueError):
         write_uniform_segment(tmp_path / "c.log", total_bytes=10_000, batch_bytes=60)
+
+
+def test_uniform_segment_of_an_idempotent_producer(tmp_path):
+    path = tmp_path / "00000000000000000000.log"
+    count = write_uniform_segment(path, total_bytes=200_000, batch_bytes=170, producer_id=42)
+    batches = walk([path])  # kafka-python's reader: every CRC checks
+    assert len(batches) == count > 1000
+    assert {(b.producer_id, b.producer_epoch, b.is_transactional) for _, b, _ in batches} == {(42, 0, False)}
+    assert write_uniform_segment(tmp_path / "plain.log", total_bytes=2_000, batch_bytes=170) > 0
+    assert {b.producer_id for _, b, _ in walk([tmp_path / "plain.log"])} == {-1}

@@ -606,6 +606,27 @@ def test_plain_batches_through_the_tight_loop_and_out_of_it():
     assert_same(b"".join(run_of)[:-7], 0, 0)  # the last batch cut
 
 
+def test_producers_batches_through_the_tight_loop():
+    """Data batches of producers (ids 0 and up; idempotent and transactional) stay in the tight loop: their
+    events, compacted, equal the general step's; a marker takes them out of it."""
+
+    def data(offset: int, pid: int, transactional: bool) -> bytes:
+        return encode_batch_v2(
+            offset, [(None, b"d" * 25, 100 + offset)], producer_id=pid, producer_epoch=0, transactional=transactional
+        )
+
+    layout = [(0, False)] * 4 + [(5, False)] * 3 + [(0, False), (0, True), (0, True), (5, True), (9, False)]
+    batches = [data(i, pid, t) for i, (pid, t) in enumerate(layout)]
+    batches += [encode_control_batch(len(batches), 0, 0, abort=True, timestamp=200)]
+    batches += [data(len(batches) + k, 0, k % 2 == 1) for k in range(4)]
+    for interval in (0, 150):
+        expected = assert_same(b"".join(batches), 0, interval)
+        got = events(expected["events"])
+        # batch 7 (producer 0's data again, of the kind its last event was) is compacted away; then the ABORT
+        assert got["producer_id"].tolist()[:6] == [0, 5, 0, 5, 9, 0]
+        assert got["kind"].tolist()[:6] == [0, 0, 1, 1, 0, 2]
+
+
 def test_a_batch_longer_than_the_window(tmp_path):
     big = encode_batch_v2(2, [(None, os.urandom(100_000), 5)])
     batches = plain(1) + [big] + plain(2, start=3) + [encode_legacy(7, os.urandom(50_000), magic=1, timestamp=9)]
