@@ -71,6 +71,9 @@ except ImportError:  # pragma: no cover - built without a C compiler
     )
 #: the compiled fast path, unless the pure-Python one is asked for (the reference, and the fallback)
 KERNEL = None if os.environ.get("KAFKA_INDEX_PURE_PYTHON") else _compiled
+#: the compiled scan reads a file longer than two megabytes one megabyte ahead on a thread of its own, unless
+#: ``KAFKA_INDEX_READ_AHEAD=0``
+READ_AHEAD = os.environ.get("KAFKA_INDEX_READ_AHEAD", "1") != "0"
 
 
 def crc32c_function(compiled: bool | None = None) -> Callable[[Buffer], int]:

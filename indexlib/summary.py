@@ -328,6 +328,8 @@ def summarize_log(
             probes.positions.tobytes(),
             probes.offsets.tobytes(),
             records.marker_type_or_error,
+            1 << 20,
+            records.READ_AHEAD,
         )
     finally:
         os.close(fd)

@@ -6,6 +6,8 @@ and the plan and verify built on it keep their guarantees."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -161,3 +163,44 @@ def test_compaction_is_prefix_stable(pairs, k):
     for batch, (kind, pid) in enumerate(pairs):  # the rule the kernel applies while walking
         assert (batch in kept) == (kind > EVENT_TXN_DATA or last_kind.get(pid) != kind)
         last_kind[pid] = kind
+
+
+READ_AHEAD_PROBE = """
+import os, sys
+from indexlib import records, summary
+threads, parse = [], records.marker_type_or_error
+def parser(batch, count):
+    threads.append(len(os.listdir("/proc/self/task")))  # mid-walk: is the read-ahead thread there?
+    return parse(batch, count)
+records.marker_type_or_error = parser
+s = summary.summarize_log(sys.argv[1], 0, 4096)
+print(records.READ_AHEAD, s.batch_count, len(s.events), max(threads))
+"""
+
+
+@pytest.mark.skipif(records.compiled_kernel() is None, reason="the C extension is not built")
+def test_the_read_ahead_thread_runs_unless_turned_off(tmp_path):
+    """A segment longer than two read windows (2 MiB) with a marker in its middle: while the walk is at the
+    marker, the process has the kernel's read-ahead thread beside its own, unless KAFKA_INDEX_READ_AHEAD=0;
+    the summary is the same either way."""
+    from indexlib.generate import encode_batch_v2, encode_control_batch, write_uniform_segment
+
+    path = tmp_path / "00000000000000000000.log"
+    count = write_uniform_segment(path, total_bytes=3 << 20, batch_bytes=4096)
+    txn = encode_batch_v2(count, [(None, b"t", 5)], producer_id=3, producer_epoch=0, transactional=True)
+    with open(path, "ab") as f:
+        f.write(txn + encode_control_batch(count + 1, 3, 0, abort=False, timestamp=6))
+    with open(path, "ab") as f, open(tmp_path / "more.log", "wb") as more:
+        write_uniform_segment(more.name, base_offset=count + 2, total_bytes=3 << 20, batch_bytes=4096)
+        f.write(Path(more.name).read_bytes())
+    env = {k: v for k, v in os.environ.items() if k not in ("KAFKA_INDEX_READ_AHEAD", "KAFKA_INDEX_PURE_PYTHON")}
+    lines = []
+    for setting in (None, "0"):
+        run_env = dict(env, KAFKA_INDEX_READ_AHEAD=setting) if setting else env
+        out = subprocess.run(
+            [sys.executable, "-c", READ_AHEAD_PROBE, str(path)], env=run_env, capture_output=True, text=True, check=True
+        )
+        lines.append(out.stdout.split())
+    assert lines[0][0] == "True" and lines[1][0] == "False"
+    assert lines[0][1:3] == lines[1][1:3] and int(lines[0][1]) == 2 * count + 2
+    assert (int(lines[0][3]), int(lines[1][3])) == (2, 1)
