@@ -2,14 +2,15 @@
 ``indexlib.summary.summarize_log``) against the pure-Python scan, as users run a rebuild and a verify: whole
 ``python -m indexlib`` processes timed from outside (issue 11).
 
-Run: ``.venv/bin/python benchmarks/bench_kernel.py [--runs R] [--cases 170,4k,16k] [--scale S] [--json FILE]
-[--profile]``; quick check: ``--scale 0.05 --runs 2``. About 12 minutes with the defaults.
+Run: ``.venv/bin/python benchmarks/bench_kernel.py [--runs R] [--cases 170,170p,4k,16k] [--scale S] [--json FILE]
+[--profile] [--other-tree DIR]``; quick check: ``--scale 0.05 --runs 2``. About 12 minutes with the defaults.
 
 Data (``indexlib.generate.write_uniform_segment``, as in ``bench_rebuild.py``), generated once in a
 temporary directory under ``/dev/shm`` when it exists (so always in memory; tmpfs pages are page-cache
 pages): per case one partition directory ``bench-0`` holding one segment ``00000000000000000000.log`` and
-no index file; cases: ``170`` = 1 GiB of 170-byte batches, ``4k`` = 1 GiB of 4 KiB batches, ``16k`` = 1 GiB
-of 16 KiB batches. A tiny partition (one 170-byte batch) gives each mode's baseline memory. Everything is
+no index file; cases: ``170`` = 1 GiB of 170-byte batches, ``170p`` = the same written by one idempotent
+producer (a producer id in every batch, as most clients write since Kafka 3.0), ``4k`` = 1 GiB of 4 KiB
+batches, ``16k`` = 1 GiB of 16 KiB batches. A tiny partition (one 170-byte batch) gives each mode's baseline memory. Everything is
 deleted at the end.
 
 Per run, per case, in ONE run so that ratios are same-run (the two modes' order alternates between runs):
@@ -33,8 +34,15 @@ Per run, per case, in ONE run so that ratios are same-run (the two modes' order 
   one-batch rebuild);
 * where the time goes, in this process (compiled): the streaming summary (``summarize_log``),
   ``plan_segment``, staging and installing the index files (``partition.publish_segment`` with fsync), the
-  whole command in-process (``indexlib.cli.main``), and the fixed cost of a process
-  (``python -m indexlib --help``).
+  whole command in-process (``indexlib.cli.main``), the kernel's walk alone (``scan_segment``) with its
+  read-ahead thread and without it, and the fixed cost of a process (``python -m indexlib --help``).
+
+``--other-tree DIR``: another checkout of the project (its extension built in place, e.g. ``python setup.py
+build_ext --inplace`` there) whose compiled rebuild is timed in the same runs as a third mode, its output
+compared with this tree's, for a same-run ratio between two versions.
+
+Before anything is timed the project's bytecode is written (``compileall``), as a user's first run writes it,
+so an environment with ``PYTHONDONTWRITEBYTECODE`` does not add a compile of every module to every process.
 
 ``--profile``: once at the end, a cProfile of the in-process command on each case (compiled), top entries.
 
@@ -67,7 +75,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(1, HERE)
 
 from bench_jobs import background_busy, med, timed  # noqa: E402
-from bench_rebuild import LOG_NAME, crc_pass, machine_line  # noqa: E402
+from bench_rebuild import LOG_NAME, compile_bytecode, crc_pass, machine_line  # noqa: E402
 
 import indexlib  # noqa: E402
 from indexlib import cli, records  # noqa: E402
@@ -88,11 +96,12 @@ PURE_ENV = "KAFKA_INDEX_PURE_PYTHON"
 INDEX_INTERVAL_BYTES = 4096  # the CLI's defaults
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 MODES = ("compiled", "pure")
-# key, label, segment bytes (times --scale), batch bytes
+# key, label, segment bytes (times --scale), batch bytes, producer id (-1: none)
 CASES = [
-    ("170", "1 GiB of 170-byte batches", 1 << 30, 170),
-    ("4k", "1 GiB of 4 KiB batches", 1 << 30, 4096),
-    ("16k", "1 GiB of 16 KiB batches", 1 << 30, 16384),
+    ("170", "1 GiB of 170-byte batches", 1 << 30, 170, -1),
+    ("170p", "1 GiB of 170-byte batches of an idempotent producer", 1 << 30, 170, 42),
+    ("4k", "1 GiB of 4 KiB batches", 1 << 30, 4096, -1),
+    ("16k", "1 GiB of 16 KiB batches", 1 << 30, 16384, -1),
 ]
 # issue 11's targets
 TARGET_SMALL_BATCHES = 15.0  # M batches/s, 170-byte batches, 1 GiB segment
@@ -105,9 +114,16 @@ class BenchError(Exception):
     pass
 
 
+OTHER_TREE: str | None = None  # --other-tree: the "other" mode runs that checkout's compiled rebuild
+
+
+def tree_for(mode: str) -> str:
+    return OTHER_TREE if mode == "other" and OTHER_TREE else REPO
+
+
 def env_for(mode: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
-    env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = tree_for(mode) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["LC_ALL"] = "C"
     if mode == "pure":
         env[PURE_ENV] = "1"
@@ -115,7 +131,7 @@ def env_for(mode: str) -> dict[str, str]:
 
 
 def run_command(args: list[str], mode: str) -> None:
-    proc = subprocess.run(CMD + args, cwd=REPO, env=env_for(mode), capture_output=True, text=True)
+    proc = subprocess.run(CMD + args, cwd=tree_for(mode), env=env_for(mode), capture_output=True, text=True)
     if proc.returncode != 0:
         raise BenchError(
             f"`python -m indexlib {' '.join(args)}` ({mode}) exited with {proc.returncode}\n"
@@ -226,6 +242,16 @@ def breakdown(log: str, out_root: str, partition_dir: str) -> dict[str, float]:
         t["kernel_crc"] = timed(lambda: kernel.crc32c(mm))
     finally:
         mm.close()
+    fd = records.open_segment(log)
+    try:
+        for prefetch in (True, False):
+            t[f"scan_prefetch_{prefetch}"] = timed(
+                lambda: kernel.scan_segment(
+                    fd, size, 0, INDEX_INTERVAL_BYTES, b"", b"", records.marker_type_or_error, 1 << 20, prefetch
+                )
+            )
+    finally:
+        os.close(fd)
     box: dict = {}
     t["summary"] = timed(lambda: box.setdefault("summary", summarize_log(log, 0, INDEX_INTERVAL_BYTES, compiled=True)))
     t["plan"] = timed(lambda: box.setdefault("plan", plan_segment(box.pop("summary"), SEGMENT_INDEX_BYTES)))
@@ -302,6 +328,25 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
             f"| **{med(ratio):.2f}x** ({lst(ratio)}) | {lst([r[key]['compiled'] for r in runs], '{:.3f}')} "
             f"| {lst([r[key]['pure'] for r in runs], '{:.3f}')} |"
         )
+    if OTHER_TREE:
+        print()
+        print(
+            f"Against another checkout in the same runs (`--other-tree {OTHER_TREE}`, its compiled rebuild, "
+            "same command, order alternating, outputs identical): ratio = other wall / this wall (speed-up):"
+        )
+        print()
+        print("| case | this tree: wall, M batches/s | other tree: wall, M batches/s | speed-up (runs) |")
+        print("| --- | ---: | ---: | ---: |")
+        for key, *_ in CASES:
+            if key not in data:
+                continue
+            n = data[key]["batches"]
+            this, other = (med([r[key][m] for r in runs]) for m in ("compiled", "other"))
+            ratio = [r[key]["other"] / r[key]["compiled"] for r in runs]
+            print(
+                f"| {key} | {this:.3f} s, {n / this / 1e6:.2f} M/s | {other:.3f} s, {n / other / 1e6:.2f} M/s "
+                f"| **{med(ratio):.2f}x** ({lst(ratio)}) |"
+            )
     print()
     print(
         "CPU time of the same timed processes (from `getrusage(RUSAGE_CHILDREN)`; median [min-max]); system time "
@@ -345,15 +390,17 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
     print()
     print("| target | figure | met |")
     print("| --- | ---: | --- |")
-    if "170" in data:
-        d = data["170"]
-        w = med([r["170"]["compiled"] for r in runs])
+    for key in ("170", "170p"):
+        if key not in data:
+            continue
+        d = data[key]
+        w = med([r[key]["compiled"] for r in runs])
         rate = d["batches"] / w / 1e6
         print(
-            f"| 170-byte batches, 1 GiB segment: rebuild >= {TARGET_SMALL_BATCHES:.0f} M batches/s | {rate:.2f} M "
+            f"| {d['label']}: rebuild >= {TARGET_SMALL_BATCHES:.0f} M batches/s | {rate:.2f} M "
             f"batches/s (compiled) | {'yes' if rate >= TARGET_SMALL_BATCHES else '**no**'} |"
         )
-    for key in ("170", "4k", "16k"):
+    for key in ("170", "170p", "4k", "16k"):
         if key not in data:
             continue
         for what, mem in (("rebuild", "mem"), ("verify", "mem_verify")):
@@ -412,9 +459,10 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
     print()
     print(
         "| case | streaming summary (`summarize_log`, compiled) | `plan_segment` "
-        "| publish (stage + install, fsync) | whole command in-process | process wall (outside) |"
+        "| publish (stage + install, fsync) | whole command in-process | process wall (outside) "
+        "| the kernel alone: with read-ahead thread, without |"
     )
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for key, *_ in CASES:
         if key not in data:
             continue
@@ -427,7 +475,10 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
             return f"{s * 1e3:.0f} ms ({s / n * 1e9:.0f} ns/batch)"
 
         wall = med([r[key]["compiled"] for r in runs])
-        print(f"| {key} | {g('summary')} | {g('plan')} | {g('publish')} | {g('inproc')} | {wall * 1e3:.0f} ms |")
+        print(
+            f"| {key} | {g('summary')} | {g('plan')} | {g('publish')} | {g('inproc')} | {wall * 1e3:.0f} ms "
+            f"| {g('scan_prefetch_True')}, {g('scan_prefetch_False')} |"
+        )
     if data.get("profile"):
         print()
         for key, text in data["profile"].items():
@@ -442,11 +493,18 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--cases", default="170,4k,16k", help="comma-separated subset of 170, 4k, 16k")
+    parser.add_argument("--cases", default="170,170p,4k,16k", help="comma-separated subset of 170, 170p, 4k, 16k")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the segment sizes (quick checks)")
     parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
     parser.add_argument("--profile", action="store_true", help="a cProfile of the in-process rebuild at the end")
+    parser.add_argument(
+        "--other-tree",
+        metavar="DIR",
+        help="another checkout (its extension built in place): its compiled rebuild is timed in the same runs",
+    )
     args = parser.parse_args(argv)
+    global OTHER_TREE
+    OTHER_TREE = os.path.abspath(args.other_tree) if args.other_tree else None
     wanted = {k.strip() for k in args.cases.split(",") if k.strip()}
     cases = [c for c in CASES if c[0] in wanted]
     if not cases:
@@ -455,6 +513,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_kernel: the compiled kernel is not built, or {PURE_ENV} is set", file=sys.stderr)
         return 1
 
+    compile_bytecode()
+    if OTHER_TREE:
+        compile_bytecode(OTHER_TREE)
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
     root = tempfile.mkdtemp(prefix="bench-kernel-", dir=parent)
     try:
@@ -464,16 +525,18 @@ def main(argv: list[str] | None = None) -> int:
         tiny = os.path.join(root, "tiny", "bench-0")
         os.makedirs(tiny)
         write_uniform_segment(os.path.join(tiny, LOG_NAME), total_bytes=170, batch_bytes=170)
-        for key, label, seg_bytes, batch in cases:
+        for key, label, seg_bytes, batch, producer_id in cases:
             seg_bytes = max(1 << 20, int(seg_bytes * args.scale))
             pdir = os.path.join(root, f"case-{key}", "bench-0")
             os.makedirs(pdir)
             log = os.path.join(pdir, LOG_NAME)
             print(f"[{key}] generating {seg_bytes} B of {batch} B batches ...", file=sys.stderr, flush=True)
-            count = write_uniform_segment(log, total_bytes=seg_bytes, batch_bytes=batch)
+            count = write_uniform_segment(log, total_bytes=seg_bytes, batch_bytes=batch, producer_id=producer_id)
             size = os.path.getsize(log)
             if args.scale != 1.0:
-                label = f"{size / 2**20:.0f} MiB of {batch}-byte batches"
+                label = f"{size / 2**20:.0f} MiB of {batch}-byte batches" + (
+                    " of a producer" if producer_id >= 0 else ""
+                )
             data[key] = {"bytes": size, "batches": count, "batch": size // count, "label": label}
             dirs[key] = (pdir, log)
         runs, busy, load = [], [], []
@@ -496,13 +559,14 @@ def main(argv: list[str] | None = None) -> int:
                 if batch < 4096:
                     x["crcbatch"] = timed(lambda: crc_pass(log, batch))
                 outs = {}
-                for mode in MODES if run % 2 == 0 else MODES[::-1]:
+                modes = MODES + (("other",) if OTHER_TREE else ())
+                for mode in modes if run % 2 == 0 else modes[::-1]:
                     outs[mode] = tempfile.mkdtemp(prefix=f"out-{key}-{mode}-", dir=root)
                     x[mode], x[f"{mode}_user"], x[f"{mode}_sys"] = timed_command(rebuild_args(pdir, outs[mode]), mode)
                 for suffix in (".index", ".timeindex"):
-                    a, b = (os.path.join(outs[m], "bench-0", LOG_NAME.replace(".log", suffix)) for m in MODES)
-                    if not filecmp.cmp(a, b, shallow=False):
-                        raise BenchError(f"compiled and pure rebuilds wrote different {suffix} files")
+                    a, *others = (os.path.join(outs[m], "bench-0", LOG_NAME.replace(".log", suffix)) for m in modes)
+                    if not all(filecmp.cmp(a, b, shallow=False) for b in others):
+                        raise BenchError(f"the rebuilds ({', '.join(modes)}) wrote different {suffix} files")
                 # verify of a healthy partition: the rebuilt index files beside a hard link of the .log
                 healthy = os.path.join(outs["compiled"], "bench-0")
                 os.link(log, os.path.join(healthy, LOG_NAME))

@@ -2,8 +2,10 @@
 previous way (one single-partition process per partition, two at a time), with the machine's physical
 limits beside each figure (issue 10).
 
-Run: ``.venv/bin/python benchmarks/bench_logdir.py [--runs R] [--scale S] [--json FILE]``; ``--scale``
-multiplies the segment sizes (quick checks: ``--scale 0.05 --runs 2``).
+Run: ``.venv/bin/python benchmarks/bench_logdir.py [--runs R] [--scale S] [--json FILE] [--other-tree DIR]``;
+``--scale`` multiplies the segment sizes (quick checks: ``--scale 0.05 --runs 2``); ``--other-tree DIR`` (another
+checkout, its extension built in place) adds a way, that checkout's log-dir command, in the same runs. The
+log-dir command also runs with the scan's read-ahead thread off (``KAFKA_INDEX_READ_AHEAD=0``) in every run.
 
 Data, generated once in a temporary directory under ``/dev/shm`` when it exists (so always in memory),
 with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches, no index files: a
@@ -37,7 +39,8 @@ of the tree reached, the pool's workers included once reaped), while a thread of
 ``VmRSS`` and ``RssAnon`` over the command's process tree (``/proc/<pid>/status``, the tree from
 ``/proc/<pid>/task/<tid>/children``) every ~2 ms; the same ``ru_maxrss`` for one single-partition process
 (``--jobs 1``) beside it. Once per run: the fixed cost of a process,
-``python -m indexlib --help``.
+``python -m indexlib --help``. The project's bytecode is written before anything is timed (``compileall``), as
+a user's first run writes it.
 
 Every figure is the median over ``--runs`` runs; ratios are taken within one run, then the median.
 GB = 1e9 bytes, MiB = 2**20 bytes. Prints Markdown. Everything generated is deleted at the end.
@@ -64,7 +67,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(1, HERE)
 
 from bench_jobs import background_busy, med, timed  # noqa: E402
-from bench_rebuild import crc_pass, machine_line  # noqa: E402
+from bench_rebuild import compile_bytecode, crc_pass, machine_line  # noqa: E402
 
 from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.layout import segment_file, segment_name  # noqa: E402
@@ -107,8 +110,14 @@ def make_log_dir(log_dir: str, topic: str, partitions: int, segments: int, seg_b
 
 
 # ----------------------------------------------------------------------------------------- the ways
-def run_command(args: list[str]) -> None:
-    proc = subprocess.run(CMD + args, cwd=REPO, capture_output=True, text=True)
+OTHER_TREE: str | None = None  # --other-tree: a third way, that checkout's log-dir command
+
+
+def run_command(args: list[str], tree: str = REPO, read_ahead: bool = True) -> None:
+    env = dict(os.environ, PYTHONPATH=tree) if tree != REPO else dict(os.environ)
+    if not read_ahead:
+        env["KAFKA_INDEX_READ_AHEAD"] = "0"
+    proc = subprocess.run(CMD + args, cwd=tree, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise BenchError(
             f"`{' '.join(['python -m indexlib', *args])}` exited with {proc.returncode}\n"
@@ -116,8 +125,8 @@ def run_command(args: list[str]) -> None:
         )
 
 
-def log_dir_way(log_dir: str, out: str) -> float:
-    return timed(lambda: run_command(["rebuild", log_dir, "--output-dir", out, "--jobs", str(JOBS)]))
+def log_dir_way(log_dir: str, out: str, tree: str = REPO, read_ahead: bool = True) -> float:
+    return timed(lambda: run_command(["rebuild", log_dir, "--output-dir", out, "--jobs", str(JOBS)], tree, read_ahead))
 
 
 def per_partition_way(pdirs: list[str], out: str) -> float:
@@ -283,6 +292,35 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
             )
     print()
     print(
+        "The log-dir command with the scan's read-ahead thread off (`KAFKA_INDEX_READ_AHEAD=0`), in the same runs, "
+        "order alternating, outputs identical; ratio = its wall / the default's (above 1: the thread helps):"
+    )
+    print()
+    print("| corpus | default (read-ahead on) | read-ahead off | off / on (runs) |")
+    print("| --- | ---: | ---: | ---: |")
+    for key, *_ in CORPORA:
+        on, off = (med([r[key][w] for r in runs]) for w in ("logdir", "no_read_ahead"))
+        ratio = [r[key]["no_read_ahead"] / r[key]["logdir"] for r in runs]
+        print(f"| {key} | {on:.3f} s | {off:.3f} s | **{med(ratio):.2f}** ({runs_list(ratio)}) |")
+    if OTHER_TREE:
+        print()
+        print(
+            f"Against another checkout in the same runs (`--other-tree {OTHER_TREE}`: its log-dir command, order "
+            "alternating, outputs identical); ratio = other wall / this wall (speed-up):"
+        )
+        print()
+        print("| corpus | this tree | other tree | speed-up (runs) |")
+        print("| --- | ---: | ---: | ---: |")
+        for key, *_ in CORPORA:
+            d = data[key]
+            this, other = (med([r[key][w] for r in runs]) for w in ("logdir", "other"))
+            ratio = [r[key]["other"] / r[key]["logdir"] for r in runs]
+            print(
+                f"| {key} | {this:.3f} s, {d['bytes'] / this / gb:.2f} GB/s, {d['batches'] / this / 1e6:.2f} M/s "
+                f"| {other:.3f} s, {d['bytes'] / other / gb:.2f} GB/s | **{med(ratio):.2f}x** ({runs_list(ratio)}) |"
+            )
+    print()
+    print(
         "Physical limits in the same runs (ONE process, one core; GB/s and, for the per-batch pass, M chunks/s; "
         "two cores could at best double the CRC figures):"
     )
@@ -338,9 +376,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the segment sizes (quick checks)")
     parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
+    parser.add_argument(
+        "--other-tree", metavar="DIR", help="another checkout: its log-dir command is timed in the same runs"
+    )
     args = parser.parse_args(argv)
+    global OTHER_TREE
+    OTHER_TREE = os.path.abspath(args.other_tree) if args.other_tree else None
 
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    compile_bytecode()
+    if OTHER_TREE:
+        compile_bytecode(OTHER_TREE)
     root = tempfile.mkdtemp(prefix="bench-logdir-", dir=parent)
     try:
         data: dict = {}
@@ -379,9 +425,19 @@ def main(argv: list[str] | None = None) -> int:
                     ("logdir", lambda: log_dir_way(log_dir, out_l)),
                     ("parts", lambda: per_partition_way(pdirs, out_p)),
                 ]
+                out_n = tempfile.mkdtemp(prefix=f"out-{key}-no-read-ahead-", dir=root)
+                ways.append(("no_read_ahead", lambda: log_dir_way(log_dir, out_n, read_ahead=False)))
+                if OTHER_TREE:
+                    out_o = tempfile.mkdtemp(prefix=f"out-{key}-other-", dir=root)
+                    ways.append(("other", lambda: log_dir_way(log_dir, out_o, OTHER_TREE)))
                 for way, fn in ways if run % 2 == 0 else ways[::-1]:
                     x[way] = fn()
                 data[key]["compared"] = compare_outputs(out_l, out_p, names)
+                compare_outputs(out_l, out_n, names)
+                shutil.rmtree(out_n)
+                if OTHER_TREE:
+                    compare_outputs(out_l, out_o, names)
+                    shutil.rmtree(out_o)
                 shutil.rmtree(out_l)
                 shutil.rmtree(out_p)
                 out_m = tempfile.mkdtemp(prefix=f"out-{key}-mem-", dir=root)

@@ -248,6 +248,15 @@ def med(values: list[float]) -> float:
     return statistics.median(values)
 
 
+def compile_bytecode(tree: str = REPO) -> None:
+    """Write the project's bytecode (``__pycache__``) before anything is timed, as a user's first run does: in
+    an environment with ``PYTHONDONTWRITEBYTECODE`` set, every timed process would otherwise compile every
+    module of the project again (about 50 ms of each process's start on the machines measured)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    dirs = [os.path.join(tree, name) for name in ("indexlib", "jobs")]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], env=env, check=True, stdout=subprocess.DEVNULL)
+
+
 def machine_line() -> str:
     model = "?"
     try:

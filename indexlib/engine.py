@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from . import records
 from .discovery import Discovery, Partition
 from .findings import CUT_TAIL, Finding, files_to_rebuild, kind
 from .layout import (
@@ -375,10 +376,24 @@ def map_locally(jobs: int = 1) -> MapSegments:
         ordered = sorted(tasks, key=lambda t: -t.size)  # big segments first: the pool ends together
         from concurrent.futures import ProcessPoolExecutor  # here: a pool is rare, its import costs ~10 ms
 
-        with ProcessPoolExecutor(max_workers=min(jobs, len(tasks))) as pool:
+        workers = min(jobs, len(tasks))
+        initializer = None if pool_reads_ahead(workers) else scan_without_read_ahead
+        with ProcessPoolExecutor(max_workers=workers, initializer=initializer) as pool:
             return list(pool.map(process_segment, ordered, [run_id] * len(ordered)))
 
     return map_segments
+
+
+def pool_reads_ahead(workers: int) -> bool:
+    """Whether a pool of ``workers`` scanning processes keeps the kernel's read-ahead thread: only while a
+    core is left over for it. With every core scanning, the thread only moves each worker's copy onto a core
+    another worker needs (benchmarks/bench_logdir.py: 3-8 % slower)."""
+    return workers < len(os.sched_getaffinity(0))
+
+
+def scan_without_read_ahead() -> None:
+    """A pool worker's initializer: its scans read synchronously (``records.READ_AHEAD``)."""
+    records.READ_AHEAD = False
 
 
 # ------------------------------------------------------------------------------------------- replay

@@ -288,3 +288,25 @@ def test_a_writing_run_removes_the_staged_files_of_dead_runs_only(tmp_path, caps
     assert "removed 2 staged files that killed runs had left" in out
     assert not any(os.path.exists(p) for p in dead) and os.path.exists(alive)
     assert not run_is_alive(str(logs), "live-run")
+
+
+def _read_ahead_in_this_process(_: int) -> bool:
+    from indexlib import records
+
+    return records.READ_AHEAD
+
+
+def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off():
+    """``map_locally``'s pool: with a core left over, each worker's scans keep the read-ahead thread; with
+    every core scanning, its initializer turns it off in the workers (and only there)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from indexlib import records
+    from indexlib.engine import pool_reads_ahead, scan_without_read_ahead
+
+    cores = len(os.sched_getaffinity(0))
+    assert not pool_reads_ahead(cores) and not pool_reads_ahead(cores + 3)
+    assert pool_reads_ahead(cores - 1) == (cores > 1)
+    with ProcessPoolExecutor(max_workers=2, initializer=scan_without_read_ahead) as pool:
+        assert list(pool.map(_read_ahead_in_this_process, range(4))) == [False] * 4
+    assert (os.environ.get("KAFKA_INDEX_READ_AHEAD", "1") != "0") == records.READ_AHEAD
