@@ -426,8 +426,9 @@ static inline int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_
  * the unread rest of a header (< PREFIX bytes) in front of the prefetched window and swaps the buffers, so the
  * page-cache copy runs beside the walk and the CRC. Anything else (a marker batch held whole, a window too
  * small for a header, a failed or short prefetch) drains the thread and refills synchronously, as without it.
- * The thread only ever preads into the spare buffer; it has every signal blocked; it is joined before the
- * buffers are freed.
+ * The thread only ever preads into the spare buffer; it has every signal blocked; it is joined, without the
+ * GIL, when the walk ends. A marker_parser that forks would leave a child whose walk waits for a thread it does
+ * not have (the project's parser never forks).
  */
 #define READ_ALIGN 64
 #define PREFIX 128 /* >= the unread rest of a header (< 61) plus the alignment (< READ_ALIGN), rounded */
@@ -600,19 +601,26 @@ static int reader_init(reader_t *r, int fd, int64_t end, size_t window) {
     return 0;
 }
 
+/* Stop the read-ahead thread (the walk is over): called without the GIL, since a pread in flight may take a
+ * while on a slow mount. */
+static void prefetch_stop(reader_t *r) {
+    if (r->pf == NULL)
+        return;
+    prefetch_t *p = r->pf;
+    pthread_mutex_lock(&p->mu);
+    p->state = PF_QUIT;
+    pthread_cond_broadcast(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    pthread_join(p->thread, NULL);
+    pthread_cond_destroy(&p->cv);
+    pthread_mutex_destroy(&p->mu);
+    PyMem_RawFree(p);
+    r->pf = NULL;
+    r->pf_at = -1;
+}
+
 static void reader_free(reader_t *r) {
-    if (r->pf != NULL) {
-        prefetch_t *p = r->pf;
-        pthread_mutex_lock(&p->mu);
-        p->state = PF_QUIT;
-        pthread_cond_broadcast(&p->cv);
-        pthread_mutex_unlock(&p->mu);
-        pthread_join(p->thread, NULL);
-        pthread_cond_destroy(&p->cv);
-        pthread_mutex_destroy(&p->mu);
-        PyMem_RawFree(p);
-        r->pf = NULL;
-    }
+    prefetch_stop(r);
     PyMem_RawFree(r->spare.raw);
     PyMem_RawFree(r->cur.raw);
     r->spare.raw = r->cur.raw = NULL;
@@ -673,6 +681,8 @@ static int reader_fill(reader_t *r, int64_t pos, size_t need) {
     size_t want = PREFIX + r->cur.size - r->blen;
     if ((int64_t)want > r->end - at)
         want = (size_t)(r->end - at);
+    else if (((at + (int64_t)want) & (READ_ALIGN - 1)) <= (int64_t)(r->blen + want - need))
+        want -= (size_t)((at + (int64_t)want) & (READ_ALIGN - 1)); /* end on READ_ALIGN: the next read starts on it */
     int err = 0;
     r->blen += full_pread(r->fd, r->buf + r->blen, want, at, &err);
     if (r->blen < need) {
@@ -1222,6 +1232,7 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         if (unknown)
             frozen = 1;
     }
+    prefetch_stop(&rd);
     PyEval_RestoreThread(thread);
 
     if (failed) {

@@ -296,7 +296,7 @@ def _read_ahead_in_this_process(_: int) -> bool:
     return records.READ_AHEAD
 
 
-def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off():
+def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypatch):
     """``map_locally``'s pool: with a core left over, each worker's scans keep the read-ahead thread; with
     every core scanning, its initializer turns it off in the workers (and only there)."""
     from concurrent.futures import ProcessPoolExecutor
@@ -307,6 +307,10 @@ def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off():
     cores = len(os.sched_getaffinity(0))
     assert not pool_reads_ahead(cores) and not pool_reads_ahead(cores + 3)
     assert pool_reads_ahead(cores - 1) == (cores > 1)
+    with monkeypatch.context() as m:  # where sched_getaffinity does not exist (macOS): the machine's cores
+        m.delattr(os, "sched_getaffinity")
+        assert pool_reads_ahead((os.cpu_count() or 1) - 1) == ((os.cpu_count() or 1) > 1)
+        assert not pool_reads_ahead(os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=2, initializer=scan_without_read_ahead) as pool:
         assert list(pool.map(_read_ahead_in_this_process, range(4))) == [False] * 4
     assert (os.environ.get("KAFKA_INDEX_READ_AHEAD", "1") != "0") == records.READ_AHEAD
