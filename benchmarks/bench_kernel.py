@@ -75,7 +75,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(1, HERE)
 
 from bench_jobs import background_busy, med, timed  # noqa: E402
-from bench_rebuild import LOG_NAME, compile_bytecode, crc_pass, machine_line  # noqa: E402
+from bench_rebuild import LOG_NAME, compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
 
 import indexlib  # noqa: E402
 from indexlib import cli, records  # noqa: E402
@@ -329,24 +329,21 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
             f"| {lst([r[key]['pure'] for r in runs], '{:.3f}')} |"
         )
     if OTHER_TREE:
-        print()
-        print(
-            f"Against another checkout in the same runs (`--other-tree {OTHER_TREE}`, its compiled rebuild, "
-            "same command, order alternating, outputs identical): ratio = other wall / this wall (speed-up):"
-        )
-        print()
-        print("| case | this tree: wall, M batches/s | other tree: wall, M batches/s | speed-up (runs) |")
-        print("| --- | ---: | ---: | ---: |")
+        rows = []
         for key, *_ in CASES:
-            if key not in data:
-                continue
-            n = data[key]["batches"]
-            this, other = (med([r[key][m] for r in runs]) for m in ("compiled", "other"))
-            ratio = [r[key]["other"] / r[key]["compiled"] for r in runs]
-            print(
-                f"| {key} | {this:.3f} s, {n / this / 1e6:.2f} M/s | {other:.3f} s, {n / other / 1e6:.2f} M/s "
-                f"| **{med(ratio):.2f}x** ({lst(ratio)}) |"
-            )
+            if key in data:
+                n = data[key]["batches"]
+                this, other = (med([r[key][m] for r in runs]) for m in ("compiled", "other"))
+                ratios = [r[key]["other"] / r[key]["compiled"] for r in runs]
+                rows.append(
+                    (
+                        key,
+                        f"{this:.3f} s, {n / this / 1e6:.2f} M/s",
+                        f"{other:.3f} s, {n / other / 1e6:.2f} M/s",
+                        ratios,
+                    )
+                )
+        print_other_tree_table(OTHER_TREE, "its compiled rebuild, same command", rows)
     print()
     print(
         "CPU time of the same timed processes (from `getrusage(RUSAGE_CHILDREN)`; median [min-max]); system time "

@@ -67,7 +67,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(1, HERE)
 
 from bench_jobs import background_busy, med, timed  # noqa: E402
-from bench_rebuild import compile_bytecode, crc_pass, machine_line  # noqa: E402
+from bench_rebuild import compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
 
 from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.layout import segment_file, segment_name  # noqa: E402
@@ -303,22 +303,14 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
         ratio = [r[key]["no_read_ahead"] / r[key]["logdir"] for r in runs]
         print(f"| {key} | {on:.3f} s | {off:.3f} s | **{med(ratio):.2f}** ({runs_list(ratio)}) |")
     if OTHER_TREE:
-        print()
-        print(
-            f"Against another checkout in the same runs (`--other-tree {OTHER_TREE}`: its log-dir command, order "
-            "alternating, outputs identical); ratio = other wall / this wall (speed-up):"
-        )
-        print()
-        print("| corpus | this tree | other tree | speed-up (runs) |")
-        print("| --- | ---: | ---: | ---: |")
+        rows = []
         for key, *_ in CORPORA:
-            d = data[key]
+            size, n = data[key]["bytes"], data[key]["batches"]
             this, other = (med([r[key][w] for r in runs]) for w in ("logdir", "other"))
-            ratio = [r[key]["other"] / r[key]["logdir"] for r in runs]
-            print(
-                f"| {key} | {this:.3f} s, {d['bytes'] / this / gb:.2f} GB/s, {d['batches'] / this / 1e6:.2f} M/s "
-                f"| {other:.3f} s, {d['bytes'] / other / gb:.2f} GB/s | **{med(ratio):.2f}x** ({runs_list(ratio)}) |"
-            )
+            ratios = [r[key]["other"] / r[key]["logdir"] for r in runs]
+            cells = [f"{w:.3f} s, {size / w / gb:.2f} GB/s, {n / w / 1e6:.2f} M/s" for w in (this, other)]
+            rows.append((key, cells[0], cells[1], ratios))
+        print_other_tree_table(OTHER_TREE, "its log-dir command", rows)
     print()
     print(
         "Physical limits in the same runs (ONE process, one core; GB/s and, for the per-batch pass, M chunks/s; "

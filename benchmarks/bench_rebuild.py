@@ -257,6 +257,21 @@ def compile_bytecode(tree: str = REPO) -> None:
     subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], env=env, check=True, stdout=subprocess.DEVNULL)
 
 
+def print_other_tree_table(other_tree: str, what: str, rows: list[tuple[str, str, str, list[float]]]) -> None:
+    """The same-run comparison a benchmark's ``--other-tree DIR`` adds: ``what`` says what was timed; one row a
+    case: its name, this tree's figures, the other tree's, and each run's ratio other wall / this wall."""
+    print()
+    print(
+        f"Against another checkout in the same runs (`--other-tree {other_tree}`: {what}, order alternating, "
+        "outputs identical); ratio = other wall / this wall (speed-up):"
+    )
+    print()
+    print("| case | this tree | other tree | speed-up (runs) |")
+    print("| --- | ---: | ---: | ---: |")
+    for case, this, other, ratios in rows:
+        print(f"| {case} | {this} | {other} | **{med(ratios):.2f}x** ({', '.join(f'{r:.2f}' for r in ratios)}) |")
+
+
 def machine_line() -> str:
     model = "?"
     try:

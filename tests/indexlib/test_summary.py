@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexlib import records
-from indexlib.generate import generate_partition
+from indexlib.generate import encode_batch_v2, encode_control_batch, generate_partition, write_uniform_segment
 from indexlib.layout import segment_base_offsets, segment_file
 from indexlib.rebuild import plan_segment
 from indexlib.summary import (
@@ -183,8 +183,6 @@ def test_the_read_ahead_thread_runs_unless_turned_off(tmp_path):
     """A segment longer than two read windows (2 MiB) with a marker in its middle: while the walk is at the
     marker, the process has the kernel's read-ahead thread beside its own, unless KAFKA_INDEX_READ_AHEAD=0;
     the summary is the same either way."""
-    from indexlib.generate import encode_batch_v2, encode_control_batch, write_uniform_segment
-
     path = tmp_path / "00000000000000000000.log"
     count = write_uniform_segment(path, total_bytes=3 << 20, batch_bytes=4096)
     txn = encode_batch_v2(count, [(None, b"t", 5)], producer_id=3, producer_epoch=0, transactional=True)
