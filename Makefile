@@ -50,6 +50,7 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_jobs.py
 	$(PY) benchmarks/bench_logdir.py
 	$(PY) benchmarks/bench_kernel.py
+	$(PY) benchmarks/bench_read_alignment.py
 	$(PY) benchmarks/bench_small_segments.py
 	$(PY) benchmarks/fuzz_kernel.py
 	$(PY) benchmarks/fuzz_indexes.py
