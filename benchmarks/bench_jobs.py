@@ -79,6 +79,7 @@ sys.path.insert(0, REPO)
 sys.path.insert(1, HERE)
 
 from bench_rebuild import crc_pass, machine_line  # noqa: E402
+from machine_watch import MachineWatch  # noqa: E402
 
 from indexlib.discovery import discover  # noqa: E402
 from indexlib.engine import RunOptions, plan_tasks, process_segment  # noqa: E402
@@ -349,21 +350,8 @@ def imports_only(cwd: str) -> float:
     )
 
 
-def cpu_times() -> list[int]:
-    with open("/proc/stat") as f:
-        return [int(x) for x in f.readline().split()[1:9]]  # user nice system idle iowait irq softirq steal
-
-
-def background_busy(seconds: float = 3.0) -> float:
-    """Share of the machine's CPU time busy (or stolen) while this benchmark sleeps: the other tenants' load."""
-    a = cpu_times()
-    time.sleep(seconds)
-    d = [y - x for x, y in zip(a, cpu_times(), strict=True)]
-    return (sum(d) - d[3] - d[4]) / max(1, sum(d))
-
-
 # ---------------------------------------------------------------------------------------- report
-def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy: list[float]) -> None:
+def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch) -> None:
     gb = 1e9
 
     def runs_list(values) -> str:
@@ -381,10 +369,8 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
         f"files in: {root} ; runs: {len(runs)} (medians; each Spark child: median of {args.reps} reps) ; "
         f"index.interval.bytes={INDEX_INTERVAL_BYTES}, segment.index.bytes={SEGMENT_INDEX_BYTES}, batches of {BATCH_BYTES} B"
     )
-    print(
-        f"before each run: load average {'; '.join(load)}; machine CPU busy or stolen while this benchmark "
-        f"slept 3 s (other tenants): {', '.join(f'{b:.0%}' for b in busy)}"
-    )
+    for line in watch.lines():
+        print(line)
     print()
     print(
         "Throughput (GB/s; Spark = `discover` + `jobs.pipeline.run` on a warm session in a fresh process, audit off; "
@@ -548,13 +534,12 @@ def main(argv: list[str] | None = None) -> None:
         }
         out_root = tempfile.mkdtemp(prefix="core-out-", dir=root)
 
-        runs, load, busy = [], [], []
+        runs: list[dict] = []
+        watch = MachineWatch()
         pool = multiprocessing.get_context("fork").Pool(2)
         try:
             for run in range(args.runs):
-                with open("/proc/loadavg") as f:
-                    load.append(" ".join(f.read().split()[:3]))
-                busy.append(background_busy())
+                watch.before_run()
                 r: dict = {}
                 pool.map(_noop, range(8), chunksize=1)  # both workers up
                 for key, (log_dir, pdirs, files) in dirs.items():
@@ -597,8 +582,8 @@ def main(argv: list[str] | None = None) -> None:
             pool.join()
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"data": data, "runs": runs, "load": load, "busy": busy}, f, indent=1)
-        report(data, runs, args, root, load, busy)
+                json.dump({"data": data, "runs": runs, "machine": watch.as_json()}, f, indent=1)
+        report(data, runs, args, root, watch)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

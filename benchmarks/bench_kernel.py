@@ -74,8 +74,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 sys.path.insert(1, HERE)
 
-from bench_jobs import background_busy, med, timed  # noqa: E402
+from bench_jobs import med, timed  # noqa: E402
 from bench_rebuild import LOG_NAME, compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
+from machine_watch import MachineWatch  # noqa: E402
 
 import indexlib  # noqa: E402
 from indexlib import cli, records  # noqa: E402
@@ -285,7 +286,7 @@ def profile(partition_dir: str, out_root: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------- report
-def report(data: dict, runs: list[dict], args, root: str, busy: list[float], load: list[str], where) -> None:
+def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch, where) -> None:
     gb, mib = 1e9, 2**20
 
     def lst(values, fmt="{:.2f}") -> str:
@@ -296,10 +297,8 @@ def report(data: dict, runs: list[dict], args, root: str, busy: list[float], loa
         f"files in: {root} ; runs: {len(runs)} (medians; ratios per run, then the median) ; --scale {args.scale} ; "
         f"indexlib imported by the children from {os.path.dirname(where['compiled'])}"
     )
-    print(
-        f"before each run: load average {'; '.join(load)}; machine CPU busy or stolen while this benchmark slept "
-        f"2 s (other tenants): {', '.join(f'{b:.0%}' for b in busy)}"
-    )
+    for line in watch.lines():
+        print(line)
     fixed = med([r["help"] for r in runs])
     print()
     print(
@@ -536,11 +535,10 @@ def main(argv: list[str] | None = None) -> int:
                 )
             data[key] = {"bytes": size, "batches": count, "batch": size // count, "label": label}
             dirs[key] = (pdir, log)
-        runs, busy, load = [], [], []
+        runs: list[dict] = []
+        watch = MachineWatch(sleep_seconds=2.0)
         for run in range(args.runs):
-            with open("/proc/loadavg") as f:
-                load.append(" ".join(f.read().split()[:3]))
-            busy.append(background_busy(2.0))
+            watch.before_run()
             r: dict = {"help": timed(lambda: run_command(["--help"], "compiled")), "base": {}}
             for mode in MODES:
                 out = tempfile.mkdtemp(prefix="out-base-", dir=root)
@@ -584,8 +582,8 @@ def main(argv: list[str] | None = None) -> int:
             data["profile"] = {key: profile(dirs[key][0], root) for key, *_ in cases}
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"data": data, "runs": runs, "busy": busy, "load": load}, f, indent=1)
-        report(data, runs, args, root, busy, load, where)
+                json.dump({"data": data, "runs": runs, "machine": watch.as_json()}, f, indent=1)
+        report(data, runs, args, root, watch, where)
         return 0
     except BenchError as exc:
         print(f"bench_kernel: FAILED: {exc}", file=sys.stderr)

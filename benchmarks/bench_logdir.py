@@ -66,8 +66,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 sys.path.insert(1, HERE)
 
-from bench_jobs import background_busy, med, timed  # noqa: E402
+from bench_jobs import med, timed  # noqa: E402
 from bench_rebuild import compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
+from machine_watch import MachineWatch  # noqa: E402
 
 from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.layout import segment_file, segment_name  # noqa: E402
@@ -248,7 +249,7 @@ def memory_run(args: list[str], sample: bool) -> dict:
 
 
 # ------------------------------------------------------------------------------------------- report
-def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy: list[float]) -> None:
+def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch) -> None:
     gb, mib = 1e9, 2**20
 
     def runs_list(values, fmt="{:.2f}") -> str:
@@ -259,10 +260,8 @@ def report(data: dict, runs: list[dict], args, root: str, load: list[str], busy:
         f"files in: {root} ; runs: {len(runs)} (medians; ratios per run, then the median) ; "
         f"--scale {args.scale} ; default index.interval.bytes / segment.index.bytes (4096 / 10485760)"
     )
-    print(
-        f"before each run: load average {'; '.join(load)}; machine CPU busy or stolen while this benchmark "
-        f"slept 3 s (other tenants): {', '.join(f'{b:.0%}' for b in busy)}"
-    )
+    for line in watch.lines():
+        print(line)
     print()
     print(
         f"Ways: **log dir** = `python -m indexlib rebuild LOG_DIR --output-dir OUT --jobs {JOBS}` (one command); "
@@ -397,11 +396,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"{batches:,} batches)"
             )
             data[key] = {"bytes": size, "batches": batches, "files": len(files), "label": label, "batch": batch}
-        runs, load, busy = [], [], []
+        runs: list[dict] = []
+        watch = MachineWatch()
         for run in range(args.runs):
-            with open("/proc/loadavg") as f:
-                load.append(" ".join(f.read().split()[:3]))
-            busy.append(background_busy())
+            watch.before_run()
             r: dict = {"help": timed(lambda: run_command(["--help"]))}
             for key, *_, batch in CORPORA:
                 log_dir, pdirs, files, names = dirs[key]
@@ -442,8 +440,8 @@ def main(argv: list[str] | None = None) -> int:
             runs.append(r)
         if args.json:
             with open(args.json, "w") as f:
-                json.dump({"data": data, "runs": runs, "load": load, "busy": busy}, f, indent=1)
-        report(data, runs, args, root, load, busy)
+                json.dump({"data": data, "runs": runs, "machine": watch.as_json()}, f, indent=1)
+        report(data, runs, args, root, watch)
         return 0
     except BenchError as exc:
         print(f"bench_logdir: FAILED: {exc}", file=sys.stderr)
