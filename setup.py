@@ -11,6 +11,7 @@ setup(
         Extension(
             "indexlib._kernel",
             ["indexlib/_kernel.c"],
+            depends=["indexlib/_crc32c.h"],
             extra_compile_args=["-O3", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             extra_link_args=["-pthread"],
             optional=True,

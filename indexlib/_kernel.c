@@ -21,8 +21,8 @@
  * crc32c_interleaved(buffer, crc=0) -> int   the same through the 3-stream path scan_segment uses.
  * hardware() -> bool             whether the CPU's CRC-32C instruction is used.
  *
- * CRC-32C uses SSE4.2 on x86-64 and the CRC extension on aarch64 when the CPU has them (checked at run
- * time), else a slicing-by-8 table. The GIL is released during a walk.
+ * CRC-32C (_crc32c.h) uses SSE4.2 on x86-64 and the CRC extension on aarch64 when the CPU has them and they
+ * agree with the table at module init, else a slicing-by-8 table. The GIL is released during a walk.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -33,129 +33,11 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
-#include <nmmintrin.h>
-#define KERNEL_X86 1
-#elif defined(__aarch64__)
-#include <arm_acle.h>
-#if defined(__linux__)
-#include <sys/auxv.h>
-#ifndef HWCAP_CRC32
-#define HWCAP_CRC32 (1 << 7)
-#endif
-#endif
-#define KERNEL_ARM 1
-#endif
+#include "_crc32c.h"
 
 #define LOG_OVERHEAD 12
 #define V2_HEADER_SIZE 61
 #define CRC_START 21
-
-/* ------------------------------------------------------------------------------------ CRC-32C */
-static uint32_t crc_table[8][256];
-static int use_hardware = 0;
-
-/* Slicing-by-8 tables of a reflected CRC-32 polynomial (CRC-32C's here, and CRC32's for legacy entries). */
-static void init_slicing_table(uint32_t table[8][256], uint32_t polynomial) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++)
-            c = (c & 1) ? (c >> 1) ^ polynomial : c >> 1;
-        table[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; i++)
-        for (int t = 1; t < 8; t++)
-            table[t][i] = (table[t - 1][i] >> 8) ^ table[0][table[t - 1][i] & 0xFF];
-}
-
-static uint32_t crc_slicing(const uint32_t table[8][256], uint32_t crc, const uint8_t *p, size_t n) {
-    crc = ~crc;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-        v = __builtin_bswap64(v);
-#endif
-        v ^= crc;
-        crc = table[7][v & 0xFF] ^ table[6][(v >> 8) & 0xFF] ^ table[5][(v >> 16) & 0xFF] ^ table[4][(v >> 24) & 0xFF] ^
-              table[3][(v >> 32) & 0xFF] ^ table[2][(v >> 40) & 0xFF] ^ table[1][(v >> 48) & 0xFF] ^ table[0][v >> 56];
-        p += 8;
-        n -= 8;
-    }
-    while (n--)
-        crc = (crc >> 8) ^ table[0][(crc ^ *p++) & 0xFF];
-    return ~crc;
-}
-
-static void init_table(void) { init_slicing_table(crc_table, 0x82F63B78u); }
-
-static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, size_t n) { return crc_slicing(crc_table, crc, p, n); }
-
-#if defined(KERNEL_X86)
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
-    uint64_t c = ~crc;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = _mm_crc32_u64(c, v);
-        p += 8;
-        n -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    if (n >= 4) {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        c32 = _mm_crc32_u32(c32, v);
-        p += 4;
-        n -= 4;
-    }
-    while (n--)
-        c32 = _mm_crc32_u8(c32, *p++);
-    return ~c32;
-}
-#elif defined(KERNEL_ARM)
-__attribute__((target("+crc"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
-    uint32_t c = ~crc;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = __crc32cd(c, v);
-        p += 8;
-        n -= 8;
-    }
-    if (n >= 4) {
-        uint32_t v;
-        memcpy(&v, p, 4);
-        c = __crc32cw(c, v);
-        p += 4;
-        n -= 4;
-    }
-    while (n--)
-        c = __crc32cb(c, *p++);
-    return ~c;
-}
-#endif
-
-static inline uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n) {
-#if defined(KERNEL_X86) || defined(KERNEL_ARM)
-    if (use_hardware)
-        return crc32c_hw(crc, p, n);
-#endif
-    return crc32c_table(crc, p, n);
-}
-
-static int detect_hardware(void) {
-#if defined(KERNEL_X86)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sse4.2");
-#elif defined(KERNEL_ARM) && defined(__linux__)
-    return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
-#elif defined(KERNEL_ARM) && defined(__APPLE__)
-    return 1; /* every Apple arm64 CPU has the CRC extension */
-#else
-    return 0;
-#endif
-}
 
 /* ------------------------------------------------------------------------------------ the walk */
 static inline uint32_t be32(const uint8_t *p) {
@@ -241,123 +123,6 @@ static PyObject *py_crc32c_table(PyObject *self, PyObject *args) {
 }
 
 static PyObject *py_hardware(PyObject *self, PyObject *unused) { return PyBool_FromLong(use_hardware); }
-
-/* ------------------------------------------------------------------- CRC-32C, three streams */
-/*
- * Buffers of three blocks or more are checked as three interleaved CRC streams over consecutive blocks (the
- * CPU's CRC instruction has a latency of about three cycles and a throughput of one per cycle, so one stream
- * uses a third of it). CRC is linear on the raw (un-inverted) state: state(A || B) = shift(state(A), |B|) XOR
- * state_from_zero(B), where shift(x, L) is the state reached from x over L zero bytes, a linear map on 32 bits,
- * applied as four byte-indexed tables built at module init from the table CRC. Two block sizes: CRC_BLOCK
- * for long batches, SMALL_BLOCK for the rest of them and for small batches (a 170-byte batch's 149 checked
- * bytes are three small blocks and 5 bytes), whose three streams are combined by shifting the first two by
- * two and one blocks at once (shorter than two shifts one after the other).
- */
-#define CRC_BLOCK 1024
-#define SMALL_BLOCK 48
-typedef uint32_t shift_table_t[4][256];
-static shift_table_t crc_shift;           /* shift by CRC_BLOCK zero bytes */
-static shift_table_t small_shift;         /* by SMALL_BLOCK */
-static shift_table_t small_shift2;        /* by 2 * SMALL_BLOCK */
-
-static void init_shift_table(shift_table_t table, size_t zero_bytes) {
-    static const uint8_t zeros[2 * CRC_BLOCK];
-    uint32_t basis[32];
-    for (int bit = 0; bit < 32; bit++) /* raw state after the zeros, from the raw state 1 << bit */
-        basis[bit] = ~crc32c_table(~(UINT32_C(1) << bit), zeros, zero_bytes);
-    for (int k = 0; k < 4; k++)
-        for (uint32_t v = 0; v < 256; v++) {
-            uint32_t x = 0;
-            for (int b = 0; b < 8; b++)
-                if (v & (1u << b))
-                    x ^= basis[8 * k + b];
-            table[k][v] = x;
-        }
-}
-
-static void init_shift(void) {
-    init_shift_table(crc_shift, CRC_BLOCK);
-    init_shift_table(small_shift, SMALL_BLOCK);
-    init_shift_table(small_shift2, 2 * SMALL_BLOCK);
-}
-
-static inline uint32_t shift_by(const shift_table_t table, uint32_t x) {
-    return table[0][x & 0xFF] ^ table[1][(x >> 8) & 0xFF] ^ table[2][(x >> 16) & 0xFF] ^ table[3][x >> 24];
-}
-
-/* The raw state after three streams of `block` bytes at p (the first from r, the others from 0). */
-#define CRC3_COMBINE_BIG(a, b, c) shift_by(crc_shift, shift_by(crc_shift, (a)) ^ (b)) ^ (c)
-#define CRC3_COMBINE_SMALL(a, b, c) shift_by(small_shift2, (a)) ^ shift_by(small_shift, (b)) ^ (c)
-
-#if defined(KERNEL_X86)
-#define CRC_STEP(state, value) _mm_crc32_u64((state), (value))
-#define HW_TARGET __attribute__((target("sse4.2")))
-typedef uint64_t hw_state_t;
-#elif defined(KERNEL_ARM)
-#define CRC_STEP(state, value) __crc32cd((state), (value))
-#define HW_TARGET __attribute__((target("+crc")))
-typedef uint32_t hw_state_t;
-#endif
-
-#if defined(KERNEL_X86) || defined(KERNEL_ARM)
-#define CRC3_BLOCKS(block, r, p, combine)                                                                             \
-    do {                                                                                                             \
-        hw_state_t a = (r), b = 0, c = 0;                                                                            \
-        for (size_t k = 0; k < (block); k += 8) {                                                                    \
-            uint64_t va, vb, vc;                                                                                     \
-            memcpy(&va, (p) + k, 8);                                                                                 \
-            memcpy(&vb, (p) + (block) + k, 8);                                                                       \
-            memcpy(&vc, (p) + 2 * (block) + k, 8);                                                                   \
-            a = CRC_STEP(a, va);                                                                                     \
-            b = CRC_STEP(b, vb);                                                                                     \
-            c = CRC_STEP(c, vc);                                                                                     \
-        }                                                                                                            \
-        (r) = combine((uint32_t)a, (uint32_t)b, (uint32_t)c);                                                        \
-    } while (0)
-
-HW_TARGET static uint32_t crc32c_hw3(uint32_t crc, const uint8_t *p, size_t n) {
-    uint32_t r = ~crc;
-    for (; n >= 3 * CRC_BLOCK; p += 3 * CRC_BLOCK, n -= 3 * CRC_BLOCK)
-        CRC3_BLOCKS(CRC_BLOCK, r, p, CRC3_COMBINE_BIG);
-    for (; n >= 3 * SMALL_BLOCK; p += 3 * SMALL_BLOCK, n -= 3 * SMALL_BLOCK)
-        CRC3_BLOCKS(SMALL_BLOCK, r, p, CRC3_COMBINE_SMALL);
-    return crc32c_hw(~r, p, n);
-}
-#endif
-
-/* Three-way table fallback, so that crc32c_interleaved checks the combination on any CPU. */
-static uint32_t crc32c_table3(uint32_t crc, const uint8_t *p, size_t n) {
-    uint32_t r = ~crc;
-    for (; n >= 3 * CRC_BLOCK; p += 3 * CRC_BLOCK, n -= 3 * CRC_BLOCK) {
-        uint32_t a = ~crc32c_table(~r, p, CRC_BLOCK);
-        uint32_t b = ~crc32c_table(~UINT32_C(0), p + CRC_BLOCK, CRC_BLOCK);
-        uint32_t c = ~crc32c_table(~UINT32_C(0), p + 2 * CRC_BLOCK, CRC_BLOCK);
-        r = CRC3_COMBINE_BIG(a, b, c);
-    }
-    for (; n >= 3 * SMALL_BLOCK; p += 3 * SMALL_BLOCK, n -= 3 * SMALL_BLOCK) {
-        uint32_t a = ~crc32c_table(~r, p, SMALL_BLOCK);
-        uint32_t b = ~crc32c_table(~UINT32_C(0), p + SMALL_BLOCK, SMALL_BLOCK);
-        uint32_t c = ~crc32c_table(~UINT32_C(0), p + 2 * SMALL_BLOCK, SMALL_BLOCK);
-        r = CRC3_COMBINE_SMALL(a, b, c);
-    }
-    return crc32c_table(~r, p, n);
-}
-
-/* CRC-32C of a batch: one stream below three small blocks, three interleaved streams above. */
-static inline uint32_t crc32c_fast(uint32_t crc, const uint8_t *p, size_t n) {
-#if defined(KERNEL_X86) || defined(KERNEL_ARM)
-    if (use_hardware)
-        return n >= 3 * SMALL_BLOCK ? crc32c_hw3(crc, p, n) : crc32c_hw(crc, p, n);
-#endif
-    return crc32c_table(crc, p, n);
-}
-
-/* ----------------------------------------------------------------- CRC32 (IEEE, legacy entries) */
-static uint32_t ieee_table[8][256];
-
-static void init_ieee(void) { init_slicing_table(ieee_table, 0xEDB88320u); }
-
-static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n) { return crc_slicing(ieee_table, crc, p, n); }
 
 /* ------------------------------------------------------------------------ scan_segment */
 /*
@@ -1340,10 +1105,10 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {
-    init_table();
-    init_shift();
-    init_ieee();
-    use_hardware = detect_hardware();
+    if (crc_init() < 0) {
+        PyErr_SetString(PyExc_ImportError, "indexlib._kernel: its CRC tables give wrong known answers (a miscompiled build)");
+        return NULL;
+    }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)
         return NULL;
