@@ -1,8 +1,13 @@
 """Benchmark of the Spark pipeline (``jobs``): throughput against the indexlib core on the same data,
 scaling from ``local[1]`` to ``local[2]``, and the fixed cost of a run; physical limits beside.
 
-Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_jobs.py [--runs R] [--reps K] [--scale S] [--json FILE]``);
-about 13 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
+Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_jobs.py [--runs R] [--reps K] [--scale S] [--json FILE]
+[--other-tree DIR]``); about 13 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
+
+``--other-tree DIR``: another checkout of the project (its extension built in place, e.g. ``python setup.py
+build_ext --inplace`` there); one more Spark child per run, ``local[2]`` as shipped, imports that checkout (driver
+and Python workers; the workers' ``indexlib`` is checked to come from it), for a same-run ratio between two
+versions. Every child's rebuild output (the first rep's index files) is compared across children.
 
 Data, generated once in a temporary directory under ``/dev/shm`` when it exists (so always in memory),
 with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches of 4096 bytes):
@@ -62,6 +67,7 @@ GB = 1e9 bytes, MiB = 2**20 bytes. Prints Markdown. Everything generated is dele
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import os
@@ -75,10 +81,12 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-sys.path.insert(0, REPO)
+TREE_ENV = "BENCH_JOBS_TREE"  # a Spark child's checkout (--other-tree), before this one on the path
+TREE = os.environ.get(TREE_ENV, REPO)
+sys.path.insert(0, TREE)
 sys.path.insert(1, HERE)
 
-from bench_rebuild import crc_pass, machine_line  # noqa: E402
+from bench_rebuild import compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
 from machine_watch import MachineWatch  # noqa: E402
 
 from indexlib.discovery import discover  # noqa: E402
@@ -99,6 +107,8 @@ MASTERS = ("local[1]", "local[2]")
 # again: Spark's default, loopback TCP, shown for comparison.
 CONFS = {"as shipped": {}, "TCP": {"spark.python.unix.domain.socket.enabled": "false"}}
 VARIANTS = [(f"{m} {c}", m, c) for c in CONFS for m in MASTERS]
+OTHER = "local[2] as shipped, other tree"  # --other-tree's child
+OTHER_TREE: str | None = None
 SCALING_TARGET = 1.7
 OVERHEAD_TARGET = 15.0
 KAFKA_INDEX = os.path.join(os.path.dirname(sys.executable), "kafka-index")
@@ -253,6 +263,13 @@ def child(master: str, spec: dict) -> dict:
         .collect()
     )
     out["workers"] = len(set(pids))
+    out["worker_indexlib"] = sorted(
+        set(
+            sc.parallelize(range(2 * slots), 2 * slots)
+            .map(lambda _: os.path.dirname(__import__("indexlib").__file__))
+            .collect()
+        )
+    )
     out["tiny_warm"] = med([job([spec["tiny"]], "verify")[0] for _ in range(max(reps, 5))])
     # The cost of a Python task itself: a job of 16 tasks that do nothing, and the JVM's CPU during it.
     empty = []
@@ -266,10 +283,13 @@ def child(master: str, spec: dict) -> dict:
     for key, log_dirs in spec["log_dirs"].items():
         for mode in ("verify", "rebuild"):
             rows = []
+            digest = ""
             for _ in range(reps):
                 target = tempfile.mkdtemp(prefix="spark-out-", dir=spec["root"]) if mode == "rebuild" else None
                 try:
                     wall, report = job(log_dirs, mode, target)
+                    if target and not digest:
+                        digest = tree_digest(target)
                 finally:
                     if target:
                         shutil.rmtree(target, ignore_errors=True)
@@ -300,15 +320,31 @@ def child(master: str, spec: dict) -> dict:
                 )
             out[f"{key}/{mode}"] = {k: med([r[k] for r in rows]) for k in rows[0]}
             out[f"{key}/{mode}"]["walls"] = [r["wall"] for r in rows]
+            out[f"{key}/{mode}"]["digest"] = digest
     out["session_stop"] = timed(spark.stop)
     return out
 
 
-def run_child(master: str, conf: str, spec: dict) -> dict:
+def tree_digest(root: str) -> str:
+    """SHA-256 over every file under ``root``: its path relative to ``root`` and its bytes, in path order."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in sorted(filenames):
+            path = os.path.join(dirpath, name)
+            h.update(os.path.relpath(path, root).encode() + b"\0")
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def run_child(master: str, conf: str, spec: dict, tree: str = REPO) -> dict:
+    """One fresh Spark child (``child``) importing ``tree`` (driver and Python workers); its figures."""
     # closed and removed in the finally below (the child writes to it by fd)
     log = tempfile.NamedTemporaryFile(prefix="child-", suffix=".log", dir=spec["root"], delete=False)  # noqa: SIM115
     try:
-        env = dict(os.environ, PYTHONPATH=REPO + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env = dict(os.environ, PYTHONPATH=tree + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        env[TREE_ENV] = tree
         env.pop("PYSPARK_GATEWAY_PORT", None)
         proc = subprocess.run(
             [sys.executable, os.path.abspath(__file__), "--child", master, json.dumps(dict(spec, conf=conf))],
@@ -323,10 +359,21 @@ def run_child(master: str, conf: str, spec: dict) -> dict:
             with open(log.name) as f:
                 sys.stderr.write(f.read()[-5000:])
             raise SystemExit(f"child {master} failed with exit code {proc.returncode}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
+        out = json.loads(proc.stdout.strip().splitlines()[-1])
+        if out["worker_indexlib"] != [os.path.join(tree, "indexlib")]:
+            raise SystemExit(f"child {master}: its Python workers imported {out['worker_indexlib']}, not {tree}")
+        return out
     finally:
         log.close()
         os.unlink(log.name)
+
+
+def check_same_output(run: dict, children: list[str]) -> None:
+    """Every Spark child of a run wrote the same index files for each log dir (first rep of each rebuild)."""
+    for key in KEYS:
+        digests = {name: run[name][f"{key}/rebuild"]["digest"] for name in children}
+        if len(set(digests.values())) != 1:
+            raise SystemExit(f"the Spark children's rebuilds of {key} differ: {digests}")
 
 
 def whole_command(tiny: str, cwd: str) -> float:
@@ -404,6 +451,16 @@ def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch) -
                     f"| {sc:.2f}x (runs {runs_list(scaling)}) | >= {SCALING_TARGET}x | {'yes' if sc >= SCALING_TARGET else '**no**'} "
                     f"| {med(ceil):.2f}x (runs {runs_list(ceil)}) |"
                 )
+    if OTHER_TREE:
+        two = f"local[2] {next(iter(CONFS))}"
+        rows = []
+        for key in KEYS:
+            for mode in ("verify", "rebuild"):
+                this, other = (med([r[n][f"{key}/{mode}"]["wall"] for r in runs]) for n in (two, OTHER))
+                ratios = [r[OTHER][f"{key}/{mode}"]["wall"] / r[two][f"{key}/{mode}"]["wall"] for r in runs]
+                size = data[key]["bytes"]
+                rows.append((f"{key} {mode}", *(f"{w:.3f} s, {size / w / gb:.2f} GB/s" for w in (this, other)), ratios))
+        print_other_tree_table(OTHER_TREE, f"a Spark child `{two}` of each checkout", rows)
     print()
     print(f"Physical limits in the same runs ({combined}: A's and B's times added up):")
     print()
@@ -487,14 +544,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=3, help="timed jobs per log dir and mode in each Spark child")
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the segment sizes (quick checks)")
     parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
+    parser.add_argument(
+        "--other-tree", metavar="DIR", help="another checkout: one more local[2] Spark child runs it, same runs"
+    )
     parser.add_argument("--child", nargs=2, metavar=("MASTER", "SPEC"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    global OTHER_TREE
+    OTHER_TREE = os.path.abspath(args.other_tree) if args.other_tree else None
     if args.child:
         print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
         return
 
     import pyspark
 
+    compile_bytecode()
+    if OTHER_TREE:
+        compile_bytecode(OTHER_TREE)
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr.splitlines()[0]
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
     root = tempfile.mkdtemp(prefix="bench-jobs-", dir=parent)
@@ -570,9 +635,13 @@ def main(argv: list[str] | None = None) -> None:
                     for mode in ("verify", "rebuild"):
                         r[f"core/{key}/{mode}"] = sum(r[f"core/{k}/{mode}"] for k in parts)
                     r[f"ceiling/{key}"] = tuple(sum(r[f"ceiling/{k}"][i] for k in parts) for i in (0, 1))
-                for name, master, conf in VARIANTS if run % 2 == 0 else VARIANTS[::-1]:
+                children = [(name, master, conf, REPO) for name, master, conf in VARIANTS]
+                if OTHER_TREE:
+                    children.append((OTHER, "local[2]", "as shipped", OTHER_TREE))
+                for name, master, conf, tree in children if run % 2 == 0 else children[::-1]:
                     print(f"[run {run + 1}/{args.runs}] Spark {name} (fresh process)", file=sys.stderr, flush=True)
-                    r[name] = run_child(master, conf, spec)
+                    r[name] = run_child(master, conf, spec, tree)
+                check_same_output(r, [c[0] for c in children])
                 print(f"[run {run + 1}/{args.runs}] whole command", file=sys.stderr, flush=True)
                 r["whole"] = whole_command(tiny, root)
                 r["imports"] = imports_only(root)
