@@ -259,7 +259,8 @@ static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n) { return cr
 /* ------------------------------------------------------------------------------------- self-test */
 typedef uint32_t (*crc_function_t)(uint32_t crc, const uint8_t *p, size_t n);
 
-/* Whether `fn` gives the table's CRC-32C for every start (0..7) and length around each block edge. */
+/* Whether `fn` gives the table's CRC-32C at three alignments for every length around each block edge
+ * (about 0.6 ms at import for the two hardware paths, measured with python -X importtime). */
 static int crc_agrees_with_table(crc_function_t fn) {
     enum { SPAN = 3 * CRC_BLOCK + 3 * SMALL_BLOCK + 24 };
     static uint8_t data[SPAN + 8];
@@ -273,7 +274,7 @@ static int crc_agrees_with_table(crc_function_t fn) {
     static const size_t edges[] = {0, 8, 3 * SMALL_BLOCK, 6 * SMALL_BLOCK, 3 * CRC_BLOCK, 3 * CRC_BLOCK + 3 * SMALL_BLOCK};
     for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
         for (size_t n = edges[e] > 9 ? edges[e] - 9 : 0; n <= edges[e] + 9 && n <= SPAN; n++)
-            for (size_t start = 0; start < 8; start++)
+            for (size_t start = 0; start < 8; start += 3) /* 0, 3, 6: aligned, odd, even */
                 if (fn(0x12345678u, data + start, n) != crc32c_table(0x12345678u, data + start, n))
                     return 0;
     return 1;
