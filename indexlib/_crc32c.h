@@ -2,11 +2,16 @@
  * CRC-32C (Castagnoli) and CRC32 (IEEE) for indexlib._kernel: static functions only, no Python, so that a
  * standalone C program (tests/indexlib/crc32c_check.c) can check them on any CPU, an emulated one included.
  *
- * crc_init() must run once before any other function: it builds the tables, checks the table CRC against
- * known answers (returns -1 if it is wrong: the module then refuses to load and indexlib falls back to its
- * pure-Python scan) and turns the CPU's instruction on (use_hardware) only when the CPU has it AND the one-
- * and three-stream hardware paths agree with the table on lengths around every block edge. A compiler or a
- * CPU that gets the instruction wrong therefore costs speed, never a batch wrongly called corrupt.
+ * crc_init() must run once before any other function: it builds the tables and checks them (the slicing
+ * tables against a bit-at-a-time CRC without tables, the three-stream table combination against the one-
+ * stream table, on lengths around every block edge, and the known answers of "123456789"); it returns -1
+ * if any of that fails (the module then refuses to load and indexlib falls back to its pure-Python scan).
+ * It turns the CPU's instruction on (use_hardware) only when the CPU has it AND the one- and three-stream
+ * hardware paths agree with the checked table on those lengths. A compiler or a CPU that gets the
+ * instruction wrong costs speed, not a batch wrongly called corrupt, on every length the self-test covers.
+ *
+ * CRC32C_FAULT_AT_LENGTH (tests only, never defined in a build of the module): the one-stream hardware path
+ * returns a wrong CRC for that length, so crc32c_check.c can show crc_init keeping a wrong path off.
  *
  * crc32c()       one stream (hardware when on, else slicing-by-8 tables);
  * crc32c_fast()  one stream below three small blocks, three interleaved streams above (the scan's);
@@ -74,8 +79,15 @@ static void init_table(void) { init_slicing_table(crc_table, 0x82F63B78u); }
 
 static uint32_t crc32c_table(uint32_t crc, const uint8_t *p, size_t n) { return crc_slicing(crc_table, crc, p, n); }
 
+#ifdef CRC32C_FAULT_AT_LENGTH
+#define CRC32C_FAULT(value, length) ((length) == CRC32C_FAULT_AT_LENGTH ? (value) ^ 1u : (value))
+#else
+#define CRC32C_FAULT(value, length) (value)
+#endif
+
 #if defined(KERNEL_X86)
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t length) {
+    size_t n = length;
     uint64_t c = ~crc;
     while (n >= 8) {
         uint64_t v;
@@ -94,10 +106,11 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
     }
     while (n--)
         c32 = _mm_crc32_u8(c32, *p++);
-    return ~c32;
+    return CRC32C_FAULT(~c32, length);
 }
 #elif defined(KERNEL_ARM)
-__attribute__((target("+crc"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t n) {
+__attribute__((target("+crc"))) static uint32_t crc32c_hw(uint32_t crc, const uint8_t *p, size_t length) {
+    size_t n = length;
     uint32_t c = ~crc;
     while (n >= 8) {
         uint64_t v;
@@ -115,7 +128,7 @@ __attribute__((target("+crc"))) static uint32_t crc32c_hw(uint32_t crc, const ui
     }
     while (n--)
         c = __crc32cb(c, *p++);
-    return ~c;
+    return CRC32C_FAULT(~c, length);
 }
 #endif
 
@@ -127,18 +140,20 @@ static inline uint32_t crc32c(uint32_t crc, const uint8_t *p, size_t n) {
     return crc32c_table(crc, p, n);
 }
 
+#if defined(KERNEL_X86) || defined(KERNEL_ARM)
 static int detect_hardware(void) {
 #if defined(KERNEL_X86)
     __builtin_cpu_init();
     return __builtin_cpu_supports("sse4.2");
-#elif defined(KERNEL_ARM) && defined(__linux__)
+#elif defined(__linux__)
     return (getauxval(AT_HWCAP) & HWCAP_CRC32) != 0;
-#elif defined(KERNEL_ARM) && defined(__APPLE__)
+#elif defined(__APPLE__)
     return 1; /* every Apple arm64 CPU has the CRC extension */
 #else
     return 0;
 #endif
 }
+#endif
 /* ------------------------------------------------------------------- CRC-32C, three streams */
 /*
  * Buffers of three blocks or more are checked as three interleaved CRC streams over consecutive blocks (the
@@ -240,11 +255,18 @@ static uint32_t crc32c_table3(uint32_t crc, const uint8_t *p, size_t n) {
     return crc32c_table(~r, p, n);
 }
 
-/* CRC-32C of a batch: one stream below three small blocks, three interleaved streams above. */
+#if defined(KERNEL_X86) || defined(KERNEL_ARM)
+/* The hardware CRC-32C of a batch: one stream below three small blocks, three interleaved streams above. */
+static inline uint32_t crc32c_hw_batch(uint32_t crc, const uint8_t *p, size_t n) {
+    return n >= 3 * SMALL_BLOCK ? crc32c_hw3(crc, p, n) : crc32c_hw(crc, p, n);
+}
+#endif
+
+/* CRC-32C of a batch: crc32c_hw_batch when the hardware is on, else the table. */
 static inline uint32_t crc32c_fast(uint32_t crc, const uint8_t *p, size_t n) {
 #if defined(KERNEL_X86) || defined(KERNEL_ARM)
     if (use_hardware)
-        return n >= 3 * SMALL_BLOCK ? crc32c_hw3(crc, p, n) : crc32c_hw(crc, p, n);
+        return crc32c_hw_batch(crc, p, n);
 #endif
     return crc32c_table(crc, p, n);
 }
@@ -259,45 +281,69 @@ static uint32_t crc32_ieee(uint32_t crc, const uint8_t *p, size_t n) { return cr
 /* ------------------------------------------------------------------------------------- self-test */
 typedef uint32_t (*crc_function_t)(uint32_t crc, const uint8_t *p, size_t n);
 
-/* Whether `fn` gives the table's CRC-32C at three alignments for every length around each block edge
- * (about 0.6 ms at import for the two hardware paths, measured with python -X importtime). */
-static int crc_agrees_with_table(crc_function_t fn) {
-    enum { SPAN = 3 * CRC_BLOCK + 3 * SMALL_BLOCK + 24 };
-    static uint8_t data[SPAN + 8];
+/* The self-test's bytes: any will do as long as they are not all equal (xorshift). */
+enum { SELF_TEST_SPAN = 3 * CRC_BLOCK + 3 * SMALL_BLOCK + 24 };
+static uint8_t self_test_data[SELF_TEST_SPAN + 8];
+
+static void fill_self_test_data(void) {
     uint32_t x = 0x9E3779B9u;
-    for (size_t k = 0; k < sizeof data; k++) { /* xorshift: any bytes do, as long as not all equal */
+    for (size_t k = 0; k < sizeof self_test_data; k++) {
         x ^= x << 13;
         x ^= x >> 17;
         x ^= x << 5;
-        data[k] = (uint8_t)x;
+        self_test_data[k] = (uint8_t)x;
     }
+}
+
+/* A reflected CRC one bit at a time, no table: the judge of the slicing tables. */
+static uint32_t crc_bitwise(uint32_t polynomial, uint32_t crc, const uint8_t *p, size_t n) {
+    crc = ~crc;
+    while (n--) {
+        crc ^= *p++;
+        for (int k = 0; k < 8; k++)
+            crc = (crc & 1) ? (crc >> 1) ^ polynomial : crc >> 1;
+    }
+    return ~crc;
+}
+
+/* Whether the slicing tables give the bit-at-a-time CRC for every length up to 40 and a few long ones. */
+static int tables_agree_with_bitwise(void) {
+    static const size_t lengths[] = {64, 149, 1000, SELF_TEST_SPAN};
+    for (size_t n = 0; n <= 40 + sizeof lengths / sizeof lengths[0]; n++) {
+        size_t length = n <= 40 ? n : lengths[n - 41];
+        const uint8_t *p = self_test_data + (n % 8);
+        if (crc32c_table(0x12345678u, p, length) != crc_bitwise(0x82F63B78u, 0x12345678u, p, length) ||
+            crc32_ieee(0x12345678u, p, length) != crc_bitwise(0xEDB88320u, 0x12345678u, p, length))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether `fn` gives the table's CRC-32C at two alignments for every length around each block edge. */
+static int crc_agrees_with_table(crc_function_t fn) {
     static const size_t edges[] = {0, 8, 3 * SMALL_BLOCK, 6 * SMALL_BLOCK, 3 * CRC_BLOCK, 3 * CRC_BLOCK + 3 * SMALL_BLOCK};
     for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++)
-        for (size_t n = edges[e] > 9 ? edges[e] - 9 : 0; n <= edges[e] + 9 && n <= SPAN; n++)
-            for (size_t start = 0; start < 8; start += 3) /* 0, 3, 6: aligned, odd, even */
-                if (fn(0x12345678u, data + start, n) != crc32c_table(0x12345678u, data + start, n))
+        for (size_t n = edges[e] > 9 ? edges[e] - 9 : 0; n <= edges[e] + 9 && n <= SELF_TEST_SPAN; n++)
+            for (size_t start = 0; start < 8; start += 5) /* 0 and 5: aligned and odd */
+                if (fn(0x12345678u, self_test_data + start, n) != crc32c_table(0x12345678u, self_test_data + start, n))
                     return 0;
     return 1;
 }
 
-#if defined(KERNEL_X86) || defined(KERNEL_ARM)
-static uint32_t crc32c_hw3_any(uint32_t crc, const uint8_t *p, size_t n) {
-    return n >= 3 * SMALL_BLOCK ? crc32c_hw3(crc, p, n) : crc32c_hw(crc, p, n);
-}
-#endif
-
-/* Tables, known answers, and the hardware choice; -1 when the table CRC itself is wrong. */
+/* Tables, their checks, and the hardware choice (see the top of this file); -1 when a table is wrong. The
+ * checks take about 0.8 ms (python -X importtime on the module). */
 static int crc_init(void) {
     init_table();
     init_shift();
     init_ieee();
+    fill_self_test_data();
     static const uint8_t digits[] = "123456789";
     if (crc32c_table(0, digits, 9) != 0xE3069283u || crc32_ieee(0, digits, 9) != 0xCBF43926u ||
-        crc32c_table3(0, digits, 9) != 0xE3069283u)
+        !tables_agree_with_bitwise() || !crc_agrees_with_table(crc32c_table3))
         return -1;
     use_hardware = 0;
 #if defined(KERNEL_X86) || defined(KERNEL_ARM)
-    use_hardware = detect_hardware() && crc_agrees_with_table(crc32c_hw) && crc_agrees_with_table(crc32c_hw3_any);
+    use_hardware = detect_hardware() && crc_agrees_with_table(crc32c_hw) && crc_agrees_with_table(crc32c_hw_batch);
 #endif
     return 0;
 }

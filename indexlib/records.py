@@ -59,13 +59,13 @@ MARKER_COMMIT = 1
 _compiled: ModuleType | None
 try:
     import indexlib._kernel as _compiled
-except ImportError:  # pragma: no cover - built without a C compiler
+except ImportError as exc:  # pragma: no cover - built without a C compiler, or its CRC self-test failed
     _compiled = None
     import warnings
 
     warnings.warn(
-        "indexlib: the compiled scan kernel (indexlib._kernel) is not built, so segments are scanned in pure "
-        "Python, several times slower; reinstall with a C compiler (gcc or clang) present",
+        f"indexlib: the compiled scan kernel (indexlib._kernel) cannot be loaded ({exc}), so segments are scanned "
+        "in pure Python, several times slower; reinstall with a C compiler (gcc or clang) present",
         RuntimeWarning,
         stacklevel=2,
     )

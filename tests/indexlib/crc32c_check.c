@@ -8,7 +8,10 @@
  *   LENGTH crc32c crc32c_fast crc32c_table crc32c_table3 crc32_ieee
  * over the first LENGTH bytes of DATA (all in hex), then "rejects B" for each deliberately broken function
  * handed to the self-test (B = 1 when the self-test refused it). Exit 2 when crc_init fails.
+ * Built with -DCRC32C_FAULT_AT_LENGTH=N, the header's one-stream hardware path is wrong at length N: crc_init
+ * must then leave the hardware off ("hardware 0") and every CRC printed must still be right.
  */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -36,8 +39,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "crc32c_check: length %zu is more than the %zu bytes read\n", n, have);
             return 1;
         }
-        printf("%zu %08x %08x %08x %08x %08x\n", n, crc32c(0, data, n), crc32c_fast(0, data, n),
-               crc32c_table(0, data, n), crc32c_table3(0, data, n), crc32_ieee(0, data, n));
+        printf("%zu %08" PRIx32 " %08" PRIx32 " %08" PRIx32 " %08" PRIx32 " %08" PRIx32 "\n", n, crc32c(0, data, n),
+               crc32c_fast(0, data, n), crc32c_table(0, data, n), crc32c_table3(0, data, n), crc32_ieee(0, data, n));
     }
     static const size_t broken[] = {0, 3 * SMALL_BLOCK, 3 * CRC_BLOCK + 1};
     for (size_t k = 0; k < sizeof broken / sizeof broken[0]; k++) {

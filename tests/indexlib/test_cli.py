@@ -511,3 +511,33 @@ def test_importing_indexlib_starts_no_blas_threads():
     env["OPENBLAS_NUM_THREADS"] = "2"  # the user's own setting wins
     out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split()[1] == "2"
+
+
+# Makes `import indexlib._kernel` fail as a module whose load fails does (a missing build, or the kernel's CRC
+# self-test refusing it), then runs the command line.
+WITHOUT_KERNEL = """
+import runpy, sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name == "indexlib._kernel":
+            raise ImportError("indexlib._kernel: refused by this test")
+sys.meta_path.insert(0, Refuse())
+sys.argv = ["indexlib", *sys.argv[1:]]
+runpy.run_module("indexlib", run_name="__main__")
+"""
+
+
+def test_without_the_kernel_one_warning_names_why_and_the_pure_scan_gives_the_same_files(partition, tmp_path):
+    compiled_out, pure_out = tmp_path / "compiled", tmp_path / "pure"
+    args = ["rebuild", str(partition), "--output-dir"]
+    subprocess.run([sys.executable, "-m", "indexlib", *args, str(compiled_out)], check=True, capture_output=True)
+    ran = subprocess.run(
+        [sys.executable, "-c", WITHOUT_KERNEL, *args, str(pure_out)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert ran.returncode == 0, ran.stderr
+    warnings = [line for line in ran.stderr.splitlines() if "RuntimeWarning" in line]
+    assert len(warnings) == 1, ran.stderr
+    assert "cannot be loaded (indexlib._kernel: refused by this test)" in warnings[0]
+    assert "pure Python" in warnings[0]
+    compiled, pure = index_files(compiled_out / partition.name), index_files(pure_out / partition.name)
+    assert compiled and compiled == pure

@@ -28,6 +28,8 @@ SMALL, BIG = 48, 1024
 EDGES = [0, 1, 3, 4, 7, 8, 9, 149, 3 * SMALL, 6 * SMALL, 3 * BIG, 3 * BIG + 3 * SMALL, 16384 - 21, 65536]
 LENGTHS = sorted({max(0, min(65536, e + d)) for e in EDGES for d in range(-9, 10)})
 QEMU_HINT = "apt-get install gcc-aarch64-linux-gnu qemu-user"
+# the header's fault switch: its one-stream hardware path wrong for a 170-byte batch's 149 checked bytes
+FAULT = "-DCRC32C_FAULT_AT_LENGTH=149"
 
 
 def native_compiler() -> str | None:
@@ -64,16 +66,34 @@ def check(command: list[str], expect_hardware: bool | None) -> None:
 
 
 @pytest.fixture(scope="module")
-def native(tmp_path_factory) -> Path:
-    compiler = native_compiler()
-    if compiler is None:
+def compiler() -> str:
+    found = native_compiler()
+    if found is None:
         pytest.skip("no C compiler (the compiled kernel needs one too)")
+    return found
+
+
+@pytest.fixture(scope="module")
+def native(compiler, tmp_path_factory) -> Path:
     return build(compiler, tmp_path_factory.mktemp("crc") / "crc32c_check")
 
 
+def cpu_has_sse42() -> bool | None:
+    """Whether this x86-64 Linux CPU has SSE4.2 (None: not known here)."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if platform.machine() != "x86_64" or not cpuinfo.exists():
+        return None
+    return "sse4_2" in cpuinfo.read_text()
+
+
 def test_every_crc_path_matches_the_reference_here(native):
-    has_instruction = platform.machine() in ("x86_64", "AMD64") and "sse4_2" in Path("/proc/cpuinfo").read_text()
-    check([str(native)], has_instruction if platform.machine() == "x86_64" else None)
+    check([str(native)], cpu_has_sse42())
+
+
+def test_a_wrong_hardware_path_is_left_off_here(compiler, tmp_path):
+    if not cpu_has_sse42():
+        pytest.skip("needs an x86-64 Linux CPU with SSE4.2 (its hardware path is the one made wrong)")
+    check([str(build(compiler, tmp_path / "crc32c_check_fault", FAULT))], expect_hardware=False)
 
 
 def test_the_kernel_uses_the_hardware_path_the_check_program_chose(native):
@@ -90,11 +110,16 @@ def tool(name: str) -> str:
     return found
 
 
-def test_aarch64_crc_extension_path_emulated(tmp_path):
-    exe = build(tool("aarch64-linux-gnu-gcc"), tmp_path / "crc32c_check_aarch64", "-static")
-    check([tool("qemu-aarch64"), "-cpu", "max", str(exe)], expect_hardware=True)
+@pytest.mark.parametrize("fault", [False, True], ids=["as built", "hardware path made wrong"])
+def test_aarch64_crc_extension_path_emulated(tmp_path, fault):
+    compiler, qemu = tool("aarch64-linux-gnu-gcc"), tool("qemu-aarch64")
+    exe = build(compiler, tmp_path / "crc32c_check_aarch64", "-static", *([FAULT] if fault else []))
+    check([qemu, "-cpu", "max", str(exe)], expect_hardware=not fault)
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the x86-64 table path is emulated on x86-64 hosts only")
-def test_x86_64_without_sse42_uses_the_table_emulated(native):
-    check([tool("qemu-x86_64"), "-cpu", "qemu64", str(native)], expect_hardware=False)
+def test_x86_64_without_sse42_uses_the_table_emulated(compiler, tmp_path):
+    qemu = tool("qemu-x86_64")
+    # the baseline x86-64 instruction set: a compiler defaulting to x86-64-v2 would emit SSE4 for plain code
+    exe = build(compiler, tmp_path / "crc32c_check_baseline", "-march=x86-64")
+    check([qemu, "-cpu", "qemu64", str(exe)], expect_hardware=False)
