@@ -5,9 +5,10 @@ Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_jobs.py [--runs R] [
 [--other-tree DIR]``); about 13 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
 
 ``--other-tree DIR``: another checkout of the project (its extension built in place, e.g. ``python setup.py
-build_ext --inplace`` there); one more Spark child per run, ``local[2]`` as shipped, imports that checkout (driver
-and Python workers; the workers' ``indexlib`` is checked to come from it), for a same-run ratio between two
-versions. Every child's rebuild output (the first rep's index files) is compared across children.
+build_ext --inplace`` there); one more Spark child per run, ``local[2]`` as shipped, imports that checkout (its
+driver's ``indexlib`` and ``jobs`` and its Python workers' ``indexlib`` are checked to come from it), for a
+same-run ratio between two versions; the five children's order alternates between runs. Every child's rebuild
+output (the first rep's index files) is compared across children.
 
 Data, generated once in a temporary directory under ``/dev/shm`` when it exists (so always in memory),
 with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches of 4096 bytes):
@@ -84,11 +85,11 @@ REPO = os.path.dirname(HERE)
 TREE_ENV = "BENCH_JOBS_TREE"  # a Spark child's checkout (--other-tree), before this one on the path
 TREE = os.environ.get(TREE_ENV, REPO)
 sys.path.insert(0, TREE)
-sys.path.insert(1, HERE)
 
-from bench_rebuild import compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
-from machine_watch import MachineWatch  # noqa: E402
-
+# indexlib and jobs first, from TREE: bench_rebuild puts this checkout first on the path when it loads, and
+# a package once imported stays the one every later import of its modules uses
+import indexlib  # noqa: E402
+import jobs  # noqa: E402
 from indexlib.discovery import discover  # noqa: E402
 from indexlib.engine import RunOptions, plan_tasks, process_segment  # noqa: E402
 from indexlib.generate import write_uniform_segment  # noqa: E402
@@ -97,6 +98,10 @@ from indexlib.partition import rebuild_partition  # noqa: E402
 from indexlib.verify import verify_partition  # noqa: E402
 from jobs.config import resolve_settings  # noqa: E402
 from jobs.pipeline import balance_by_bytes, task_count  # noqa: E402
+
+sys.path.insert(1, HERE)
+from bench_rebuild import compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
+from machine_watch import MachineWatch  # noqa: E402
 
 INDEX_INTERVAL_BYTES = 4096
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
@@ -263,6 +268,7 @@ def child(master: str, spec: dict) -> dict:
         .collect()
     )
     out["workers"] = len(set(pids))
+    out["driver_trees"] = sorted({os.path.dirname(os.path.dirname(m.__file__)) for m in (indexlib, jobs)})
     out["worker_indexlib"] = sorted(
         set(
             sc.parallelize(range(2 * slots), 2 * slots)
@@ -328,6 +334,7 @@ def child(master: str, spec: dict) -> dict:
 def tree_digest(root: str) -> str:
     """SHA-256 over every file under ``root``: its path relative to ``root`` and its bytes, in path order."""
     h = hashlib.sha256()
+    files = 0
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames.sort()
         for name in sorted(filenames):
@@ -335,6 +342,8 @@ def tree_digest(root: str) -> str:
             h.update(os.path.relpath(path, root).encode() + b"\0")
             with open(path, "rb") as f:
                 h.update(f.read())
+            files += 1
+    assert files, f"a rebuild wrote nothing under {root}"
     return h.hexdigest()
 
 
@@ -360,8 +369,11 @@ def run_child(master: str, conf: str, spec: dict, tree: str = REPO) -> dict:
                 sys.stderr.write(f.read()[-5000:])
             raise SystemExit(f"child {master} failed with exit code {proc.returncode}")
         out = json.loads(proc.stdout.strip().splitlines()[-1])
-        if out["worker_indexlib"] != [os.path.join(tree, "indexlib")]:
-            raise SystemExit(f"child {master}: its Python workers imported {out['worker_indexlib']}, not {tree}")
+        if out["worker_indexlib"] != [os.path.join(tree, "indexlib")] or out["driver_trees"] != [tree]:
+            raise SystemExit(
+                f"child {master}: its driver imported indexlib and jobs from {out['driver_trees']} and its Python "
+                f"workers indexlib from {out['worker_indexlib']}, not all from {tree}"
+            )
         return out
     finally:
         log.close()

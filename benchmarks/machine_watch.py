@@ -13,7 +13,8 @@ memory and mapped files cost, so three canaries are timed before each run, each 
 * ``start``: a whole ``python -c "import numpy"`` process (the fixed cost every timed command pays).
 
 Their spread over the runs says how far the absolute figures of those runs can be compared. Ratios measured
-within one run are not affected (both sides ran at the same speed).
+within one run are less affected: their two sides ran seconds to minutes apart, not hours, and each benchmark
+alternates their order between runs.
 
 Used by ``bench_kernel.py``, ``bench_logdir.py`` and ``bench_jobs.py``: ``watch = MachineWatch()``,
 ``watch.before_run()`` at the start of each run, ``watch.lines()`` in the report, ``watch.as_json()`` in the raw
@@ -87,7 +88,7 @@ CANARY_WORDS = {
 
 
 class MachineWatch:
-    """The machine's state before each run: load average, other tenants' CPU, CPU-speed canary."""
+    """The machine's state before each run: load average, other tenants' CPU, the three speed canaries."""
 
     def __init__(self, sleep_seconds: float = 3.0) -> None:
         self.sleep_seconds = sleep_seconds
