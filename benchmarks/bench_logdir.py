@@ -2,7 +2,8 @@
 previous way (one single-partition process per partition, two at a time), with the machine's physical
 limits beside each figure (issue 10).
 
-Run: ``.venv/bin/python benchmarks/bench_logdir.py [--runs R] [--scale S] [--json FILE] [--other-tree DIR]``;
+Run: ``.venv/bin/python benchmarks/bench_logdir.py [--runs R] [--scale S] [--json FILE] [--other-tree DIR]
+[--corpora a,b]``;
 ``--scale`` multiplies the segment sizes (quick checks: ``--scale 0.05 --runs 2``); ``--other-tree DIR`` (another
 checkout, its extension built in place) adds a way, that checkout's log-dir command, in the same runs. The
 log-dir command also runs with the scan's read-ahead thread off (``KAFKA_INDEX_READ_AHEAD=0``) in every run.
@@ -14,7 +15,9 @@ rebuild with ``--output-dir`` only reads the log dir):
 * corpus a: log dir ``logs-a`` of 4 partitions ``bench-a-0`` .. ``bench-a-3`` x 2 segments of 256 MiB
   (2 GiB), batches of 16 KiB; base offsets consecutive within a partition;
 * corpus b: log dir ``logs-b`` of 2 partitions ``bench-b-0``, ``bench-b-1`` x 1 segment of 136,000,000
-  bytes (800,000 batches of 170 bytes each; 272 MB, 1.6 M batches in all).
+  bytes (800,000 batches of 170 bytes each; 272 MB, 1.6 M batches in all);
+* corpus c, only when asked for (``--corpora``): log dir ``logs-c`` of 4 partitions x 2 segments of 128 MiB (1 GiB),
+  batches of 4 KiB: the batch size of ``bench_jobs.py``'s corpora, for the same data without Spark.
 
 The two ways, each timed from outside as a user runs it (``time.perf_counter`` around
 ``subprocess.run`` of whole processes, exit code 0 checked):
@@ -74,11 +77,13 @@ from indexlib.generate import write_uniform_segment  # noqa: E402
 from indexlib.layout import segment_file, segment_name  # noqa: E402
 
 JOBS = 2  # --jobs of the log-dir run, and processes at a time of the per-partition way
-CORPORA = [
+ALL_CORPORA = [
     # key, topic, partitions, segments per partition, segment bytes (times --scale), batch bytes
     ("a", "bench-a", 4, 2, 256 << 20, 16384),
     ("b", "bench-b", 2, 1, 136_000_000, 170),
+    ("c", "bench-c", 4, 2, 128 << 20, 4096),
 ]
+CORPORA = ALL_CORPORA[:2]  # --corpora: the ones this run generates and times
 CMD = [sys.executable, "-m", "indexlib"]
 TIME = "/usr/bin/time"  # GNU time, for -v
 
@@ -367,12 +372,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the segment sizes (quick checks)")
     parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
+    parser.add_argument("--corpora", default="a,b", help="comma-separated subset of a, b, c (see above)")
     parser.add_argument(
         "--other-tree", metavar="DIR", help="another checkout: its log-dir command is timed in the same runs"
     )
     args = parser.parse_args(argv)
-    global OTHER_TREE
+    global OTHER_TREE, CORPORA
     OTHER_TREE = os.path.abspath(args.other_tree) if args.other_tree else None
+    wanted = args.corpora.split(",")
+    unknown = set(wanted) - {c[0] for c in ALL_CORPORA}
+    if unknown:
+        parser.error(f"--corpora: unknown {', '.join(sorted(unknown))} (known: a, b, c)")
+    CORPORA = [c for c in ALL_CORPORA if c[0] in wanted]
 
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
     compile_bytecode()
