@@ -13,9 +13,10 @@ Invariants (the same as Kafka's ``AbstractIndex``):
 * An existing file is opened with ``entries = length // ENTRY_SIZE``: every whole slot counts, including
   a zero-filled preallocated tail, exactly as Kafka counts it. Trailing bytes that do not make a whole
   entry are ignored but still count in ``length``.
-* ``writable=False`` opens the file ``O_RDONLY`` with a read-only mapping. It never creates or changes a
-  file, works on files the process may not write, and every mutating call raises
-  :class:`ReadOnlyIndexError`.
+* ``writable=False`` opens the file ``O_RDONLY`` and reads a private copy of it (no mapping: a broker that
+  trims or grows the file meanwhile cannot fault the reader with SIGBUS; ``changed_while_read`` tells that
+  the copy may mix two versions). It never creates or changes a file, works on files the process may not
+  write, and every mutating call raises :class:`ReadOnlyIndexError`.
 
 Not thread-safe for concurrent mutation (Kafka guards its indexes with a lock; share read-only
 instances or add your own lock).
@@ -34,7 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import IndexOffsetOverflowError
-from .index_file import IndexFile
+from .index_file import IndexFile, read_snapshot
 
 #: Kafka's default ``segment.index.bytes``.
 DEFAULT_MAX_INDEX_SIZE = 10 * 1024 * 1024
@@ -114,7 +115,8 @@ class AbstractIndex(IndexFile, Generic[E]):
         super().__init__(path, writable)
         self._base_offset = int(base_offset)
         self._max_index_size = int(max_index_size)
-        self._mm: mmap.mmap | None = None
+        self._mm: mmap.mmap | memoryview | None = None  # the mapping, or a read-only index's copy
+        self.changed_while_read = False  # a read-only index's file changed while its copy was read
         self._view_extent = 0  # bytes covered by to_numpy() views handed out on the current mapping
         self._reserved = 0  # bytes from 0 known to have real blocks: writes go only below it (see reserve)
         # Bound unpackers used by the search. Instance attributes so that a test can wrap them to record
@@ -163,13 +165,18 @@ class AbstractIndex(IndexFile, Generic[E]):
     def _map(self, length: int) -> None:
         if length == 0:
             self._mm = None
-            return
-        access = mmap.ACCESS_WRITE if self._writable else mmap.ACCESS_READ
-        self._mm = mmap.mmap(self._fd, length, access=access)
+        elif self._writable:
+            self._mm = mmap.mmap(self._fd, length, access=mmap.ACCESS_WRITE)
+        else:
+            snapshot = read_snapshot(self._fd)
+            data = memoryview(snapshot.padded()).toreadonly()
+            self.changed_while_read = snapshot.changed or snapshot.length != length
+            self._length = snapshot.length  # the copy's length decides the entries
+            self._mm = data if snapshot.length else None
 
     def _unmap(self) -> None:
         mm, self._mm = self._mm, None
-        if mm is not None:
+        if isinstance(mm, mmap.mmap):
             # A to_numpy() view still uses the mapping: it stays mapped until that view is released.
             with contextlib.suppress(BufferError):
                 mm.close()
@@ -177,7 +184,7 @@ class AbstractIndex(IndexFile, Generic[E]):
     def _load_last_entry(self) -> None:
         """Re-read the cached last entry (subclasses keep what their append rule needs)."""
 
-    def _mapping(self) -> mmap.mmap:
+    def _mapping(self) -> mmap.mmap | memoryview:
         """The mapping, to read or write a slot below ``max_entries``: an open index with a slot is always
         mapped (``_map`` maps any non-empty file), so only a closed index has none here."""
         mm = self._mm
@@ -364,7 +371,7 @@ class AbstractIndex(IndexFile, Generic[E]):
             return False
         if rounded < self._entries * self.ENTRY_SIZE:
             raise ValueError(f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries")
-        if rounded < self._view_extent and self._mm is not None:
+        if rounded < self._view_extent and isinstance(self._mm, mmap.mmap):
             try:
                 self._mm.close()
             except BufferError:
@@ -415,7 +422,7 @@ class AbstractIndex(IndexFile, Generic[E]):
     def flush(self) -> None:
         """Write dirty pages of the mapping to the file (msync)."""
         self._check_open()
-        if self._writable and self._mm is not None:
+        if isinstance(self._mm, mmap.mmap):  # a writable index's mapping
             self._mm.flush()
 
     def close(self) -> None:

@@ -37,11 +37,15 @@ class Segment:
 
 @dataclass
 class Partition:
+    """A partition dir and its segments. ``unreadable``: why the dir could not be listed (then it has no
+    segments, and a run reports it as a finding: a verdict never covers data that was not read)."""
+
     log_dir: str
     path: str
     topic: str
     partition: int
     segments: list[Segment]
+    unreadable: str | None = None
 
     @property
     def name(self) -> str:
@@ -151,7 +155,7 @@ def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number
     try:
         bases = segment_base_offsets(path)
     except OSError as exc:
-        found.skipped.append((path, f"cannot list: {exc.strerror}"))
+        found.partitions.append(Partition(log_dir, path, topic, number, [], f"cannot list it: {exc.strerror}"))
         return
     segments = []
     for i, base in enumerate(bases):
@@ -161,7 +165,12 @@ def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number
         except OSError:
             size = 0
         segments.append(Segment(base, log_path, size, i == len(bases) - 1))
-    for leftover in sorted(os.listdir(path)):
+    try:
+        names = sorted(os.listdir(path))
+    except OSError as exc:  # listable a moment ago: a permission change or removal meanwhile
+        found.partitions.append(Partition(log_dir, path, topic, number, [], f"cannot list it: {exc.strerror}"))
+        return
+    for leftover in names:
         if is_kafka_transient(leftover):
             found.skipped.append((os.path.join(path, leftover), "a file Kafka is deleting, cleaning or swapping"))
     found.partitions.append(Partition(log_dir, path, topic, number, segments))

@@ -102,10 +102,9 @@ class RunOptions:
         return p.path if self.output_dir is None else os.path.join(self.output_dir, p.name)
 
     def in_place(self, p: Partition) -> bool:
-        """Whether this run writes into the partition dir itself (also when ``--output-dir`` resolves to it)."""
-        if self.read_only:
-            return False
-        return self.output_dir is None or os.path.realpath(self.target_dir(p)) == os.path.realpath(p.path)
+        """Whether this run writes into the partition dir itself (an ``--output-dir`` is never a log dir or
+        inside one: :func:`check_run` refuses it)."""
+        return not self.read_only and self.output_dir is None
 
 
 def new_run_id(mode: str) -> str:
@@ -132,6 +131,7 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
         seen[real] = p.path
     if options.read_only:
         return
+    _refuse_writes_under_log_dirs(discovery, options)
     where: dict[str, str] = {}
     for p in discovery.partitions:
         if where.setdefault(p.name, p.log_dir) != p.log_dir:
@@ -139,6 +139,28 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
                 f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
                 f"named by partition, so {options.mode} these log dirs in separate runs"
             )
+
+
+def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> None:
+    """``--output-dir`` and the backup root must lie outside every log dir the run reads (and so outside its
+    partition dirs): there they would replace the broker's files with no backup, or add dirs the broker
+    reads as partitions. ``ValueError`` naming both paths."""
+    log_dirs = {os.path.realpath(d): d for d in discovery.log_dirs}
+    log_dirs.update({os.path.realpath(p.log_dir): p.log_dir for p in discovery.partitions})
+    chosen = [("--output-dir", options.output_dir)]
+    if options.mode == "repair" or options.backup_root:
+        chosen.append(("--backup-dir", options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")))
+    for option, directory in chosen:
+        if directory is None:
+            continue
+        real = os.path.realpath(directory)
+        for real_log_dir, log_dir in log_dirs.items():
+            if real == real_log_dir or real.startswith(real_log_dir.rstrip(os.sep) + os.sep):
+                where = "is the log dir" if real == real_log_dir else "lies inside the log dir"
+                raise ValueError(
+                    f"{option} {directory} {where} {log_dir}: the broker's own files would be replaced or its dir "
+                    f"filled; choose a dir outside every log dir"
+                )
 
 
 class RunInUseError(LockedLogDirError):
@@ -417,6 +439,9 @@ class PartitionReplay:
 def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check: bool, run_id: str) -> PartitionReplay:
     """Replay producer state over one partition's outcomes (ascending base offset) and, when ``check``,
     check its ``.txnindex`` files and directory (this run's own staged files are not leftovers)."""
+    if partition.unreadable is not None:
+        detail = f"{partition.unreadable}; nothing in it was verified or written"
+        return PartitionReplay([Finding("unreadable_partition", partition.path, detail=detail)], [])
     findings: list[Finding] = []
     if check:
         findings = [
@@ -740,7 +765,11 @@ def summary_rows(report: RunReport) -> list[dict[str, Any]]:
             row["actions"].add(s.action)
     for path, findings in report.partition_findings.items():
         errors = [f for f in findings if f.severity == "error"]
-        if errors and path in rows:
+        if errors and path not in rows:  # a partition with no segment read (an unreadable dir)
+            p = next(p for p in report.partitions if p.path == path)
+            rows[path] = {"partition": p.name, "log_dir": p.log_dir, "segments": 0, "bytes": 0, "findings": 0,
+                          "kinds": set(), "written": 0, "actions": set()}  # fmt: skip
+        if errors:
             rows[path]["findings"] += len(errors)
             rows[path]["kinds"].update(f.kind for f in errors)
     return list(rows.values())

@@ -77,6 +77,13 @@ KINDS: dict[str, FindingKind] = _kinds(
         NOTHING,
         "the active segment's index is preallocated with zeros, as a running broker leaves it",
     ),
+    FindingKind(
+        "index_changed_during_read",
+        INFO,
+        "index file",
+        NOTHING,
+        "the file changed while verify read it (a running broker's active segment); it was not checked",
+    ),
     # ---- .index entries
     _index("offset_below_base", ".index", "an entry's offset is below the segment's base offset"),
     _index("offset_not_increasing", ".index", "an entry's offset is not above the previous entry's"),
@@ -144,6 +151,13 @@ KINDS: dict[str, FindingKind] = _kinds(
         "log dir",
         NOTHING,
         "the log dir's log-start-offset-checkpoint is malformed; the replay assumes log start offset 0",
+    ),
+    FindingKind(
+        "unreadable_partition",
+        ERROR,
+        "partition dir",
+        NOTHING,
+        "the partition dir cannot be listed (permissions); nothing in it was verified or written",
     ),
     FindingKind("orphan_index_file", ERROR, "partition dir", NOTHING, "an index file without its .log"),
     FindingKind("unknown_file", INFO, "partition dir", NOTHING, "a file that is not Kafka's"),

@@ -2,14 +2,20 @@
 closing, renaming, deleting, and the context manager. The mmap'ed offset and time indexes
 (:class:`~indexlib.abstract_index.AbstractIndex`) and the append-only transaction index build on it.
 
+Reading is never through a mapping (:func:`read_snapshot`): a broker trims or grows an active segment's index
+at every roll, and a mapped page past the new end of file kills the reader with SIGBUS; a copy read with
+``pread`` cannot fault, and a change during the read is reported, not crashed on.
+
 Invariants: a read-only index never creates, changes, renames or deletes its file (``ReadOnlyIndexError``);
 only regular files are opened (a FIFO never blocks the open); closing twice is a no-op.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+from dataclasses import dataclass
 from typing import ClassVar, Self
 
 from .errors import ReadOnlyIndexError
@@ -99,3 +105,60 @@ class IndexFile:
                 self.close_handler()
         except Exception:
             pass
+
+
+def data_end(fd: int, length: int) -> int:
+    """Where a file's stored bytes end: the end of its last data extent (``SEEK_DATA``/``SEEK_HOLE``), so
+    every byte from there to ``length`` is a hole that reads as zero. A preallocated index (Kafka sizes a
+    new one to ``segment.index.bytes`` with ``setLength``: sparse) stores only the pages its entries were
+    written to. ``length`` where the file system does not report holes."""
+    end = pos = 0
+    try:
+        while pos < length:
+            pos = os.lseek(fd, os.lseek(fd, pos, os.SEEK_DATA), os.SEEK_HOLE)
+            end = pos
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data at or after pos; anything else: holes not reported
+            return length
+    return min(end, length)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A private copy of a file as one read saw it: ``data`` holds its stored bytes (the file's first
+    ``len(data)`` bytes); the rest, up to ``length``, is a trailing hole (zeros, never read). ``changed``: the
+    file's size or modification time moved during the read, or it ended early (a running broker wrote,
+    trimmed or grew it), so the copy may mix two versions."""
+
+    data: bytearray
+    length: int
+    changed: bool
+
+    def padded(self) -> bytearray:
+        """All ``length`` bytes, the hole as zeros."""
+        if len(self.data) == self.length:
+            return self.data
+        whole = bytearray(self.length)
+        whole[: len(self.data)] = self.data
+        return whole
+
+
+def read_snapshot(fd: int) -> Snapshot:
+    """Read a regular file through ``fd`` into memory with ``pread``, up to its trailing hole (see
+    :func:`data_end`). Never maps the file, so a concurrent truncation cannot fault the reader."""
+    before = os.fstat(fd)
+    length = before.st_size
+    stored = data_end(fd, length)
+    data = bytearray(stored)
+    view = memoryview(data)
+    got = 0
+    while got < stored:
+        n = os.preadv(fd, [view[got:]], got)
+        if n == 0:  # the file shrank under the read
+            break
+        got += n
+    after = os.fstat(fd)
+    changed = got < stored or (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
+    view.release()
+    del data[got:]
+    return Snapshot(data, length, changed)

@@ -33,6 +33,7 @@ import numpy.typing as npt
 from . import records
 from .abstract_index import INT32_MAX, AbstractIndex
 from .errors import describe_error
+from .index_file import read_snapshot
 from .layout import segment_file
 from .offset_index import OffsetIndex
 from .records import ATTR_CONTROL, ATTR_TRANSACTIONAL, MARKER_ABORT, MARKER_COMMIT, LogScan, ScanProblem, StopReason
@@ -382,32 +383,49 @@ def unreadable_summary(path: str, base_offset: int, index_interval_bytes: int, e
 # ------------------------------------------------------------------------------ the existing indexes
 @dataclass(frozen=True)
 class ExistingIndex:
-    """An existing ``.index`` or ``.timeindex`` as verify reads it: every whole entry and the file's
-    length, or why it could not be read (``error``); ``exists`` False when there is no such file."""
+    """An existing ``.index`` or ``.timeindex`` as verify reads it: its whole entries up to where the file's
+    stored bytes end, and ``sparse_entries`` more whole entries after that, in a trailing hole (zeros that
+    were never read: a preallocated index of a running or crashed broker); the file's length; or why it could
+    not be read (``error``); ``exists`` False when there is no such file. ``changed``: the file changed
+    while it was read (a running broker's active segment), so its entries may mix two versions."""
 
     path: str
     exists: bool
     entries: npt.NDArray[np.void]
     length: int
     error: str | None = None
+    sparse_entries: int = 0
+    changed: bool = False
 
 
-def read_existing_index(cls: type[AbstractIndex[Any]], path: str, base_offset: int) -> ExistingIndex:
-    """Read an index file read-only (a copy of its entries), never failing."""
+def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingIndex:
+    """Read an index file read-only (a copy, never a mapping; its trailing hole skipped), never failing."""
     if not os.path.lexists(path):
         return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
+    es = cls.ENTRY_SIZE
     try:
-        with cls(path, base_offset, writable=False) as index:
-            return ExistingIndex(path, True, index.to_numpy().copy(), index.length)
+        fd = records.open_segment(path)
+        try:
+            snapshot = read_snapshot(fd)
+        finally:
+            os.close(fd)
     except (OSError, ValueError) as exc:
         return ExistingIndex(path, True, np.empty(0, cls.DTYPE), 0, f"cannot read {path}: {describe_error(exc)}")
+    whole = snapshot.length // es
+    stored = np.frombuffer(snapshot.data, np.uint8)
+    read = min(whole, len(stored) // es)
+    data = stored[: read * es]
+    if read < whole and len(stored) > read * es:  # a stored partial entry before the hole: zero-padded
+        data = np.concatenate((stored[: (read + 1) * es], np.zeros((read + 1) * es - len(stored), np.uint8)))
+        read += 1
+    return ExistingIndex(path, True, data.view(cls.DTYPE), snapshot.length, None, whole - read, snapshot.changed)
 
 
 def read_existing_indexes(directory: str, base_offset: int) -> dict[str, ExistingIndex]:
     """The segment's existing ``.index`` and ``.timeindex``."""
     return {
-        ".index": read_existing_index(OffsetIndex, segment_file(directory, base_offset, ".index"), base_offset),
-        ".timeindex": read_existing_index(TimeIndex, segment_file(directory, base_offset, ".timeindex"), base_offset),
+        ".index": read_existing_index(OffsetIndex, segment_file(directory, base_offset, ".index")),
+        ".timeindex": read_existing_index(TimeIndex, segment_file(directory, base_offset, ".timeindex")),
     }
 
 

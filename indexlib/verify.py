@@ -241,8 +241,19 @@ def check_segment_files(
             findings.append(Finding("unreadable_file", path, detail=index.error))
             identical[suffix] = False if rebuildable else None
             continue
+        if index.changed:
+            findings.append(
+                Finding(
+                    "index_changed_during_read",
+                    path,
+                    detail=f"{os.path.basename(path)} changed while it was read (a running broker writing, trimming "
+                    "or growing it); not checked",
+                )
+            )
+            identical[suffix] = None
+            continue
         findings += _length_findings(path, length, cls.ENTRY_SIZE)
-        findings += check(path, base, summary, entries, active)
+        findings += check(path, base, summary, entries, len(entries) + index.sparse_entries, active)
         identical[suffix] = (
             (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected_bytes(plan))
             if rebuildable
@@ -371,14 +382,14 @@ def _length_findings(path: str, length: int, entry_size: int) -> list[Finding]:
     ]
 
 
-def _zero_tail_start(first: np.ndarray, second: np.ndarray) -> int:
-    """Start of the all-zero entries at the end (a preallocated, untrimmed tail); ``len`` if none.
+def _zero_tail_start(first: np.ndarray, second: np.ndarray, n: int) -> int:
+    """Start of the all-zero entries at the end (a preallocated, untrimmed tail) of an index of ``n``
+    entries whose first ``len(first)`` were read (the rest are a hole: zeros); ``n`` if there is no tail.
 
     A single all-zero entry on its own is an entry, not a tail (a time index may hold timestamp 0).
     """
     nonzero = np.flatnonzero((first != 0) | (second != 0))
     start = int(nonzero[-1]) + 1 if len(nonzero) else 0
-    n = len(first)
     return start if (n - start >= 1 and (start >= 1 or n >= 2)) else n
 
 
@@ -432,11 +443,14 @@ def _flag(
     findings.append(Finding(kind, path, i, i * entry_size, exp, int(found[i]), f"entry {i}: {what}{more}", len(hits)))
 
 
-def _check_offset_index(path: str, base: int, summary: LogSummary, entries: np.ndarray, active: bool) -> list[Finding]:
+def _check_offset_index(
+    path: str, base: int, summary: LogSummary, entries: np.ndarray, total: int, active: bool
+) -> list[Finding]:
+    """``entries``: the ones read; ``total``: the index's entries, the rest zeros in a hole."""
     rel = entries["relative_offset"].astype(np.int64)
     pos = entries["position"].astype(np.int64)
-    n = _zero_tail_start(rel, pos)
-    findings = _zero_tail(path, n, len(rel), 8, active)
+    n = _zero_tail_start(rel, pos, total)
+    findings = _zero_tail(path, n, total, 8, active)
     off, pos = base + rel[:n], pos[:n]
     prev_off = np.concatenate(([np.iinfo(np.int64).min], off[:-1]))
     prev_pos = np.concatenate(([-1], pos[:-1]))
@@ -517,11 +531,14 @@ def _check_offset_index(path: str, base: int, summary: LogSummary, entries: np.n
     return findings
 
 
-def _check_time_index(path: str, base: int, summary: LogSummary, entries: np.ndarray, active: bool) -> list[Finding]:
+def _check_time_index(
+    path: str, base: int, summary: LogSummary, entries: np.ndarray, total: int, active: bool
+) -> list[Finding]:
+    """``entries``: the ones read; ``total``: the index's entries, the rest zeros in a hole."""
     ts = entries["timestamp"].astype(np.int64)
     rel = entries["relative_offset"].astype(np.int64)
-    n = _zero_tail_start(ts, rel)
-    findings = _zero_tail(path, n, len(ts), 12, active)
+    n = _zero_tail_start(ts, rel, total)
+    findings = _zero_tail(path, n, total, 12, active)
     ts, off = ts[:n], base + rel[:n]
     prev_ts = np.concatenate(([np.iinfo(np.int64).min], ts[:-1]))
     prev_off = np.concatenate(([np.iinfo(np.int64).min], off[:-1]))

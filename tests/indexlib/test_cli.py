@@ -170,10 +170,12 @@ def test_locked_log_dir_refuses_in_place_and_force_overrides(capsys, partition, 
     assert code == 2 and out == ""
     assert_one_error_line(err, held_lock, "--force")
     assert snapshot(partition) == before  # nothing written
-    # --output-dir naming the log dir itself is in place too
-    code, _, err = run(capsys, "rebuild", partition, "--output-dir", partition.parent)
-    assert code == 2 and str(held_lock) in err
-    assert snapshot(partition) == before
+    # --output-dir naming the log dir itself (or a dir inside it) is refused whatever the lock
+    for inside in (partition.parent, partition, partition.parent / "out"):
+        code, _, err = run(capsys, "rebuild", partition, "--output-dir", inside)
+        assert code == 2, err
+        assert_one_error_line(err, f"--output-dir {inside}", "log dir")
+        assert snapshot(partition) == before and not (partition.parent / "out").exists()
     # another output dir only reads the partition: allowed
     code, _, _ = run(capsys, "rebuild", partition, "--output-dir", partition.parent.parent / "elsewhere")
     assert code == 0 and snapshot(partition) == before
@@ -300,13 +302,41 @@ def test_unreadable_inputs_as_another_user(shared_partition):
     assert result["code"] == 2, result
     assert_one_error_line(result["err"], shared_partition, "Permission denied", "--output-dir")
     assert not list(shared_partition.glob("*.index"))
-    # rebuilding elsewhere needs only read access
-    out_dir = shared_partition.parent / "out"
-    out_dir.mkdir(mode=0o777)
-    os.chmod(out_dir, 0o777)
-    result = run_cli_as_unprivileged(["rebuild", str(shared_partition), "--output-dir", str(out_dir)])
-    assert result["code"] == 0, result
-    assert len(list((out_dir / "orders-0").glob("*.index"))) == 2
+    # rebuilding elsewhere (outside the log dir) needs only read access
+    out_dir = pathlib.Path(tempfile.mkdtemp(prefix="kafka-index-cli-out-"))
+    try:
+        os.chmod(out_dir, 0o777)
+        result = run_cli_as_unprivileged(
+            ["rebuild", str(shared_partition), "--output-dir", str(out_dir), "--jobs", "1"]
+        )
+        assert result["code"] == 0, result
+        assert len(list((out_dir / "orders-0").glob("*.index"))) == 2
+    finally:
+        shutil.rmtree(out_dir)
+
+
+def test_a_partition_verify_cannot_list_is_a_finding_not_healthy(shared_partition):
+    """A log dir holding a partition dir another user cannot list: the verdict is not "healthy" (exit 1),
+    and the text report and --json name the partition."""
+    log_dir = shared_partition.parent
+    main(["rebuild", str(shared_partition)])  # healthy indexes, written as root
+    hidden = log_dir / "orders-1"
+    generate_partition(hidden, segments=1, batches_per_segment=5, seed=3)
+    os.chmod(hidden, 0o700)  # root's; uid 65534 cannot list it
+    report = log_dir / "report.json"
+    os.chmod(log_dir, 0o777)
+    result = run_cli_as_unprivileged(["verify", str(log_dir), "--json", str(report)])
+    assert result["code"] == 1, result
+    assert "unreadable_partition" in result["out"] and "orders-1" in result["out"], result["out"]
+    assert "healthy" not in result["out"].splitlines()[-1], result["out"]
+    data = json.loads(report.read_text())
+    kinds = {f["kind"]: f["file"] for f in data["remaining_findings"]}
+    assert kinds == {"unreadable_partition": str(hidden)}, kinds
+    assert not data["skipped"]
+    # root reads it and finds what is wrong inside (no indexes were ever written for orders-1)
+    main(["verify", str(log_dir), "--json", str(report)])
+    data = json.loads(report.read_text())
+    assert {f["kind"] for f in data["remaining_findings"]} == {"index_missing", "timeindex_missing"}
 
 
 # ---------------------------------------------------------------------------------------------- verify

@@ -231,35 +231,27 @@ def test_one_partition_given_twice_is_refused(tmp_path):
             check_run(twice, RunOptions(mode))
 
 
-def test_an_output_dir_that_is_the_log_dir_is_in_place(tmp_path):
-    """--output-dir naming the log dir writes into the partition itself: lock check and backups apply."""
-    import subprocess
-    import sys
-
-    from indexlib.engine import LockedLogDirError, map_locally, run
+def test_an_output_or_backup_dir_at_or_inside_a_log_dir_is_refused(tmp_path):
+    """--output-dir or the backup root naming the log dir, a partition dir, or a dir inside either would
+    replace the broker's files with no backup or add dirs it reads as partitions: refused before anything is
+    written; a dir beside the log dir is fine."""
+    from indexlib.engine import check_run
 
     logs = damaged_log_dir(tmp_path)
     found = discover([str(logs)])
-    options = RunOptions("rebuild", output_dir=str(logs), backup_root=str(tmp_path / "b"), run_id="r2")
-    assert options.in_place(found.partitions[0])
-    holder = subprocess.Popen(  # a broker holds the lock from another process
-        [sys.executable, "-c", "import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT); "
-         "fcntl.lockf(fd, fcntl.LOCK_EX); print('locked', flush=True); sys.stdin.read()", str(logs / ".lock")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(LockedLogDirError):
-            run(found, options, lambda topic: IndexSettings(), map_locally(1))
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=30)
-    report = run(found, options, lambda topic: IndexSettings(), map_locally(1))
-    assert {s.action for s in report.segments} == {"rebuilt"}
-    assert sorted(p.name for p in (tmp_path / "b" / "r2" / "t-0").iterdir()) == [
-        "00000000000000000000.index",
-        "00000000000000000000.timeindex",
-    ]
+    before = sorted(str(p) for p in logs.rglob("*"))
+    inside = [logs, logs / "t-0", logs / "t-0" / "out", logs / "out", tmp_path / "link"]
+    (tmp_path / "link").symlink_to(logs / "t-0")
+    for directory in inside:
+        with pytest.raises(ValueError, match=r"--output-dir .* (is the log dir|lies inside the log dir)"):
+            check_run(found, RunOptions("rebuild", output_dir=str(directory)))
+        for mode in ("rebuild", "repair"):
+            with pytest.raises(ValueError, match=r"--backup-dir .* (is the log dir|lies inside the log dir)"):
+                check_run(found, RunOptions(mode, backup_root=str(directory)))
+    assert sorted(str(p) for p in logs.rglob("*")) == before  # nothing made
+    check_run(found, RunOptions("rebuild", output_dir=str(tmp_path / "out"), backup_root=str(tmp_path / "b")))
+    check_run(found, RunOptions("verify", output_dir=str(logs)))  # reads only
+    check_run(found, RunOptions("repair", dry_run=True, backup_root=str(logs)))  # a dry run keeps no backup
 
 
 def test_a_writing_run_removes_the_staged_files_of_dead_runs_only(tmp_path, capsys):

@@ -142,6 +142,22 @@ def test_write_failures_are_reported_and_leave_nothing_half_written(spark, tmp_p
     assert files(out / "orders-2") == files(ref / "orders-2")
 
 
+def test_output_and_backup_dirs_inside_the_log_dir_are_refused(spark, tmp_path, capsys):
+    """The same refusal as python -m indexlib's (one engine): exit 2, one line, nothing made in the log dir."""
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=10, seed=1)
+    before = sorted(logs.rglob("*"))
+    for argv in (
+        ["rebuild", "--output-dir", logs],
+        ["rebuild", "--output-dir", logs / "out"],
+        ["repair", "--backup-dir", logs / "orders-0"],
+    ):
+        assert run_cli(*argv, "--log-dir", logs, "--audit-table", "none", "--no-progress") == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "log dir" in err and str(argv[2]) in err, err
+    assert sorted(logs.rglob("*")) == before
+
+
 def test_output_dir_refuses_one_partition_from_two_log_dirs(spark, tmp_path, capsys):
     """Two brokers' mounts in one run: both hold orders-0, and --output-dir has room for one."""
     for broker in ("b1", "b2"):
