@@ -57,16 +57,18 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/bench_cluster.py
 
 # For clusters: the executors' Python as a packed virtualenv for --archives: the project (with its compiled
-# scan kernel) and what the executors import, numpy and crc32c; ~45 MB unpacked. The driver runs the
+# scan kernel) and what the executors import, numpy and crc32c, and nothing else (no pip, setuptools or the
+# packer: .venv's pip installs into it and .venv's venv-pack packs it); ~75 MB unpacked. The driver runs the
 # project's own .venv (spark.pyspark.driver.python), so pyarrow, deltalake and pyyaml never travel.
 # `make package-full` also packs everything (for a driver that runs in the cluster: YARN cluster mode).
 # pyspark itself comes from the cluster.
 package: $(VENV)/.stamp-base
 	rm -rf dist build/executor-env
 	$(PY) -m pip wheel --quiet --no-deps -w dist .
-	$(PYTHON) -m venv build/executor-env
-	build/executor-env/bin/python -m pip install --quiet dist/kafka_index_rebuild-*.whl venv-pack
-	build/executor-env/bin/venv-pack --quiet -p build/executor-env -o dist/kafka-index-executor-env.tar.gz --force
+	$(PY) -m pip install --quiet venv-pack
+	$(PYTHON) -m venv --without-pip build/executor-env
+	$(PY) -m pip --python build/executor-env/bin/python install --quiet dist/kafka_index_rebuild-*.whl
+	$(VENV)/bin/venv-pack --quiet -p build/executor-env -o dist/kafka-index-executor-env.tar.gz --force
 	@ls -l dist
 
 package-full: package

@@ -24,6 +24,11 @@ def test_make_package_builds_a_wheel_and_a_working_packed_env(tmp_path):
     assert archive_path.stat().st_size < 60 * 2**20  # the full environment was 411 MB unpacked
     with tarfile.open(archive_path) as archive:
         archive.extractall(tmp_path / "env", filter="tar")
+    site = tmp_path / "env/lib/python3.11/site-packages"
+    installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
+    assert installed == {"kafka_index_rebuild", "numpy", "crc32c"}, installed  # no pip, setuptools, venv_pack
+    unpacked = sum(p.stat().st_size for p in (tmp_path / "env").rglob("*") if p.is_file() and not p.is_symlink())
+    assert unpacked < 90 * 2**20, unpacked  # 100 MB with pip, setuptools and the packer inside
     probe = (
         "import importlib.util, indexlib, indexlib._kernel, jobs.pipeline, numpy, crc32c; "
         "from indexlib.records import KERNEL; assert KERNEL is not None; "
