@@ -189,6 +189,30 @@ def test_quiet_prints_the_verdict_and_verbose_the_phases(spark, capsys, tmp_path
     assert main([*base, "-q", "-v"]) == 2  # one or the other
 
 
+def test_quiet_is_quiet_from_the_jvms_start_as_a_whole_process(tmp_path):
+    """`kafka-index verify -q` as a user runs it: the verdict on stdout, and no Spark start-up banner ("Setting
+    default log level ...") on stderr. What stays is one line the JDK itself prints for the incubator module
+    Spark 4 loads (no JVM option turns it off)."""
+    import subprocess
+    import sys
+
+    from ..conftest import PROJECT_ROOT
+
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=5, seed=2)
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.cli", "verify", "--log-dir", str(logs), "-q", "--audit-table", "none",
+         "--no-progress"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert len(done.stdout.splitlines()) == 1 and "finding(s) remain" in done.stdout, done.stdout
+    stderr = [
+        line for line in done.stderr.splitlines() if line != "WARNING: Using incubator modules: jdk.incubator.vector"
+    ]
+    assert stderr == [], done.stderr
+
+
 def test_json_to_stdout_pipes_into_a_json_reader(tmp_path):
     """`kafka-index verify ... --json - | python -m json.tool`, as a real process and a real pipe: nothing
     but the JSON reaches stdout (tables, progress and the JVM's lines go to stderr)."""
