@@ -215,7 +215,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
     settings = check_settings(args)
     found = discover_paths(args.paths)
     options = RunOptions("rebuild", output_dir=args.output_dir, force=args.force, backup_root=args.backup_dir)
-    in_place = [p for p in found.partitions if options.in_place(p)]  # --output-dir naming the log dir too
+    in_place = [p for p in found.partitions if options.in_place(p)]
     if in_place:
         for log_dir in sorted({p.log_dir for p in in_place}):
             lock = os.path.join(log_dir, LOG_DIR_LOCK)
@@ -226,12 +226,6 @@ def run_rebuild(args: argparse.Namespace) -> int:
                         "(stop the broker, use --output-dir, or pass --force)"
                     )
                 _warn(f"{lock}: held by another process; rebuilding in place anyway (--force)")
-        for p in in_place:
-            if not os.access(p.path, os.W_OK | os.X_OK):
-                raise InputError(
-                    f"{p.path}: Permission denied: cannot write the rebuilt index files into this "
-                    "directory (rebuild elsewhere with --output-dir DIR)"
-                )
     return _run(args, found, options, settings)
 
 

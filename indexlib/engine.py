@@ -132,6 +132,7 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     if options.read_only:
         return
     _refuse_writes_under_log_dirs(discovery, options)
+    _refuse_unwritable_targets(discovery, options)
     where: dict[str, str] = {}
     for p in discovery.partitions:
         if where.setdefault(p.name, p.log_dir) != p.log_dir:
@@ -147,10 +148,7 @@ def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> 
     reads as partitions. ``ValueError`` naming both paths."""
     log_dirs = {os.path.realpath(d): d for d in discovery.log_dirs}
     log_dirs.update({os.path.realpath(p.log_dir): p.log_dir for p in discovery.partitions})
-    chosen = [("--output-dir", options.output_dir)]
-    if options.mode == "repair" or options.backup_root:
-        chosen.append(("--backup-dir", options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")))
-    for option, directory in chosen:
+    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", _backup_root(options))):
         if directory is None:
             continue
         real = os.path.realpath(directory)
@@ -161,6 +159,45 @@ def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> 
                     f"{option} {directory} {where} {log_dir}: the broker's own files would be replaced or its dir "
                     f"filled; choose a dir outside every log dir"
                 )
+
+
+def _backup_root(options: RunOptions) -> str | None:
+    """Where a writing run keeps replaced files (see :func:`_backup_dir`); None where it keeps none."""
+    if options.mode == "repair" or options.backup_root:
+        return options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
+    return None
+
+
+def _why_unwritable(directory: str) -> str | None:
+    """Why files cannot be created in ``directory`` (an existing dir), or None."""
+    if os.access(directory, os.W_OK | os.X_OK):
+        return None
+    with contextlib.suppress(OSError):
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "Read-only file system"
+    return "Permission denied"
+
+
+def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> None:
+    """Before any work, both command lines alike: every dir a writing run writes into must be writable (an
+    in-place partition dir; ``--output-dir`` and the backup root, or the nearest dir above them that exists,
+    which must be a dir). ``ValueError`` naming the dir and why."""
+    for p in discovery.partitions:
+        if options.in_place(p) and p.unreadable is None and (why := _why_unwritable(p.path)):
+            hint = " (rebuild elsewhere with --output-dir DIR)" if options.mode == "rebuild" else ""
+            raise ValueError(
+                f"{p.path}: {why}: cannot write the {options.mode}'s index files into this directory{hint}"
+            )
+    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", _backup_root(options))):
+        if directory is None:
+            continue
+        probe = os.path.abspath(directory)
+        while not os.path.lexists(probe):
+            probe = os.path.dirname(probe)
+        if not os.path.isdir(probe):
+            raise ValueError(f"{directory}: {option} must be a directory, but {probe} is a file")
+        if why := _why_unwritable(probe):
+            raise ValueError(f"{directory}: {option}: {why}: cannot create or write {probe}")
 
 
 class RunInUseError(LockedLogDirError):
@@ -298,12 +335,10 @@ def _backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
     """``<backup root>/<run id>/<topic>-<partition>``: always for repair (default root
     ``./kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
     run or an ``--output-dir`` elsewhere."""
-    if options.read_only:
+    root = _backup_root(options)
+    if options.read_only or root is None or not (options.mode == "repair" or options.in_place(p)):
         return None
-    if options.mode == "repair" or (options.mode == "rebuild" and options.in_place(p) and options.backup_root):
-        root = options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
-        return os.path.join(root, run_id, p.name)
-    return None
+    return os.path.join(root, run_id, p.name)
 
 
 # ---------------------------------------------------------------------------------------------- map

@@ -303,8 +303,6 @@ def run_job(args: argparse.Namespace) -> int:
             if args.strict:
                 raise UsageError(message + " (--strict)")
             print(f"{PROG}: warning: {message}; their settings are not used", file=sys.stderr)
-        if args.command != "verify" and settings.backup_dir is not None:
-            _check_dir_can_exist(settings.backup_dir, "--backup-dir")
         if settings.audit_table is not None and "://" not in settings.audit_table:
             _check_dir_can_exist(settings.audit_table, "--audit-table")
         if settings.audit_table is not None:

@@ -72,7 +72,9 @@ def kafka_index(*args: object, wait: bool = True) -> subprocess.CompletedProcess
 
 def error_lines(stderr: str) -> list[str]:
     assert "Traceback" not in stderr, stderr
-    return [line for line in stderr.splitlines() if line.startswith("kafka-index: error:")]
+    return [
+        line for line in stderr.splitlines() if line.startswith(("kafka-index: error:", "python -m indexlib: error:"))
+    ]
 
 
 @dataclass
@@ -311,7 +313,8 @@ def test_an_immutable_index_file_fails_its_segment_and_the_others_are_repaired(t
 
 def test_a_read_only_mount_of_the_log_dir_refuses_writes_in_one_line(tmp_path):
     """The log dir through a read-only bind mount: a repair stops before any work with one line naming the
-    dir and "Read-only file system"; verify still works there."""
+    dir and "Read-only file system", exit 2, from both command lines alike; verify still works there. A
+    --backup-dir that is a file is refused the same way by both."""
     logs = damaged_logs(tmp_path, partitions=1)
     ro = tmp_path / "ro"
     ro.mkdir()
@@ -323,13 +326,24 @@ def test_a_read_only_mount_of_the_log_dir_refuses_writes_in_one_line(tmp_path):
         done = kafka_index("repair", "--log-dir", ro, "--audit-table", "none", "--backup-dir", tmp_path / "b",
                            "--no-progress")  # fmt: skip
         verify = kafka_index("verify", "--log-dir", ro, "--audit-table", "none", "--no-progress")
+        local = subprocess.run([sys.executable, "-m", "indexlib", "rebuild", str(ro)], capture_output=True, text=True)
     finally:
         subprocess.run(["umount", str(ro)], check=True)
-    errors = error_lines(done.stderr)
-    assert done.returncode in (1, 2) and len(errors) == 1, done.stderr
-    assert "Read-only file system" in errors[0] and str(ro) in errors[0]
+    for refused in (done, local):
+        errors = error_lines(refused.stderr)
+        assert refused.returncode == 2 and len(errors) == 1, refused.stderr
+        assert "Read-only file system" in errors[0] and str(ro) in errors[0]
     assert sha256s(logs) == before
     assert verify.returncode == 1 and "index_missing" in verify.stdout
+    (tmp_path / "a-file").write_text("")
+    for refused in (
+        kafka_index("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", tmp_path / "a-file"),
+        subprocess.run([sys.executable, "-m", "indexlib", "rebuild", str(logs), "--backup-dir", str(tmp_path / "a-file")],
+                       capture_output=True, text=True),
+    ):  # fmt: skip
+        errors = error_lines(refused.stderr)
+        assert refused.returncode == 2 and len(errors) == 1 and "must be a directory" in errors[0], refused.stderr
+    assert sha256s(logs) == before
 
 
 def _kill_when_staging(logs: Path, proc: subprocess.Popen[str], victims) -> list[int]:
