@@ -17,8 +17,14 @@ $(VENV)/.stamp-base: pyproject.toml setup.py indexlib/_kernel.c indexlib/_crc32c
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
+# pyspark's spark-submit finds Spark and runs a Python job with the `python3` on PATH, which without an
+# activated venv is not this one ("Could not find valid SPARK_HOME"); one line makes this venv's Python its
+# default (a PYSPARK_PYTHON of the caller's still wins), so .venv/bin/spark-submit works from any shell.
+SUBMIT_DEFAULT := export PYSPARK_PYTHON="$${PYSPARK_PYTHON:-$(abspath $(PY))}"  \# kafka-index-rebuild: this venv
+
 $(VENV)/.stamp-spark: pyproject.toml $(VENV)/.stamp-base
 	$(PY) -m pip install --quiet -e '.[spark]'
+	grep -q 'kafka-index-rebuild: this venv' $(VENV)/bin/spark-submit || sed -i '2i $(SUBMIT_DEFAULT)' $(VENV)/bin/spark-submit
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-spark

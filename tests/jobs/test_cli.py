@@ -4,6 +4,7 @@ the library's (``python -m indexlib lookup|dump``), so both command lines print 
 from __future__ import annotations
 
 import json
+import os
 import re
 
 from indexlib.dump import dump_file
@@ -211,6 +212,35 @@ def test_quiet_is_quiet_from_the_jvms_start_as_a_whole_process(tmp_path):
         line for line in done.stderr.splitlines() if line != "WARNING: Using incubator modules: jdk.incubator.vector"
     ]
     assert stderr == [], done.stderr
+
+
+def test_the_venvs_spark_submit_runs_a_job_from_a_shell_without_the_venv(tmp_path):
+    """The README's local spark-submit line with the project's .venv/bin/spark-submit, from a new shell whose
+    PATH has no venv (pyspark's script alone looks for Spark and runs the job with the python3 on PATH)."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ..conftest import PROJECT_ROOT
+
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=5, seed=3)
+    rebuild_partition(logs / "orders-0")
+    submit = Path(sys.executable).parent / "spark-submit"
+    java = shutil.which("java")
+    assert java is not None
+    shell_env = {"PATH": f"{os.path.dirname(java)}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/")}
+    shell_env.update({k: v for k, v in os.environ.items() if k == "JAVA_HOME"})
+    done = subprocess.run(
+        [str(submit), "--master", "local[1]",
+         "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile={PROJECT_ROOT}/conf/log4j2.properties",
+         "jobs/verify.py", "--log-dir", str(logs), "--audit-table", "none", "--no-progress"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+        env=shell_env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1].endswith("healthy"), done.stdout
 
 
 def test_json_to_stdout_pipes_into_a_json_reader(tmp_path):
