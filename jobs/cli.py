@@ -168,8 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
 # ------------------------------------------------------------------------------------- progress
 class ConsoleProgress:
     """Progress of the scan on stderr, polled on the driver (segments, MiB, Spark tasks, rate, ETA): on a
-    terminal a bar redrawn every ``interval`` seconds; otherwise (a log file, Airflow) one line every
-    ``log_every`` seconds. Works in local and cluster mode (accumulators and Spark's status tracker)."""
+    terminal a bar redrawn every ``interval`` seconds; otherwise (a log file, Airflow) a line at the start and
+    one every ``log_every`` seconds. Until a first task runs it says it is waiting for executors (a cluster
+    takes 20-30 s to start them). Works in local and cluster mode (accumulators and Spark's status tracker)."""
 
     def __init__(
         self, stream: TextIO = sys.stderr, interval: float = 0.5, tty: bool | None = None, log_every: float = 10.0
@@ -179,21 +180,25 @@ class ConsoleProgress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int, int, int]]) -> None:
+    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int, int, int, int]]) -> None:
         self.total, self.total_bytes, self.poll, self.t0 = total, total_bytes, poll, time.monotonic()
         self._stop.clear()
+        if not self.tty:  # a log shows at once that the scan was submitted
+            self.stream.write(self._line() + "\n")
+            self.stream.flush()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
     def _line(self) -> str:
-        done, done_bytes, tasks_done, tasks = self.poll()
+        done, done_bytes, tasks_done, tasks_running, tasks = self.poll()
         elapsed = max(time.monotonic() - self.t0, 1e-9)
         rate = done_bytes / elapsed
         left = self.total_bytes - done_bytes
         eta = f", ETA {left / rate:,.0f} s" if done_bytes and left > 0 else ""
+        waiting = f" (waiting for executors, {elapsed:,.0f} s)" if not (tasks_done or tasks_running) else ""
         text = (
             f"{done}/{self.total} segments, {done_bytes / 2**20:,.0f}/{self.total_bytes / 2**20:,.0f} MiB, "
-            f"{tasks_done}/{tasks} tasks, {rate / 2**20:,.0f} MiB/s{eta}"
+            f"{tasks_done}/{tasks} tasks{waiting}, {rate / 2**20:,.0f} MiB/s{eta}"
         )
         if not self.tty:
             return f"progress: {text}"

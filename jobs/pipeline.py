@@ -42,10 +42,10 @@ T = TypeVar("T")
 
 class Progress(Protocol):
     """What the job reports progress to (``jobs.cli.ConsoleProgress``). ``poll`` returns (segments done,
-    bytes done, Spark tasks done, Spark tasks in all), read on the driver: from accumulators and Spark's
-    status tracker, so it works in local and cluster mode alike."""
+    bytes done, Spark tasks done, Spark tasks running, Spark tasks in all), read on the driver: from
+    accumulators and Spark's status tracker, so it works in local and cluster mode alike."""
 
-    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int, int, int]]) -> None: ...
+    def start(self, total: int, total_bytes: int, poll: Callable[[], tuple[int, int, int, int, int]]) -> None: ...
 
     def stop(self) -> None: ...
 
@@ -95,9 +95,9 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
         size = sum(sizes)
         sc.setJobGroup(group, f"kafka-index run {run_id}: {len(tasks)} segments, {size / 2**30:.2f} GiB of .log")
 
-        def poll() -> tuple[int, int, int, int]:
-            tasks_done, tasks_total = spark_tasks(sc, group)
-            return done.value, done_bytes.value, tasks_done, tasks_total or len(bins)
+        def poll() -> tuple[int, int, int, int, int]:
+            tasks_done, tasks_running, tasks_total = spark_tasks(sc, group)
+            return done.value, done_bytes.value, tasks_done, tasks_running, tasks_total or len(bins)
 
         if progress is not None:
             progress.start(len(tasks), size, poll)
@@ -126,18 +126,19 @@ def call_site(sc: SparkContext, name: str) -> AbstractContextManager[object]:
     return sync
 
 
-def spark_tasks(sc: SparkContext, group: str) -> tuple[int, int]:
-    """(tasks completed, tasks in all) of the job group's stages, from Spark's status tracker."""
+def spark_tasks(sc: SparkContext, group: str) -> tuple[int, int, int]:
+    """(tasks completed, tasks running, tasks in all) of the job group's stages, from Spark's status tracker."""
     tracker = sc.statusTracker()
-    done = total = 0
+    done = running = total = 0
     for job_id in tracker.getJobIdsForGroup(group):
         job = tracker.getJobInfo(job_id)
         for stage_id in job.stageIds if job is not None else ():
             stage = tracker.getStageInfo(stage_id)
             if stage is not None:
                 done += stage.numCompletedTasks
+                running += stage.numActiveTasks
                 total += stage.numTasks
-    return done, total
+    return done, running, total
 
 
 def balance_by_bytes(items: list[T], sizes: list[int], bins: int) -> list[list[T]]:
