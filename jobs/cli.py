@@ -489,8 +489,13 @@ def run_audit(args: argparse.Namespace) -> int:
         if args.sql:
             sql = args.sql
         elif args.repaired or args.failing:
-            until = _parse_time(args.until) if args.until else datetime.now(UTC)
-            since = _parse_time(args.since) if args.since else until - timedelta(days=7)
+            until = _parse_time(args.until, option="--until") if args.until else datetime.now(UTC)
+            if args.since:
+                since = _parse_time(args.since, option="--since")
+            elif until.year > 1 or until.month > 1 or until.day > 7:
+                since = until - timedelta(days=7)
+            else:
+                raise UsageError(f"--until: {args.until!r} leaves no 7-day window after year 1; give --since too")
             sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing")
         elif args.partition:
             from indexlib.layout import parse_partition_dir_name
@@ -528,24 +533,30 @@ def _short(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _parse_time(text: str, now: datetime | None = None) -> datetime:
+def _parse_time(text: str, now: datetime | None = None, option: str = "--since") -> datetime:
     """``7d``, ``12h``, ``30m`` (ago), ``today``, ``yesterday`` (UTC midnights) or an ISO date/time (UTC
-    unless it says otherwise)."""
+    unless it says otherwise), in UTC. UsageError naming ``option`` for anything else, or a time before
+    the calendar's year 1."""
     now = now or datetime.now(UTC)
     word = text.strip().lower()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    if word in ("today", "yesterday"):
-        return midnight - timedelta(days=1 if word == "yesterday" else 0)
-    match = re.fullmatch(r"(\d+)\s*([dhm])", word)
-    if match:
-        amount, unit = int(match.group(1)), match.group(2)
-        unit_name = {"d": "days", "h": "hours", "m": "minutes"}[unit]
-        return now - timedelta(**{unit_name: amount})
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"not a time: {text!r} (give 7d, 12h, 30m, today, yesterday or an ISO date/time)") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if word in ("today", "yesterday"):
+            return midnight - timedelta(days=1 if word == "yesterday" else 0)
+        match = re.fullmatch(r"(\d+)\s*([dhm])", word)
+        if match:
+            amount, unit = int(match.group(1)), match.group(2)
+            unit_name = {"d": "days", "h": "hours", "m": "minutes"}[unit]
+            return now - timedelta(**{unit_name: amount})
+        try:
+            value = datetime.fromisoformat(text)
+        except ValueError:
+            raise UsageError(
+                f"{option}: not a time: {text!r} (give 7d, 12h, 30m, today, yesterday or an ISO date/time)"
+            ) from None
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    except OverflowError:  # timedelta(days=10**11), or a date before year 1
+        raise UsageError(f"{option}: {text!r} reaches before year 1; give a later time") from None
 
 
 def main(argv: list[str] | None = None) -> int:
