@@ -3,7 +3,8 @@
 Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submit jobs/<mode>.py``),
 ``dump``, ``lookup`` (one file, no Spark) and ``audit`` (queries of the Delta audit table, no Spark).
 Exit codes: 0 healthy / done, 1 findings or failures, 2 bad usage or bad input, 3 the work is done but its
-audit rows could not be merged into the table (they are kept in the audit journal; ``audit --recover``).
+audit rows could not be merged into the table (they are kept in the audit journal; ``audit --recover``),
+4 (``audit --recover``) a damaged journal: its readable rows are merged, the file is kept.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class UsageError(Exception):
 
 #: the work is done, but its audit rows are only in the journal (the table write failed)
 EXIT_AUDIT_FAILED = 3
+#: ``audit --recover``: a journal has lines that are not records (its readable rows merged, the file kept)
+EXIT_JOURNAL_DAMAGED = 4
 
 
 class _Parser(argparse.ArgumentParser):
@@ -328,7 +331,7 @@ def run_job(args: argparse.Namespace) -> int:
     if settings.audit_table and (not options.dry_run or getattr(args, "audit_dry_run", False)):
         from .journal import AuditJournal
 
-        _recover_journals(settings.audit_journal, settings.audit_table, warn_only=True)
+        _recover_journals(settings.audit_journal, settings.audit_table, at_start=True)
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
     spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
     delta_writer = False
@@ -400,24 +403,63 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _recover_journals(journal_dir: str, table: str, warn_only: bool) -> bool:
-    """Merge the rows of earlier runs' journals for ``table``; one line each. False if one failed."""
-    from .journal import pending, recover
+def _lines(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:10])) + (f", ... ({len(numbers)} lines)" if len(numbers) > 10 else "")
+    return f"line{'s' if len(numbers) > 1 else ''} {shown}"
 
-    ok = True
-    for path in pending(journal_dir, table):
+
+def _recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
+    """Merge the rows waiting in ``journal_dir``'s journals for ``table``, a line for each journal on stderr.
+    Returns ``audit --recover``'s exit code: 0 every journal merged and removed; EXIT_AUDIT_FAILED a journal
+    is kept with rows waiting (the table write failed, or it is another table's: its rows are never merged
+    elsewhere); EXIT_JOURNAL_DAMAGED a journal has unreadable lines (its readable rows are merged, the file is
+    kept for a person to mend: never removed). At a run's start (``at_start``) problems are warnings that
+    never stop the run, and other tables' journals are left to runs on those tables, unsaid."""
+    from .journal import journal_paths, load, recover
+
+    level = "warning" if at_start else "error"
+    code = 0
+    for path in journal_paths(journal_dir):
         try:
-            run_id, count, inserted, finished = recover(path, table)
+            journal = load(path)
+        except FileNotFoundError:  # merged and removed meanwhile (another run)
+            continue
+        except OSError as exc:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            print(f"{PROG}: {level}: audit journal {path}: cannot read it: {describe_error(exc)}", file=sys.stderr)
+            continue
+        header = journal.header
+        if header is not None and header["table"] != table:
+            if not at_start:
+                code = max(code, EXIT_AUDIT_FAILED)
+                print(f"{PROG}: error: audit journal {journal.path}: its rows are for audit table {header['table']}, "
+                      f"not {table}: not merged (`{PROG} audit --recover --audit-table {header['table']}`)",
+                      file=sys.stderr)  # fmt: skip
+            continue
+        if header is None:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            bad = f" (unreadable: {_lines(journal.unreadable)})" if journal.unreadable else ""
+            print(f"{PROG}: {level}: audit journal {journal.path}: its first line (the run id and table) is missing "
+                  f"or unreadable{bad}: nothing in it can be merged; the file is kept: mend or remove it",
+                  file=sys.stderr)  # fmt: skip
+            continue
+        try:
+            run_id, count, inserted, finished = recover(journal, table)
         except Exception as exc:
-            ok = False
-            level = "warning" if warn_only else "error"
-            print(f"{PROG}: {level}: audit journal {path}: cannot merge into {table}: {_first_line(exc)}",
+            code = max(code, EXIT_AUDIT_FAILED)
+            print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {_first_line(exc)}",
                   file=sys.stderr)  # fmt: skip
             continue
         state = "finished" if finished else "interrupted"
         new = f"{inserted} of {count}" if inserted is not None else f"{count}"
-        print(f"audit: merged {new} rows of {state} run {run_id} from {path} into {table}", file=sys.stderr)
-    return ok
+        print(f"audit: merged {new} rows of {state} run {run_id} from {journal.path} into {table}",
+              file=sys.stderr)  # fmt: skip
+        if journal.unreadable:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            print(f"{PROG}: {level}: audit journal {journal.path}: {_lines(journal.unreadable)} unreadable (not "
+                  "journal records), so their rows are not merged; the file is kept: mend or remove those lines, "
+                  f"then `{PROG} audit --recover`", file=sys.stderr)  # fmt: skip
+    return code
 
 
 def spark_failure(exc: BaseException) -> str:
@@ -482,7 +524,7 @@ def run_audit(args: argparse.Namespace) -> int:
             print(f"{PROG}: error: --since/--until do not apply to --recover", file=sys.stderr)
             return 2
         journal_dir = args.audit_journal or conf["audit_journal"]
-        return 0 if _recover_journals(journal_dir, table, warn_only=False) else EXIT_AUDIT_FAILED
+        return _recover_journals(journal_dir, table, at_start=False)
     try:
         if (args.since or args.until) and not (args.repaired or args.failing):
             raise UsageError("--since/--until choose the window of --repaired and --failing; they do not apply here")

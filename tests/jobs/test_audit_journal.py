@@ -195,7 +195,9 @@ def test_a_journal_that_cannot_be_written_stops_the_run_before_any_rename(spark,
     )  # fmt: skip
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kafka-index")]
     assert code == 1 and len(err) == 1, err
-    assert "No space left" in err[0] and "stopped before replacing" in err[0]
+    assert (
+        f"{small_fs / 'journal' / 'nojournal.jsonl'}: No space left" in err[0] and "stopped before replacing" in err[0]
+    )
     assert sha256s(logs) == before
     assert not list((small_fs / "journal").glob("*.jsonl"))
 
@@ -269,3 +271,85 @@ def test_the_jvm_killed_in_the_commit_leaves_the_run_whole_and_audited(tmp_path)
     }
     assert changed and changed <= written
     assert not path.exists()
+
+
+# ------------------------------------------------------------------------------------ damaged journals
+def _journal(path, table, intents: int, garbage_at: int | None = None) -> None:
+    """A killed repair's journal: the header and ``intents`` intents; garbage as line ``garbage_at``."""
+    lines = [json.dumps({"record": "run", "run_id": path.stem, "mode": "repair", "table": str(table),
+                         "started": "2026-11-23T10:00:00+00:00"})]  # fmt: skip
+    for p in range(intents):
+        lines.append(json.dumps({"record": "intent", "log_dir": "/l", "topic": "a", "partition": p,
+                                 "base_offset": 0, "files": [f"/l/a-{p}/x.index"]}))  # fmt: skip
+    if garbage_at is not None:
+        lines.insert(garbage_at - 1, '{"record": "intent", "log_dir": "/l", "topic": "a", "partit')
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_recover_merges_a_damaged_journal_as_far_as_it_reads_and_keeps_it(tmp_path, capsys):
+    """One garbage line in the middle used to end the reading there: "merged 2 of 2 rows", the later rows
+    dropped, the journal deleted, exit 0. Now every readable row is merged, one line names the file and the
+    unreadable line, the file is kept, exit 4; merging it again adds nothing."""
+    table, path = tmp_path / "audit", tmp_path / "journal" / "k1.jsonl"
+    _journal(path, table, intents=4, garbage_at=3)
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == 4
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("audit: merged 5 of 5 rows of interrupted run k1") and len(err) == 2, err
+    assert err[1].startswith(f"kafka-index: error: audit journal {path}: line 3 unreadable"), err
+    stored = table_rows(table)
+    assert sorted(r["partition"] for r in stored) == [-1, 0, 1, 2, 3]  # the 4 intents (and the run row)
+    assert path.exists()
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == 4
+    assert "merged 0 of 5 rows" in capsys.readouterr().err and len(table_rows(table)) == 5
+
+
+def test_recover_reports_a_journal_whose_first_line_is_unreadable(tmp_path, capsys):
+    """The first line names the run and its table: without it nothing can be merged. It used to be skipped
+    without a word, forever; now one line names the file, exit 4, the file kept, no table written."""
+    table, path = tmp_path / "audit", tmp_path / "journal" / "k2.jsonl"
+    _journal(path, table, intents=2, garbage_at=1)
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"kafka-index: error: audit journal {path}: its first line"), err
+    assert "(unreadable: line 1)" in err[0]
+    assert path.exists() and not table.exists()
+
+
+def test_recover_names_a_journal_it_cannot_read_and_merges_the_others(tmp_path, capsys):
+    table, journal_dir = tmp_path / "audit", tmp_path / "journal"
+    _journal(journal_dir / "k5.jsonl", table, intents=1)
+    (journal_dir / "odd.jsonl").mkdir()  # not a file: cannot be read
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir) == 4
+    err = capsys.readouterr().err
+    assert f"kafka-index: error: audit journal {journal_dir / 'odd.jsonl'}: cannot read it: Is a directory" in err
+    assert "merged 2 of 2 rows of interrupted run k5" in err and not (journal_dir / "k5.jsonl").exists()
+
+
+def test_recover_into_another_table_than_the_journals_refuses(tmp_path, capsys):
+    """Rows are never merged into a table they were not written for: one line names the journal's table and
+    how to recover into it, exit 3 (rows still waiting), the journal kept; into its own table it merges."""
+    table, other, path = tmp_path / "audit", tmp_path / "other", tmp_path / "journal" / "k3.jsonl"
+    _journal(path, table, intents=1)
+    assert run_cli("audit", "--recover", "--audit-table", other, "--audit-journal", path.parent) == EXIT_AUDIT_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"audit journal {path}: its rows are for audit table {table}, not {other}" in err[0]
+    assert f"--audit-table {table}" in err[0]
+    assert path.exists() and not other.exists() and not table.exists()
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == 0
+    assert not path.exists() and len(table_rows(table)) == 2
+
+
+def test_a_run_merges_a_damaged_journal_it_finds_keeps_it_and_goes_on(spark, tmp_path, capsys):
+    """At a run's start waiting journals are merged: a damaged one gets its readable rows merged and a
+    warning naming the file and line, is kept, and the run goes on to its own result and rows."""
+    logs = damaged_log_dir(tmp_path, partitions=1, segments=1)
+    table, path = tmp_path / "audit", tmp_path / "journal" / "k4.jsonl"
+    _journal(path, table, intents=3, garbage_at=2)
+    code = run_cli("verify", "--log-dir", logs, "--audit-table", table, "--audit-journal", path.parent, "--no-progress")
+    assert code == 1  # the verify's own result: an .index is missing
+    err = capsys.readouterr().err
+    assert f"kafka-index: warning: audit journal {path}: line 2 unreadable" in err and "Traceback" not in err
+    assert path.exists()
+    assert sorted(r["run_id"] for r in table_rows(table) if r["record_type"] == "run")[0] == "k4"
+    assert len([r for r in table_rows(table) if r["run_id"] == "k4"]) == 4
