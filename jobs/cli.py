@@ -321,7 +321,9 @@ def run_job(args: argparse.Namespace) -> int:
             getattr(args, "force", False),
             settings.backup_dir,
         )
-        check_run(found, options)
+        check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files
+        if args.run_id and not options.read_only:
+            _check_run_id_unused(args.run_id, settings)
     except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -385,7 +387,7 @@ def _write_audit(
         kept = False
         print(f"{PROG}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
     try:
-        writer, inserted = audit.write(table, audit.to_table(rows), spark)  # type: ignore[arg-type]
+        writer, inserted, replaced = audit.write(table, audit.to_table(rows), spark)  # type: ignore[arg-type]
     except Exception as exc:  # deltalake/DataFusion errors, OSError (a full disk), an unreachable URI
         where = f"kept in {journal.path}; merge them with `{PROG} audit --recover`" if kept else "LOST"
         print(f"{PROG}: error: audit table {table}: {_first_line(exc)}; the run's {len(rows)} rows are {where}",
@@ -393,6 +395,8 @@ def _write_audit(
         return False
     journal.remove()
     added = f"{len(rows)} rows merged" if inserted is None else f"{inserted} of {len(rows)} rows new"
+    if replaced:
+        added += f", {replaced} replacing stale rows of an earlier attempt"
     if out is not None:
         print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
     return True
@@ -401,6 +405,40 @@ def _write_audit(
 def _first_line(exc: BaseException) -> str:
     text = describe_error(exc) if isinstance(exc, OSError) else str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_run_id_unused(run_id: str, settings: Settings) -> None:
+    """UsageError when a writing run's ``--run-id`` was used by an earlier run that may have replaced files,
+    by the jobs' evidence (its backup dir is the engine's, :func:`indexlib.engine.check_backups_unused`):
+    the run's audit journal, or rows of the audit table that record files written. A table that does not
+    exist is no evidence; one that cannot be read gets a warning (its write will fail the same way, and the
+    rows then wait in the journal)."""
+    from . import audit
+    from .journal import journal_path
+
+    path = journal_path(settings.audit_journal, run_id)
+    if os.path.lexists(path):
+        raise UsageError(
+            f"{path}: run id {run_id!r} has the audit journal of an earlier run that may have replaced files; "
+            "give a new --run-id"
+        )
+    if not settings.audit_table:
+        return
+    try:
+        rows = audit.rows_with_files(settings.audit_table, run_id)
+    except Exception as exc:  # an unreachable URI, a damaged table
+        print(f"{PROG}: warning: audit table {settings.audit_table}: cannot check whether run id {run_id!r} was "
+              f"used before: {_first_line(exc)}", file=sys.stderr)  # fmt: skip
+        return
+    segments = [r for r in rows if r["record_type"] == "segment"]
+    if rows:
+        first = segments[0] if segments else rows[0]
+        example = f", e.g. {first['topic']}-{first['partition']} base offset {first['base_offset']}" if segments else ""
+        raise UsageError(
+            f"audit table {settings.audit_table}: run id {run_id!r} has rows of an earlier run that replaced files "
+            f"({len(segments)} segment rows{example}); a re-run under that id could not record its own: give a new "
+            "--run-id"
+        )
 
 
 def _lines(numbers: list[int]) -> str:
@@ -444,7 +482,7 @@ def _recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
                   file=sys.stderr)  # fmt: skip
             continue
         try:
-            run_id, count, inserted, finished = recover(journal, table)
+            run_id, count, inserted, replaced, finished = recover(journal, table)
         except Exception as exc:
             code = max(code, EXIT_AUDIT_FAILED)
             print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {_first_line(exc)}",
@@ -452,7 +490,8 @@ def _recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
             continue
         state = "finished" if finished else "interrupted"
         new = f"{inserted} of {count}" if inserted is not None else f"{count}"
-        print(f"audit: merged {new} rows of {state} run {run_id} from {journal.path} into {table}",
+        also = f", {replaced} replacing stale rows" if replaced else ""
+        print(f"audit: merged {new} rows{also} of {state} run {run_id} from {journal.path} into {table}",
               file=sys.stderr)  # fmt: skip
         if journal.unreadable:
             code = max(code, EXIT_JOURNAL_DAMAGED)

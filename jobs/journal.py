@@ -259,16 +259,17 @@ def journal_paths(journal_dir: str) -> list[str]:
     return sorted(times, key=lambda path: (times[path], path))
 
 
-def recover(journal: Journal, table: str) -> tuple[str, int, int | None, bool]:
+def recover(journal: Journal, table: str) -> tuple[str, int, int | None, int, bool]:
     """Merge one journal's readable rows into ``table`` and remove it, unless it has unreadable lines (then
-    it is kept for a person to mend). Returns (run id, rows, rows new, finished). Raises whatever the table
-    write raises (the journal is then kept)."""
+    it is kept for a person to mend). Returns (run id, rows, rows new, rows replaced, finished). Raises
+    whatever the table write raises (the journal is then kept)."""
     rows, finished = rows_of(journal.records)
     header = journal.header
     run_id = header["run_id"] if header else os.path.basename(journal.path)[: -len(SUFFIX)]
     inserted: int | None = 0
+    replaced = 0
     if rows:
-        _, inserted = audit.write(table, audit.to_table(rows))
+        _, inserted, replaced = audit.write(table, audit.to_table(rows))
     if not journal.unreadable:
         _remove(journal.path)
-    return run_id, len(rows), inserted, finished
+    return run_id, len(rows), inserted, replaced, finished
