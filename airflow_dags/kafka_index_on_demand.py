@@ -2,18 +2,20 @@
 
 The Params schema validates the form; a small task turns it into the ``spark-submit`` call of
 ``jobs/<mode>.py`` (no index logic here). The job's exit code is the task's outcome: findings left or
-failures fail the run; its JSON report is kept under the report dir.
+failures fail the run; its JSON report is kept under the report dir. Each try of the job has its own run
+id (``<Airflow run id>-<mode>-try<N>``): the job refuses a writing run under an id an earlier run used.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import pendulum
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param, get_current_context, task
+from airflow.sdk import DAG, Context, Param, get_current_context, task
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared module beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -26,6 +28,22 @@ from kafka_index_common import (  # noqa: E402
     safe_name,
     submit_options,
 )
+
+
+class JobSubmitOperator(SparkSubmitOperator):
+    """``spark-submit`` of a job with ``--run-id`` rendered at each try from ``job_run_id`` (templated): the
+    job's other arguments come from an upstream task, whose result is not rendered."""
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job_run_id")
+
+    def __init__(self, *, job_run_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_run_id = job_run_id
+
+    def execute(self, context: Context) -> None:
+        self.application_args = [*(self.application_args or []), "--run-id", self.job_run_id]
+        super().execute(context)
+
 
 DAG_ID = "kafka_index_on_demand"
 SETTINGS = load_settings()
@@ -71,6 +89,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     params=PARAMS,
+    user_defined_filters={"safe_name": safe_name},
     tags=["kafka", "kafka-index"],
     doc_md=__doc__,
 ) as dag:
@@ -93,15 +112,15 @@ with DAG(
                 partitions=p["partitions"] or None,
                 dry_run=p["dry_run"],
                 truncate_corrupt_tail=p["truncate_corrupt_tail"],
-                run_id=f"{safe_name(context['run_id'])}-{p['mode']}",
-            ),
+            ),  # --run-id: run_job adds it, per try
         }
 
     arguments = build_arguments()
-    SparkSubmitOperator(
+    JobSubmitOperator(
         task_id="run_job",
         name="kafka-index-on-demand",
         application=arguments["application"],
         application_args=arguments["args"],
+        job_run_id="{{ run_id | safe_name }}-{{ params.mode }}-try{{ ti.try_number }}",
         **submit_options(SETTINGS),
     )

@@ -56,7 +56,7 @@ with DAG(
             mode="verify",
             log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
             report=REPORTS + "/verify.json",
-            run_id="{{ run_id | safe_name }}-verify",
+            run_id="{{ run_id | safe_name }}-verify-try{{ ti.try_number }}",  # a retry is a new run: new id
             exit_zero_on_findings=True,
         ),
         **submit_options(SETTINGS),
@@ -83,7 +83,7 @@ with DAG(
             mode="repair",
             log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
             report=REPORTS + "/repair.json",
-            run_id="{{ run_id | safe_name }}-repair",
+            run_id="{{ run_id | safe_name }}-repair-try{{ ti.try_number }}",  # a retry is a new run: new id
         ),
         **submit_options(SETTINGS),
     )

@@ -4,7 +4,8 @@ machine.
 ::
 
     python -m indexlib rebuild PATH... [--index-interval-bytes N] [--segment-index-bytes N]
-                               [--output-dir DIR] [--backup-dir DIR] [--force] [--jobs N] [--json FILE]
+                               [--output-dir DIR] [--backup-dir DIR] [--run-id ID] [--force] [--jobs N]
+                               [--json FILE]
     python -m indexlib verify  PATH... [--index-interval-bytes N] [--segment-index-bytes N]
                                [--jobs N] [--json FILE]          (FILE may be - for stdout)
     python -m indexlib dump    FILE [--json]
@@ -17,7 +18,8 @@ cores), as the Spark jobs run it on a cluster.
 Exit codes: 0 healthy / done; 1 verify found errors, a rebuild could not rebuild a segment (Kafka's
 recovery would fail on it), or a dumped file has problems (listed); 2 bad usage or bad input (a missing
 or unreadable path, a file where a directory is expected, a directory holding no partition or no segment,
-a bad setting, a file that cannot be dumped, a log dir held by a running broker).
+a bad setting, a file that cannot be dumped, a log dir held by a running broker, a ``--run-id`` whose
+backup dir already holds an earlier run's backups).
 
 Errors are one line on stderr, ``python -m indexlib: error: <file>: <problem>``, never a traceback (set
 ``KAFKA_INDEX_DEBUG=1`` to get the traceback of an unexpected error).
@@ -122,7 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     rebuild.add_argument(
         "--output-dir", metavar="DIR", help="write to DIR/<topic>-<partition>/ and only read the partition"
     )
-    rebuild.add_argument("--backup-dir", metavar="DIR", help="copy each replaced index file here first")
+    rebuild.add_argument(
+        "--backup-dir", metavar="DIR", help="copy each replaced index file here first, under DIR/<run id>/"
+    )
+    rebuild.add_argument(
+        "--run-id",
+        metavar="ID",
+        help="the run's id (default: generated); it names the backup dir, so an id whose backup dir holds "
+        "files is refused",
+    )
     rebuild.add_argument("--force", action="store_true", help="write in place even though the log dir's .lock is held")
     rebuild.set_defaults(run=run_rebuild)
 
@@ -214,7 +224,9 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 def run_rebuild(args: argparse.Namespace) -> int:
     settings = check_settings(args)
     found = discover_paths(args.paths)
-    options = RunOptions("rebuild", output_dir=args.output_dir, force=args.force, backup_root=args.backup_dir)
+    options = RunOptions(
+        "rebuild", run_id=args.run_id, output_dir=args.output_dir, force=args.force, backup_root=args.backup_dir
+    )
     in_place = [p for p in found.partitions if options.in_place(p)]
     if in_place:
         for log_dir in sorted({p.log_dir for p in in_place}):

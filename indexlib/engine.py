@@ -115,7 +115,7 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     """Refuse, before anything runs, what a run cannot do safely (``ValueError`` with the reason): an
     unknown mode; a malformed run id; a partition given twice (two paths to one dir); one partition name
     in two log dirs when writing (its backup dir, or its ``--output-dir`` dir, is named by the partition
-    alone)."""
+    alone); a writing run whose run id already has backups (:func:`check_backups_unused`)."""
     if options.mode not in MODES:
         raise ValueError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})")
     if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
@@ -140,6 +140,33 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
                 f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
                 f"named by partition, so {options.mode} these log dirs in separate runs"
             )
+    check_backups_unused(options)
+
+
+def backup_root(options: RunOptions) -> str | None:
+    """The root a writing run keeps replaced files under (``./kafka-index-backups`` for a repair when none
+    is given); None when it keeps none (a read-only run, a rebuild without a backup root)."""
+    if options.read_only or not (options.backup_root or options.mode == "repair"):
+        return None
+    return options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
+
+
+def check_backups_unused(options: RunOptions) -> None:
+    """``ValueError`` when ``<backup root>/<run id>/`` already holds a file: an earlier writing run with this
+    run id may have replaced files. An existing backup is never overwritten (:func:`indexlib.publish.keep_backup`),
+    so a second run under that id would replace files and keep no copy of them. Empty directories are no
+    evidence (a failed staging leaves them); a generated run id is new by construction."""
+    root = backup_root(options)
+    if root is None or options.run_id is None:
+        return
+    run_dir = os.path.join(root, options.run_id)
+    first = next((os.path.join(d, n) for d, _, names in os.walk(run_dir) for n in names), None)
+    if first is not None:
+        raise ValueError(
+            f"{run_dir}: run id {options.run_id!r} was used by an earlier run that may have replaced files (its backups "
+            f"are here: {os.path.relpath(first, run_dir)}); a re-run under that id would keep no copy of the files "
+            "it replaces: give a new --run-id"
+        )
 
 
 def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> None:
@@ -148,7 +175,7 @@ def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> 
     reads as partitions. ``ValueError`` naming both paths."""
     log_dirs = {os.path.realpath(d): d for d in discovery.log_dirs}
     log_dirs.update({os.path.realpath(p.log_dir): p.log_dir for p in discovery.partitions})
-    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", _backup_root(options))):
+    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
         if directory is None:
             continue
         real = os.path.realpath(directory)
@@ -159,13 +186,6 @@ def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> 
                     f"{option} {directory} {where} {log_dir}: the broker's own files would be replaced or its dir "
                     f"filled; choose a dir outside every log dir"
                 )
-
-
-def _backup_root(options: RunOptions) -> str | None:
-    """Where a writing run keeps replaced files (see :func:`_backup_dir`); None where it keeps none."""
-    if options.mode == "repair" or options.backup_root:
-        return options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
-    return None
 
 
 def _why_unwritable(directory: str) -> str | None:
@@ -188,7 +208,7 @@ def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> Non
             raise ValueError(
                 f"{p.path}: {why}: cannot write the {options.mode}'s index files into this directory{hint}"
             )
-    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", _backup_root(options))):
+    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
         if directory is None:
             continue
         probe = os.path.abspath(directory)
@@ -335,10 +355,10 @@ def _backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
     """``<backup root>/<run id>/<topic>-<partition>``: always for repair (default root
     ``./kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
     run or an ``--output-dir`` elsewhere."""
-    root = _backup_root(options)
-    if options.read_only or root is None or not (options.mode == "repair" or options.in_place(p)):
-        return None
-    return os.path.join(root, run_id, p.name)
+    root = backup_root(options)
+    if root is not None and (options.mode == "repair" or options.in_place(p)):
+        return os.path.join(root, run_id, p.name)
+    return None
 
 
 # ---------------------------------------------------------------------------------------------- map

@@ -1,8 +1,9 @@
 """The Delta Lake audit table: one row per segment per run, plus one ``record_type = 'run'`` row per run.
 
-One schema (:data:`SCHEMA`), one table, partitioned by ``date`` (the run's UTC start date). Writes are
-idempotent: a MERGE on the natural key (run_id, record_type, log_dir, topic, partition, base_offset)
-inserts only rows not already there, so re-running a run id changes nothing. The writer is ``deltalake``
+One schema (:data:`SCHEMA`), one table, partitioned by ``date`` (the run's UTC start date). Writes are a
+MERGE on the natural key (run_id, record_type, log_dir, topic, partition, base_offset): a new key is
+inserted; a row already there is replaced only by another attempt's row when it is stale
+(:data:`REPLACE_WHEN`), so replaying a journal or re-running a verify changes nothing. The writer is ``deltalake``
 (delta-rs, no JVM) on the driver, or ``delta-spark`` when the Spark session has Delta Lake's SQL
 extension configured. Queries (:func:`query`) run on delta-rs's SQL engine (no Spark needed).
 """
@@ -48,7 +49,7 @@ _COLUMNS: list[tuple[str, pa.DataType]] = [
     ("invalid_tail_bytes", pa.int64()),
     ("finding_kinds", pa.list_(pa.string())),
     ("findings_json", pa.string()),
-    ("status", pa.string()),  # ok | findings | repaired | rebuilt | failed
+    ("status", pa.string()),  # ok | findings | repaired | rebuilt | failed | interrupted (a journal's)
     ("action", pa.string()),  # none | rebuilt | repaired | would_rebuild | would_repair | cannot_rebuild | failed
     ("index_entries", pa.int64()),  # entries of the rebuilt files
     ("timeindex_entries", pa.int64()),
@@ -143,7 +144,7 @@ def rows_for(report: RunReport, settings: Settings) -> list[dict[str, Any]]:
             "invalid_tail_bytes": sum(o.invalid_bytes for o in report.segments),
             "finding_kinds": kinds,
             "findings_json": json.dumps([f.to_dict() for fs in report.partition_findings.values() for f in fs]),
-            "status": "ok" if report.exit_code == 0 else "findings",
+            "status": "failed" if report.failed else "ok" if report.exit_code == 0 else "findings",
             "action": report.mode,
             "files_written": [w for o in report.segments for w in o.written],
             "duration_s": (report.finished - report.started).total_seconds(),
@@ -173,6 +174,23 @@ def _merge_predicate() -> str:
     return " AND ".join(f"t.{k} = s.{k}" for k in KEY)
 
 
+def _has_files(alias: str) -> str:
+    return f"coalesce(cardinality({alias}.files_written), 0) > 0"
+
+
+#: When a matched row gives way to the incoming one (SQL that delta-rs and Spark both read). Only another
+#: attempt's row (another start, or another status: a repaired journal) replaces one, and only when the row
+#: there is stale (``interrupted``, or ``failed`` because a write failed; ``cannot_rebuild`` is the
+#: segment's state, not an attempt's) or records no file written while the incoming one does. A row
+#: recording files (replaced, or maybe replaced) never gives way to one that records none.
+REPLACE_WHEN = (
+    "(t.run_started <> s.run_started OR t.status <> s.status) AND ("
+    "((t.status = 'interrupted' OR (t.status = 'failed' AND t.action <> 'cannot_rebuild')) "
+    f"AND ({_has_files('s')} OR NOT {_has_files('t')})) "
+    f"OR ({_has_files('s')} AND NOT {_has_files('t')}))"
+)
+
+
 def spark_has_delta(spark: SparkSession | None) -> TypeGuard[SparkSession]:
     """Whether the session was started with Delta Lake's SQL extension (then ``delta-spark`` writes)."""
     if spark is None:
@@ -180,9 +198,10 @@ def spark_has_delta(spark: SparkSession | None) -> TypeGuard[SparkSession]:
     return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
 
 
-def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> tuple[str, int | None]:
-    """MERGE ``rows`` into the audit table (created on first use). Returns the writer used and how many
-    rows were new (``None`` where the writer does not say: delta-spark)."""
+def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> tuple[str, int | None, int]:
+    """MERGE ``rows`` into the audit table (created on first use). Returns the writer used, how many rows
+    were new (``None`` where the writer does not say: delta-spark) and how many replaced stale rows
+    (:data:`REPLACE_WHEN`; 0 where the writer does not say)."""
     if spark_has_delta(spark):  # pragma: no cover - the Delta Lake jars cannot be fetched on CI's machines
         from delta.tables import DeltaTable as SparkDeltaTable
 
@@ -194,10 +213,11 @@ def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> 
                 SparkDeltaTable.forPath(spark, table_uri)
                 .alias("t")
                 .merge(frame.alias("s"), _merge_predicate())
+                .whenMatchedUpdateAll(condition=REPLACE_WHEN)
                 .whenNotMatchedInsertAll()
                 .execute()
             )
-        return "delta-spark", None
+        return "delta-spark", None, 0
     from deltalake import DeltaTable, write_deltalake
     from deltalake.exceptions import TableNotFoundError
 
@@ -211,13 +231,29 @@ def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> 
             mode="append",
             description="kafka-index-rebuild audit: one row per segment per run",
         )
-        return "deltalake", rows.num_rows
+        return "deltalake", rows.num_rows, 0
     metrics = (
         target.merge(rows, _merge_predicate(), source_alias="s", target_alias="t")
+        .when_matched_update_all(predicate=REPLACE_WHEN)
         .when_not_matched_insert_all()
         .execute()
     )
-    return "deltalake", int(metrics["num_target_rows_inserted"])
+    return "deltalake", int(metrics["num_target_rows_inserted"]), int(metrics["num_target_rows_updated"])
+
+
+def rows_with_files(table_uri: str, run_id: str) -> list[dict[str, Any]]:
+    """The rows of ``run_id`` that record files a run replaced (``files_written`` not empty; not the
+    ``interrupted`` rows, whose files only may have been replaced). [] when the table does not exist."""
+    from deltalake import DeltaTable
+    from deltalake.exceptions import TableNotFoundError
+
+    try:
+        table = DeltaTable(table_uri)
+    except TableNotFoundError:
+        return []
+    columns = ["record_type", "topic", "partition", "base_offset", "status", "files_written"]
+    rows = table.to_pyarrow_table(columns=columns, filters=[("run_id", "=", run_id)]).to_pylist()
+    return [r for r in rows if r["files_written"] and r["status"] != "interrupted"]
 
 
 def read(table_uri: str) -> pa.Table:

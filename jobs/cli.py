@@ -3,7 +3,8 @@
 Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submit jobs/<mode>.py``),
 ``dump``, ``lookup`` (one file, no Spark) and ``audit`` (queries of the Delta audit table, no Spark).
 Exit codes: 0 healthy / done, 1 findings or failures, 2 bad usage or bad input, 3 the work is done but its
-audit rows could not be merged into the table (they are kept in the audit journal; ``audit --recover``).
+audit rows could not be merged into the table (they are kept in the audit journal; ``audit --recover``),
+4 (``audit --recover``) a damaged journal: its readable rows are merged, the file is kept.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ class UsageError(Exception):
 
 #: the work is done, but its audit rows are only in the journal (the table write failed)
 EXIT_AUDIT_FAILED = 3
+#: ``audit --recover``: a journal has lines that are not records (its readable rows merged, the file kept)
+EXIT_JOURNAL_DAMAGED = 4
 
 
 class _Parser(argparse.ArgumentParser):
@@ -321,7 +324,9 @@ def run_job(args: argparse.Namespace) -> int:
             getattr(args, "force", False),
             settings.backup_dir,
         )
-        check_run(found, options)
+        check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files
+        if args.run_id and not options.read_only:
+            _check_run_id_unused(args.run_id, settings)
     except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -331,7 +336,7 @@ def run_job(args: argparse.Namespace) -> int:
     if settings.audit_table and (not options.dry_run or getattr(args, "audit_dry_run", False)):
         from .journal import AuditJournal
 
-        _recover_journals(settings.audit_journal, settings.audit_table, warn_only=True)
+        _recover_journals(settings.audit_journal, settings.audit_table, at_start=True)
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
     spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
     delta_writer = False
@@ -385,7 +390,7 @@ def _write_audit(
         kept = False
         print(f"{PROG}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
     try:
-        writer, inserted = audit.write(table, audit.to_table(rows), spark)  # type: ignore[arg-type]
+        writer, inserted, replaced = audit.write(table, audit.to_table(rows), spark)  # type: ignore[arg-type]
     except Exception as exc:  # deltalake/DataFusion errors, OSError (a full disk), an unreachable URI
         where = f"kept in {journal.path}; merge them with `{PROG} audit --recover`" if kept else "LOST"
         print(f"{PROG}: error: audit table {table}: {_first_line(exc)}; the run's {len(rows)} rows are {where}",
@@ -393,6 +398,8 @@ def _write_audit(
         return False
     journal.remove()
     added = f"{len(rows)} rows merged" if inserted is None else f"{inserted} of {len(rows)} rows new"
+    if replaced:
+        added += f", {replaced} replacing stale rows of an earlier attempt"
     if out is not None:
         print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
     return True
@@ -403,24 +410,98 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _recover_journals(journal_dir: str, table: str, warn_only: bool) -> bool:
-    """Merge the rows of earlier runs' journals for ``table``; one line each. False if one failed."""
-    from .journal import pending, recover
+def _check_run_id_unused(run_id: str, settings: Settings) -> None:
+    """UsageError when a writing run's ``--run-id`` was used by an earlier run that may have replaced files,
+    by the jobs' evidence (its backup dir is the engine's, :func:`indexlib.engine.check_backups_unused`):
+    the run's audit journal, or rows of the audit table that record files written. A table that does not
+    exist is no evidence; one that cannot be read gets a warning (its write will fail the same way, and the
+    rows then wait in the journal)."""
+    from . import audit
+    from .journal import journal_path
 
-    ok = True
-    for path in pending(journal_dir, table):
+    path = journal_path(settings.audit_journal, run_id)
+    if os.path.lexists(path):
+        raise UsageError(
+            f"{path}: run id {run_id!r} has the audit journal of an earlier run that may have replaced files; "
+            "give a new --run-id"
+        )
+    if not settings.audit_table:
+        return
+    try:
+        rows = audit.rows_with_files(settings.audit_table, run_id)
+    except Exception as exc:  # an unreachable URI, a damaged table
+        print(f"{PROG}: warning: audit table {settings.audit_table}: cannot check whether run id {run_id!r} was "
+              f"used before: {_first_line(exc)}", file=sys.stderr)  # fmt: skip
+        return
+    segments = [r for r in rows if r["record_type"] == "segment"]
+    if rows:
+        first = segments[0] if segments else rows[0]
+        example = f", e.g. {first['topic']}-{first['partition']} base offset {first['base_offset']}" if segments else ""
+        raise UsageError(
+            f"audit table {settings.audit_table}: run id {run_id!r} has rows of an earlier run that replaced files "
+            f"({len(segments)} segment rows{example}); a re-run under that id could not record its own: give a new "
+            "--run-id"
+        )
+
+
+def _lines(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:10])) + (f", ... ({len(numbers)} lines)" if len(numbers) > 10 else "")
+    return f"line{'s' if len(numbers) > 1 else ''} {shown}"
+
+
+def _recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
+    """Merge the rows waiting in ``journal_dir``'s journals for ``table``, a line for each journal on stderr.
+    Returns ``audit --recover``'s exit code: 0 every journal merged and removed; EXIT_AUDIT_FAILED a journal
+    is kept with rows waiting (the table write failed, or it is another table's: its rows are never merged
+    elsewhere); EXIT_JOURNAL_DAMAGED a journal has unreadable lines (its readable rows are merged, the file is
+    kept for a person to mend: never removed). At a run's start (``at_start``) problems are warnings that
+    never stop the run, and other tables' journals are left to runs on those tables, unsaid."""
+    from .journal import journal_paths, load, recover
+
+    level = "warning" if at_start else "error"
+    code = 0
+    for path in journal_paths(journal_dir):
         try:
-            run_id, count, inserted, finished = recover(path, table)
+            journal = load(path)
+        except FileNotFoundError:  # merged and removed meanwhile (another run)
+            continue
+        except OSError as exc:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            print(f"{PROG}: {level}: audit journal {path}: cannot read it: {describe_error(exc)}", file=sys.stderr)
+            continue
+        header = journal.header
+        if header is not None and header["table"] != table:
+            if not at_start:
+                code = max(code, EXIT_AUDIT_FAILED)
+                print(f"{PROG}: error: audit journal {journal.path}: its rows are for audit table {header['table']}, "
+                      f"not {table}: not merged (`{PROG} audit --recover --audit-table {header['table']}`)",
+                      file=sys.stderr)  # fmt: skip
+            continue
+        if header is None:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            bad = f" (unreadable: {_lines(journal.unreadable)})" if journal.unreadable else ""
+            print(f"{PROG}: {level}: audit journal {journal.path}: its first line (the run id and table) is missing "
+                  f"or unreadable{bad}: nothing in it can be merged; the file is kept: mend or remove it",
+                  file=sys.stderr)  # fmt: skip
+            continue
+        try:
+            run_id, count, inserted, replaced, finished = recover(journal, table)
         except Exception as exc:
-            ok = False
-            level = "warning" if warn_only else "error"
-            print(f"{PROG}: {level}: audit journal {path}: cannot merge into {table}: {_first_line(exc)}",
+            code = max(code, EXIT_AUDIT_FAILED)
+            print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {_first_line(exc)}",
                   file=sys.stderr)  # fmt: skip
             continue
         state = "finished" if finished else "interrupted"
         new = f"{inserted} of {count}" if inserted is not None else f"{count}"
-        print(f"audit: merged {new} rows of {state} run {run_id} from {path} into {table}", file=sys.stderr)
-    return ok
+        also = f", {replaced} replacing stale rows" if replaced else ""
+        print(f"audit: merged {new} rows{also} of {state} run {run_id} from {journal.path} into {table}",
+              file=sys.stderr)  # fmt: skip
+        if journal.unreadable:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            print(f"{PROG}: {level}: audit journal {journal.path}: {_lines(journal.unreadable)} unreadable (not "
+                  "journal records), so their rows are not merged; the file is kept: mend or remove those lines, "
+                  f"then `{PROG} audit --recover`", file=sys.stderr)  # fmt: skip
+    return code
 
 
 def spark_failure(exc: BaseException) -> str:
@@ -485,15 +566,20 @@ def run_audit(args: argparse.Namespace) -> int:
             print(f"{PROG}: error: --since/--until do not apply to --recover", file=sys.stderr)
             return 2
         journal_dir = args.audit_journal or conf["audit_journal"]
-        return 0 if _recover_journals(journal_dir, table, warn_only=False) else EXIT_AUDIT_FAILED
+        return _recover_journals(journal_dir, table, at_start=False)
     try:
         if (args.since or args.until) and not (args.repaired or args.failing):
             raise UsageError("--since/--until choose the window of --repaired and --failing; they do not apply here")
         if args.sql:
             sql = args.sql
         elif args.repaired or args.failing:
-            until = _parse_time(args.until) if args.until else datetime.now(UTC)
-            since = _parse_time(args.since) if args.since else until - timedelta(days=7)
+            until = _parse_time(args.until, option="--until") if args.until else datetime.now(UTC)
+            if args.since:
+                since = _parse_time(args.since, option="--since")
+            elif until.year > 1 or until.month > 1 or until.day > 7:
+                since = until - timedelta(days=7)
+            else:
+                raise UsageError(f"--until: {args.until!r} leaves no 7-day window after year 1; give --since too")
             sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing")
         elif args.partition:
             from indexlib.layout import parse_partition_dir_name
@@ -531,24 +617,30 @@ def _short(value: object) -> str:
     return "" if value is None else str(value)
 
 
-def _parse_time(text: str, now: datetime | None = None) -> datetime:
+def _parse_time(text: str, now: datetime | None = None, option: str = "--since") -> datetime:
     """``7d``, ``12h``, ``30m`` (ago), ``today``, ``yesterday`` (UTC midnights) or an ISO date/time (UTC
-    unless it says otherwise)."""
+    unless it says otherwise), in UTC. UsageError naming ``option`` for anything else, or a time before
+    the calendar's year 1."""
     now = now or datetime.now(UTC)
     word = text.strip().lower()
     midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-    if word in ("today", "yesterday"):
-        return midnight - timedelta(days=1 if word == "yesterday" else 0)
-    match = re.fullmatch(r"(\d+)\s*([dhm])", word)
-    if match:
-        amount, unit = int(match.group(1)), match.group(2)
-        unit_name = {"d": "days", "h": "hours", "m": "minutes"}[unit]
-        return now - timedelta(**{unit_name: amount})
     try:
-        value = datetime.fromisoformat(text)
-    except ValueError:
-        raise UsageError(f"not a time: {text!r} (give 7d, 12h, 30m, today, yesterday or an ISO date/time)") from None
-    return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if word in ("today", "yesterday"):
+            return midnight - timedelta(days=1 if word == "yesterday" else 0)
+        match = re.fullmatch(r"(\d+)\s*([dhm])", word)
+        if match:
+            amount, unit = int(match.group(1)), match.group(2)
+            unit_name = {"d": "days", "h": "hours", "m": "minutes"}[unit]
+            return now - timedelta(**{unit_name: amount})
+        try:
+            value = datetime.fromisoformat(text)
+        except ValueError:
+            raise UsageError(
+                f"{option}: not a time: {text!r} (give 7d, 12h, 30m, today, yesterday or an ISO date/time)"
+            ) from None
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    except OverflowError:  # timedelta(days=10**11), or a date before year 1
+        raise UsageError(f"{option}: {text!r} reaches before year 1; give a later time") from None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -67,12 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     out = os.path.abspath(args.output_dir)
-    log_dir, table, backups = (os.path.join(out, n) for n in ("kafka-logs", "audit", "backups"))
-    shutil.rmtree(table, ignore_errors=True)
+    log_dir, table, backups, journal = (os.path.join(out, n) for n in ("kafka-logs", "audit", "backups", "journal"))
+    for old in (table, backups, journal):  # an earlier demo's: its run ids are this one's (a re-used id is refused)
+        shutil.rmtree(old, ignore_errors=True)
     print(f"== a sample log dir in {log_dir}, with damaged index files:")
     for d in make_sample(log_dir):
         print(f"   {d}")
-    common = ["--log-dir", log_dir, "--audit-table", table]
+    common = ["--log-dir", log_dir, "--audit-table", table, "--audit-journal", journal]
     print("\n== kafka-index verify  (read-only)")
     verify_code = kafka_index(["verify", *common, "--run-id", "demo-verify"])
     print(f"   exit code {verify_code} (1 = findings)")

@@ -14,6 +14,10 @@ The file is removed once the table has the rows. :func:`rows_of` turns a journal
 rows when the run got that far; else its segment rows, an ``interrupted`` row for each intent without one
 (its files may or may not have been replaced: the backup dir holds the old ones), and an ``interrupted``
 run row. :func:`recover` merges them (the MERGE is idempotent, so merging twice changes nothing).
+
+A line that is not a journal record (garbage, a record missing its fields) is counted by :func:`load`,
+never a reason to drop the lines after it; a journal with such lines is merged as far as it can be read
+and never removed. Only a torn last line (no newline: the process died writing it) is what a kill leaves.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,9 +72,11 @@ class AuditJournal:
                     f.write(json.dumps(record, default=_encode) + "\n")
                 f.flush()
                 os.fsync(f.fileno())
-        except OSError:
+        except OSError as exc:
             if create:  # no half-made journal (a torn later line is ignored by read)
                 _remove(self.path)
+            if exc.filename is None:  # a failed write or fsync names no file: say which one
+                raise OSError(exc.errno, exc.strerror, self.path) from exc
             raise
 
     def before_commit(self, outcome: SegmentOutcome, decision: Decision) -> None:
@@ -109,16 +116,80 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
+#: the fields each kind of record needs (what :func:`rows_of` reads), and their types
+_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "run": {"run_id": str, "mode": str, "table": str, "started": str},
+    "intent": {"log_dir": str, "topic": str, "partition": int, "base_offset": int, "files": list},
+    "segment": {"row": dict},
+    "final": {"rows": list},
+}
+_ROW_FIELDS: dict[str, type | tuple[type, ...]] = {"log_dir": str, "topic": str, "partition": int, "base_offset": int}
+
+
+@dataclass
+class Journal:
+    """One journal file as read: its records, in order, and the numbers (from 1) of the lines that are not
+    journal records. A torn last line (the process died writing it) is in neither."""
+
+    path: str
+    records: list[dict[str, Any]]
+    unreadable: list[int]
+
+    @property
+    def header(self) -> dict[str, Any] | None:
+        """The first line's ``run`` record (run id, mode, start, table); None when that line is unreadable."""
+        if self.records and self.records[0].get("record") == "run" and 1 not in self.unreadable:
+            return self.records[0]
+        return None
+
+
+def _has(record: dict[str, Any], fields: dict[str, type | tuple[type, ...]]) -> bool:
+    return all(isinstance(record.get(name), kind) for name, kind in fields.items())
+
+
+def _record(line: bytes) -> dict[str, Any] | None:
+    """The journal record on one line, or None when it is not one (not JSON, an unknown kind, a field missing)."""
+    try:
+        parsed: object = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(parsed, dict):
+        return None
+    record: dict[str, Any] = parsed
+    kind = record.get("record")
+    if not isinstance(kind, str) or kind not in _FIELDS or not _has(record, _FIELDS[kind]):
+        return None
+    if kind == "run":
+        try:
+            datetime.fromisoformat(record["started"])
+        except ValueError:
+            return None
+    rows = [record["row"]] if kind == "segment" else record["rows"] if kind == "final" else []
+    if not all(isinstance(row, dict) and _has(row, _ROW_FIELDS) for row in rows):
+        return None
+    return record
+
+
+def load(path: str) -> Journal:
+    """Read a journal: every line that is a record, and the numbers of those that are not."""
+    with open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    torn = lines.pop()  # b"" when the file ends with a newline, else the line its writer never finished
+    records, unreadable = [], []
+    for number, line in enumerate(lines, 1):
+        record = _record(line)
+        if record is None:
+            unreadable.append(number)
+        else:
+            records.append(record)
+    if torn and (record := _record(torn)) is not None:  # whole but for its newline
+        records.append(record)
+    return Journal(path, records, unreadable)
+
+
 def read(path: str) -> list[dict[str, Any]]:
-    """The records of a journal; a torn last line (the process died writing it) is ignored."""
-    records = []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
-    return records
+    """The records of a journal (:func:`load`); a torn last line is ignored, so is any unreadable line."""
+    return load(path).records
 
 
 def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
@@ -175,30 +246,30 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
     return [*segments, run_row], False
 
 
-def pending(journal_dir: str, table: str) -> list[str]:
-    """The journals in ``journal_dir`` whose rows are for ``table`` (oldest first)."""
+def journal_paths(journal_dir: str) -> list[str]:
+    """The journals in ``journal_dir``, oldest first (one removed meanwhile is left out)."""
     try:
-        names = sorted(n for n in os.listdir(journal_dir) if n.endswith(SUFFIX))
+        names = [n for n in os.listdir(journal_dir) if n.endswith(SUFFIX)]
     except (FileNotFoundError, NotADirectoryError):
         return []
-    out = []
+    times = {}
     for name in names:
-        path = os.path.join(journal_dir, name)
-        records = read(path)
-        header = records[0] if records else None
-        if header is not None and header.get("table") == table:
-            out.append(path)
-    return sorted(out, key=os.path.getmtime)
+        with contextlib.suppress(FileNotFoundError):
+            times[os.path.join(journal_dir, name)] = os.path.getmtime(os.path.join(journal_dir, name))
+    return sorted(times, key=lambda path: (times[path], path))
 
 
-def recover(path: str, table: str) -> tuple[str, int, int | None, bool]:
-    """Merge one journal's rows into ``table`` and remove it. Returns (run id, rows, rows new, finished).
-    Raises whatever the table write raises (the journal is then kept)."""
-    records = read(path)
-    rows, finished = rows_of(records)
-    run_id = records[0]["run_id"] if records else os.path.basename(path)[: -len(SUFFIX)]
-    inserted = None
+def recover(journal: Journal, table: str) -> tuple[str, int, int | None, int, bool]:
+    """Merge one journal's readable rows into ``table`` and remove it, unless it has unreadable lines (then
+    it is kept for a person to mend). Returns (run id, rows, rows new, rows replaced, finished). Raises
+    whatever the table write raises (the journal is then kept)."""
+    rows, finished = rows_of(journal.records)
+    header = journal.header
+    run_id = header["run_id"] if header else os.path.basename(journal.path)[: -len(SUFFIX)]
+    inserted: int | None = 0
+    replaced = 0
     if rows:
-        _, inserted = audit.write(table, audit.to_table(rows))
-    _remove(path)
-    return run_id, len(rows), inserted, finished
+        _, inserted, replaced = audit.write(table, audit.to_table(rows))
+    if not journal.unreadable:
+        _remove(journal.path)
+    return run_id, len(rows), inserted, replaced, finished

@@ -35,14 +35,26 @@ for name, payload in json.loads(sys.argv[2]).items():
         checks[name] = f"invalid: {type(exc).__name__}"
 facts["param_checks"] = checks
 
+
 # Rendering: the scheduled DAG's verify call for a given run id, and the on-demand DAG's arguments.
+class TaskInstance:  # what the templates read of the context's task instance
+    try_number = 2
+
+
 scheduled = dagbag.dags["kafka_index_scheduled"]
 verify = scheduled.get_task("verify")
-context = {"run_id": "scheduled__2026-11-21T00:00:00+00:00"}
+context = {"run_id": "scheduled__2026-11-21T00:00:00+00:00", "ti": TaskInstance()}
 facts["rendered_verify"] = {
     "application": verify.render_template(verify.application, context),
     "args": verify.render_template(verify.application_args, context),
 }
+repair = scheduled.get_task("repair")
+facts["rendered_repair_args"] = repair.render_template(repair.application_args, context)
+run_job = on_demand.get_task("run_job")
+facts["on_demand_run_id"] = run_job.render_template(
+    run_job.job_run_id,
+    {"run_id": "manual__2026-11-23T16:34:09+00:00", "params": {"mode": "repair"}, "ti": TaskInstance()},
+)
 import kafka_index_common  # noqa: E402  (airflow_dags/ is on sys.path once the DagBag has loaded it)
 
 settings = kafka_index_common.load_settings()
@@ -69,7 +81,6 @@ facts["rendered_on_demand"] = {
         partitions=payload["partitions"] or None,
         dry_run=payload["dry_run"],
         truncate_corrupt_tail=payload["truncate_corrupt_tail"],
-        run_id="manual__x-" + payload["mode"],
     ),
 }
 print("FACTS " + json.dumps(facts))

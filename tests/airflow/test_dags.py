@@ -127,7 +127,7 @@ def test_rendered_spark_submit_arguments(facts):
         "--log-dir",
         "/data/b",
         "--run-id",
-        "scheduled__2026-11-21T00_00_00_00_00-verify",  # no ':' or '+' in the backup dir names it gives
+        "scheduled__2026-11-21T00_00_00_00_00-verify-try2",  # no ':' or '+' in the backup dir names it gives
         "--json",
         "/r/kafka_index_scheduled/scheduled__2026-11-21T00_00_00_00_00/verify.json",
         "--exit-zero-on-findings",
@@ -141,13 +141,19 @@ def test_rendered_spark_submit_arguments(facts):
         "orders",
         "--partitions",
         "1",
-        "--run-id",
-        "manual__x-repair",
         "--json",
         "/r/kafka_index_on_demand/manual__x/repair.json",
         "--dry-run",
         "--truncate-corrupt-tail",
     ]
+
+
+def test_each_try_of_a_job_has_its_own_run_id(facts):
+    """A writing run under a run id that an earlier run used is refused (its backups would not be kept), so a
+    retried task must not repeat its first try's id: the try number is part of it (rendered here for try 2)."""
+    repair = facts["rendered_repair_args"]
+    assert repair[repair.index("--run-id") + 1] == "scheduled__2026-11-21T00_00_00_00_00-repair-try2"
+    assert facts["on_demand_run_id"] == "manual__2026-11-23T16_34_09_00_00-repair-try2"
 
 
 def test_the_form_refuses_what_the_job_cannot_honour(facts):
@@ -253,7 +259,7 @@ def test_on_demand_dag_touches_only_the_chosen_topic(tmp_path):
     changed = {k for k in set(before) | set(after) if before.get(k) != after.get(k)}
     assert changed == {"orders-0/00000000000000000000.index", "orders-1/00000000000000000000.timeindex"}
     (run_dir,) = (tmp_path / "backups").iterdir()  # named by the job's run id, made safe from Airflow's
-    assert run_dir.name.startswith("manual__") and run_dir.name.endswith("-repair")
+    assert run_dir.name.startswith("manual__") and run_dir.name.endswith("-repair-try1")
     assert not set(run_dir.name) & set(":+ ") and sorted(p.name for p in run_dir.iterdir()) == [
         "orders-1"
     ]  # orders-0 had no .index to keep

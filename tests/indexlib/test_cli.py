@@ -127,6 +127,36 @@ def test_rebuild_backup_dir_keeps_the_previous_files(capsys, partition, tmp_path
     assert index_files(backup / run_id / "orders-0") == old  # <backup dir>/<run id>/<partition>, as kafka-index
 
 
+def test_a_rebuild_reusing_a_run_id_that_kept_backups_is_refused(capsys, partition, tmp_path):
+    """An existing backup is never overwritten, so a second in-place rebuild under one run id would replace
+    the files damaged since with no copy kept: refused up front (exit 2, one line naming the backup dir and
+    --run-id), nothing written, the first run's backups as they were. A new id runs."""
+    backups = tmp_path / "backups"
+    args = ("rebuild", partition, "--backup-dir", backups, "--run-id", "nightly-1")
+    run(capsys, "rebuild", partition, "--index-interval-bytes", 500)  # files a rebuild will replace
+    assert run(capsys, *args)[0] == 0
+    kept = {p.relative_to(backups): p.read_bytes() for p in backups.rglob("*") if p.is_file()}
+    assert len(kept) == 9  # the first run kept every file it replaced
+    (partition / "00000000000000000000.index").write_bytes(b"\x01" * 16)  # new damage
+    before = {p.name: p.read_bytes() for p in partition.iterdir()}
+    code, _, err = run(capsys, *args)
+    assert code == 2
+    assert_one_error_line(err, backups / "nightly-1", "'nightly-1'", "--run-id")
+    assert {p.name: p.read_bytes() for p in partition.iterdir()} == before
+    assert {p.relative_to(backups): p.read_bytes() for p in backups.rglob("*") if p.is_file()} == kept
+    assert run(capsys, "rebuild", partition, "--backup-dir", backups, "--run-id", "nightly-2")[0] == 0
+    assert (backups / "nightly-2" / "orders-0" / "00000000000000000000.index").read_bytes() == b"\x01" * 16
+
+
+def test_a_run_id_whose_backup_dir_holds_no_file_is_not_refused(capsys, partition, tmp_path):
+    """Empty directories (a staging that failed leaves them) are no evidence; a malformed id is refused."""
+    (tmp_path / "backups" / "r1" / "orders-0").mkdir(parents=True)
+    assert run(capsys, "rebuild", partition, "--backup-dir", tmp_path / "backups", "--run-id", "r1")[0] == 0
+    code, _, err = run(capsys, "rebuild", partition, "--run-id", "../up")
+    assert code == 2
+    assert_one_error_line(err, "run id '../up'")
+
+
 def test_rebuild_reports_a_corrupt_tail_and_leaves_the_log(capsys, partition):
     log = partition / "00000000000000000000.log"
     data = bytearray(log.read_bytes())

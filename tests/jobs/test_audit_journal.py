@@ -195,7 +195,9 @@ def test_a_journal_that_cannot_be_written_stops_the_run_before_any_rename(spark,
     )  # fmt: skip
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("kafka-index")]
     assert code == 1 and len(err) == 1, err
-    assert "No space left" in err[0] and "stopped before replacing" in err[0]
+    assert (
+        f"{small_fs / 'journal' / 'nojournal.jsonl'}: No space left" in err[0] and "stopped before replacing" in err[0]
+    )
     assert sha256s(logs) == before
     assert not list((small_fs / "journal").glob("*.jsonl"))
 
@@ -269,3 +271,253 @@ def test_the_jvm_killed_in_the_commit_leaves_the_run_whole_and_audited(tmp_path)
     }
     assert changed and changed <= written
     assert not path.exists()
+
+
+# ------------------------------------------------------------------------------------ re-used run ids
+def _row(base_offset: int, started: str, status: str, action: str, files: list[str]) -> dict:
+    from datetime import datetime
+
+    return {"run_id": "r", "run_mode": "repair", "record_type": "segment", "date": "2026-11-23",
+            "run_started": datetime.fromisoformat(started), "log_dir": "/l", "topic": "a", "partition": 0,
+            "base_offset": base_offset, "status": status, "action": action, "files_written": files}  # fmt: skip
+
+
+def test_the_merge_replaces_only_stale_rows_and_never_loses_a_recorded_write(tmp_path):
+    """A real Delta table: which rows of a first attempt give way to a second attempt's rows of the same key
+    (jobs.audit.REPLACE_WHEN), and that merging the second attempt again changes nothing."""
+    from jobs import audit
+
+    first, second = "2026-11-23T10:00:00+00:00", "2026-11-23T11:00:00+00:00"
+    table = str(tmp_path / "audit")
+    earlier = {  # base offset: (status, action, files) of the first attempt
+        0: ("interrupted", "interrupted", ["/l/a-0/0.index"]),  # stale: gives way to a write
+        1: ("interrupted", "interrupted", ["/l/a-0/1.index"]),  # ... but not to a row recording no file
+        2: ("failed", "failed", []),  # stale: its staging failed
+        3: ("failed", "cannot_rebuild", []),  # the segment's state, not the attempt's
+        4: ("findings", "none", []),  # a verify's or dry run's row: gives way to a write only
+        5: ("findings", "none", []),
+        6: ("repaired", "repaired", ["/l/a-0/6.index"]),  # a recorded write: never replaced
+    }
+    later = {
+        0: ("repaired", "repaired", ["/l/a-0/0.index"]),
+        1: ("ok", "none", []),
+        2: ("ok", "none", []),
+        3: ("failed", "cannot_rebuild", []),
+        4: ("repaired", "repaired", ["/l/a-0/4.index"]),
+        5: ("findings", "none", []),
+        6: ("repaired", "repaired", ["/l/a-0/6.index"]),
+        7: ("ok", "none", []),
+    }
+    audit.write(table, audit.to_table([_row(b, first, *v) for b, v in earlier.items()]))
+    second_rows = audit.to_table([_row(b, second, *v) for b, v in later.items()])
+    assert audit.write(table, second_rows)[1:] == (1, 3)  # 7 is new; 0, 2 and 4 replaced
+    stored = {r["base_offset"]: r for r in audit.read(table).to_pylist()}
+    assert len(stored) == 8
+    replaced = {b for b, r in stored.items() if r["run_started"].isoformat() == second}
+    assert replaced == {0, 2, 4, 7}
+    assert stored[1]["status"] == "interrupted" and stored[6]["files_written"] == ["/l/a-0/6.index"]
+    assert audit.write(table, second_rows)[1:] == (0, 0)  # a replay: nothing new, nothing replaced
+    assert audit.write(table, audit.to_table([_row(b, first, *v) for b, v in earlier.items()]))[1:] == (0, 0)
+    assert {r["base_offset"]: r for r in audit.read(table).to_pylist()} == stored
+
+
+def _error_lines(capsys) -> list[str]:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err, err
+    return [line for line in err.splitlines() if line.startswith("kafka-index: error")]
+
+
+def _by_key(rows: list[dict]) -> list[dict]:
+    return sorted(rows, key=lambda r: (r["run_id"], r["record_type"], r["topic"], r["partition"], r["base_offset"]))
+
+
+def test_a_repair_reusing_a_run_id_that_replaced_files_is_refused(spark, tmp_path, capsys):
+    """Issue 21: a repair run again under its run id after new damage replaced files with no backup (an
+    existing backup is never overwritten) and no audit row. It is refused before any work: exit 2, one line
+    naming the evidence (the run's backup dir; with another --backup-dir its audit rows; with no table its
+    journal) and asking for a new --run-id; no file changes, the first run's backups stay as they were. A new
+    id repairs the new damage and keeps the damaged file."""
+    from indexlib.partition import rebuild_partition
+
+    logs = damaged_log_dir(tmp_path, partitions=2)
+    for part in logs.iterdir():  # Kafka's files, then torn .timeindex files: the repair backs them up
+        rebuild_partition(part)
+        for times in part.glob("*.timeindex"):
+            os.truncate(times, times.stat().st_size - 5)
+    table, journal_dir, backups = tmp_path / "audit", tmp_path / "journal", tmp_path / "backups"
+    same = ("--audit-journal", journal_dir, "--no-progress", "--run-id", "fix-1")
+    assert run_cli("repair", "--log-dir", logs, "--audit-table", table, "--backup-dir", backups, *same) == 0
+    index = logs / "orders-0" / "00000000000000000000.index"
+    kept, rows = sha256s(backups), _by_key(table_rows(table))
+    assert kept and {r["status"] for r in rows if r["record_type"] == "segment"} == {"repaired"}
+    index.write_bytes(b"\x07" * 24)  # new damage since
+    before = sha256s(logs)
+    capsys.readouterr()
+    for argv, evidence in (
+        (("--audit-table", table, "--backup-dir", backups), f"{backups / 'fix-1'}: run id 'fix-1'"),
+        (("--audit-table", table, "--backup-dir", tmp_path / "other"), f"audit table {table}: run id 'fix-1'"),
+    ):
+        assert run_cli("repair", "--log-dir", logs, *argv, *same) == 2
+        err = _error_lines(capsys)
+        assert len(err) == 1 and evidence in err[0] and "new --run-id" in err[0], err
+        assert sha256s(logs) == before and sha256s(backups) == kept and _by_key(table_rows(table)) == rows
+    assert "4 segment rows, e.g. orders-0 base offset 0" in err[0]
+    (journal_dir / "fix-1.jsonl").write_text(  # rows of a run under that id still wait in the journal
+        json.dumps({"record": "run", "run_id": "fix-1", "mode": "repair", "table": str(table),
+                    "started": "2026-11-23T10:00:00+00:00"}) + "\n"
+    )  # fmt: skip
+    assert run_cli("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", tmp_path / "other", *same) == 2
+    err = _error_lines(capsys)
+    assert len(err) == 1 and f"{journal_dir / 'fix-1.jsonl'}: run id 'fix-1'" in err[0], err
+    assert sha256s(logs) == before and not (tmp_path / "other").exists()
+    assert run_cli("repair", "--log-dir", logs, "--audit-table", table, "--backup-dir", backups,
+                   "--audit-journal", journal_dir, "--no-progress", "--run-id", "fix-2") == 0  # fmt: skip
+    assert (backups / "fix-2" / "orders-0" / index.name).read_bytes() == b"\x07" * 24
+    assert sha256s(backups / "fix-1") == {k[len("fix-1/") :]: v for k, v in kept.items()}
+
+
+def test_a_re_run_after_a_failed_attempt_runs_and_its_rows_replace_the_failed_ones(spark, tmp_path, small_fs, capsys):
+    """The first attempt meets a full log dir (a real 64 KiB-then-16 MiB tmpfs, filled): every segment fails
+    to stage, nothing is replaced or backed up, its rows say ``failed``. Given room, the same command under
+    the same run id runs (no evidence of a write), and its rows replace the failed ones: one row per key."""
+    import shutil
+
+    built = damaged_log_dir(tmp_path, partitions=2)
+    remount(small_fs, "16m")
+    logs = small_fs / "logs"
+    shutil.copytree(built, logs)
+    fill(small_fs / "filler")
+    table, backups = tmp_path / "audit", tmp_path / "backups"
+    args = ("repair", "--log-dir", logs, "--audit-table", table, "--audit-journal", tmp_path / "journal",
+            "--backup-dir", backups, "--run-id", "retry-1", "--no-progress")  # fmt: skip
+    assert run_cli(*args) == 1
+    first = table_rows(table)
+    assert sorted((r["record_type"], r["status"]) for r in first) == [("run", "failed")] + [("segment", "failed")] * 4
+    assert not [p for p in backups.rglob("*") if p.is_file()]
+    (small_fs / "filler").unlink()
+    capsys.readouterr()
+    assert run_cli(*args) == 0
+    assert "audit: 0 of 5 rows new, 5 replacing stale rows of an earlier attempt" in capsys.readouterr().out
+    rows = table_rows(table)
+    assert sorted((r["record_type"], r["status"]) for r in rows) == [("run", "ok")] + [("segment", "repaired")] * 4
+    assert min(r["run_started"] for r in rows) > max(r["run_started"] for r in first)
+    assert len(list(logs.rglob("*.index"))) == 4
+
+
+def test_a_re_run_after_an_interrupted_rebuild_replaces_its_rows_and_a_replay_changes_nothing(spark, tmp_path, capsys):
+    """An in-place rebuild keeps no backup unless asked: killed in its commit it leaves only its journal,
+    merged by ``audit --recover`` as ``interrupted`` rows (files that may have been replaced). They are no
+    evidence of a write, so the same rebuild under the same id runs; its rows replace the interrupted ones.
+    Merging the old journal again, or a verify under that id, then changes no row."""
+    logs = damaged_log_dir(tmp_path, partitions=1)
+    table, journal_dir = tmp_path / "audit", tmp_path / "journal"
+    journal_dir.mkdir()
+    header = {"record": "run", "run_id": "rb-1", "mode": "rebuild", "table": str(table),
+              "started": "2026-11-23T10:00:00+00:00"}  # fmt: skip
+    intent = {"record": "intent", "log_dir": str(logs), "topic": "orders", "partition": 0, "base_offset": 0,
+              "files": [str(logs / "orders-0" / "00000000000000000000.index")]}  # fmt: skip
+    killed = json.dumps(header) + "\n" + json.dumps(intent) + "\n"
+    (journal_dir / "rb-1.jsonl").write_text(killed)
+    common = ("--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir, "--no-progress")
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir) == 0
+    assert sorted((r["record_type"], r["status"]) for r in table_rows(table)) == [
+        ("run", "interrupted"),
+        ("segment", "interrupted"),
+    ]
+    capsys.readouterr()
+    assert run_cli("rebuild", *common, "--run-id", "rb-1") == 0
+    assert "audit: 1 of 3 rows new, 2 replacing stale rows of an earlier attempt" in capsys.readouterr().out
+    rows = _by_key(table_rows(table))
+    assert [(r["record_type"], r["status"]) for r in rows] == [
+        ("run", "ok"),
+        ("segment", "rebuilt"),
+        ("segment", "rebuilt"),
+    ]
+    (journal_dir / "rb-1.jsonl").write_text(killed)  # the same journal once more
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir) == 0
+    assert "merged 0 of 2 rows of interrupted run rb-1" in capsys.readouterr().err
+    assert run_cli("verify", *common, "--run-id", "rb-1") == 0
+    assert "audit: 0 of 3 rows new in" in capsys.readouterr().out
+    assert _by_key(table_rows(table)) == rows
+
+
+# ------------------------------------------------------------------------------------ damaged journals
+def _journal(path, table, intents: int, garbage_at: int | None = None) -> None:
+    """A killed repair's journal: the header and ``intents`` intents; garbage as line ``garbage_at``."""
+    lines = [json.dumps({"record": "run", "run_id": path.stem, "mode": "repair", "table": str(table),
+                         "started": "2026-11-23T10:00:00+00:00"})]  # fmt: skip
+    for p in range(intents):
+        lines.append(json.dumps({"record": "intent", "log_dir": "/l", "topic": "a", "partition": p,
+                                 "base_offset": 0, "files": [f"/l/a-{p}/x.index"]}))  # fmt: skip
+    if garbage_at is not None:
+        lines.insert(garbage_at - 1, '{"record": "intent", "log_dir": "/l", "topic": "a", "partit')
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_recover_merges_a_damaged_journal_as_far_as_it_reads_and_keeps_it(tmp_path, capsys):
+    """One garbage line in the middle used to end the reading there: "merged 2 of 2 rows", the later rows
+    dropped, the journal deleted, exit 0. Now every readable row is merged, one line names the file and the
+    unreadable line, the file is kept, exit 4; merging it again adds nothing."""
+    table, path = tmp_path / "audit", tmp_path / "journal" / "k1.jsonl"
+    _journal(path, table, intents=4, garbage_at=3)
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == 4
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("audit: merged 5 of 5 rows of interrupted run k1") and len(err) == 2, err
+    assert err[1].startswith(f"kafka-index: error: audit journal {path}: line 3 unreadable"), err
+    stored = table_rows(table)
+    assert sorted(r["partition"] for r in stored) == [-1, 0, 1, 2, 3]  # the 4 intents (and the run row)
+    assert path.exists()
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == 4
+    assert "merged 0 of 5 rows" in capsys.readouterr().err and len(table_rows(table)) == 5
+
+
+def test_recover_reports_a_journal_whose_first_line_is_unreadable(tmp_path, capsys):
+    """The first line names the run and its table: without it nothing can be merged. It used to be skipped
+    without a word, forever; now one line names the file, exit 4, the file kept, no table written."""
+    table, path = tmp_path / "audit", tmp_path / "journal" / "k2.jsonl"
+    _journal(path, table, intents=2, garbage_at=1)
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == 4
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"kafka-index: error: audit journal {path}: its first line"), err
+    assert "(unreadable: line 1)" in err[0]
+    assert path.exists() and not table.exists()
+
+
+def test_recover_names_a_journal_it_cannot_read_and_merges_the_others(tmp_path, capsys):
+    table, journal_dir = tmp_path / "audit", tmp_path / "journal"
+    _journal(journal_dir / "k5.jsonl", table, intents=1)
+    (journal_dir / "odd.jsonl").mkdir()  # not a file: cannot be read
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir) == 4
+    err = capsys.readouterr().err
+    assert f"kafka-index: error: audit journal {journal_dir / 'odd.jsonl'}: cannot read it: Is a directory" in err
+    assert "merged 2 of 2 rows of interrupted run k5" in err and not (journal_dir / "k5.jsonl").exists()
+
+
+def test_recover_into_another_table_than_the_journals_refuses(tmp_path, capsys):
+    """Rows are never merged into a table they were not written for: one line names the journal's table and
+    how to recover into it, exit 3 (rows still waiting), the journal kept; into its own table it merges."""
+    table, other, path = tmp_path / "audit", tmp_path / "other", tmp_path / "journal" / "k3.jsonl"
+    _journal(path, table, intents=1)
+    assert run_cli("audit", "--recover", "--audit-table", other, "--audit-journal", path.parent) == EXIT_AUDIT_FAILED
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"audit journal {path}: its rows are for audit table {table}, not {other}" in err[0]
+    assert f"--audit-table {table}" in err[0]
+    assert path.exists() and not other.exists() and not table.exists()
+    assert run_cli("audit", "--recover", "--audit-table", table, "--audit-journal", path.parent) == 0
+    assert not path.exists() and len(table_rows(table)) == 2
+
+
+def test_a_run_merges_a_damaged_journal_it_finds_keeps_it_and_goes_on(spark, tmp_path, capsys):
+    """At a run's start waiting journals are merged: a damaged one gets its readable rows merged and a
+    warning naming the file and line, is kept, and the run goes on to its own result and rows."""
+    logs = damaged_log_dir(tmp_path, partitions=1, segments=1)
+    table, path = tmp_path / "audit", tmp_path / "journal" / "k4.jsonl"
+    _journal(path, table, intents=3, garbage_at=2)
+    code = run_cli("verify", "--log-dir", logs, "--audit-table", table, "--audit-journal", path.parent, "--no-progress")
+    assert code == 1  # the verify's own result: an .index is missing
+    err = capsys.readouterr().err
+    assert f"kafka-index: warning: audit journal {path}: line 2 unreadable" in err and "Traceback" not in err
+    assert path.exists()
+    assert sorted(r["run_id"] for r in table_rows(table) if r["record_type"] == "run")[0] == "k4"
+    assert len([r for r in table_rows(table) if r["run_id"] == "k4"]) == 4

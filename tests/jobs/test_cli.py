@@ -145,6 +145,11 @@ def test_audit_time_forms_and_where_they_apply(capsys, tmp_path):
     # --since with --latest used to be ignored silently
     assert main(["audit", "--audit-table", str(tmp_path / "t"), "--latest", "--since", "7d"]) == 2
     assert "--since/--until choose the window of --repaired and --failing" in one_error_line(capsys)
+    # a time before year 1 used to be blamed on the table ("audit table t: Python int too large ...")
+    for option, value in (("--since", "99999999999d"), ("--since", "999999d"), ("--until", "0001-01-03")):
+        assert main(["audit", "--audit-table", str(tmp_path / "t"), "--repaired", option, value]) == 2
+        line = one_error_line(capsys)
+        assert line.startswith(f"kafka-index: error: {option}: {value!r}") and "audit table" not in line, line
 
 
 def test_both_command_lines_say_their_version(capsys):
