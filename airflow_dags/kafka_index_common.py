@@ -1,15 +1,29 @@
-"""Shared by the kafka-index DAGs: their settings and the ``spark-submit`` arguments of the jobs.
+"""Shared by the kafka-index DAGs: their settings, the ``spark-submit`` arguments of the jobs, and the operator
+that submits them.
 
 No index logic lives here: the DAGs only submit ``jobs/<mode>.py`` and read the JSON report it writes.
-Settings: ``conf/airflow.yaml``, overridden key by key by the Airflow Variable ``kafka_index_rebuild``.
+Settings: ``conf/airflow.yaml``, overridden key by key by the Airflow Variable ``kafka_index_rebuild`` (JSON),
+read at two moments:
+
+- ``PARSE_TIME`` keys shape the DAG and its operators (the schedule, the connection, the job files, what
+  spark-submit ships): read when the DAG file is parsed. Where the Variable cannot be read then (``airflow dags
+  test`` parses without the Variables of the metadata DB; a plain import), conf/airflow.yaml alone counts.
+- ``RUN_TIME`` keys are each run's (log dirs, reports, audit, backups, the jobs' extra arguments, Spark conf and
+  Python): read by the run's ``build_arguments`` task, where the Variable is always readable, and passed to the
+  jobs through XCom.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowFailException
 
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 SETTINGS_FILE = PROJECT_DIR / "conf" / "airflow.yaml"
@@ -29,37 +43,75 @@ DEFAULTS: dict[str, Any] = {
     "audit_table": None,
     "backup_dir": None,
 }
+# each run's settings, read by its build_arguments task; the others shape the DAG, read when it is parsed
+RUN_TIME = (
+    "log_dirs",
+    "repair_enabled",
+    "report_dir",
+    "audit_table",
+    "backup_dir",
+    "extra_args",
+    "conf",
+    "driver_python",
+)
+PARSE_TIME = tuple(k for k in DEFAULTS if k not in RUN_TIME)  # schedule, spark_conn_id, project_dir, py_files, archives
 MODES = ("verify", "rebuild", "repair")
 
 
-def load_settings(variable_json: str | None = None) -> dict[str, Any]:
-    """``DEFAULTS`` < ``conf/airflow.yaml`` < the Airflow Variable (JSON). Unknown keys are an error."""
+def load_settings(variable_json: str | None) -> dict[str, Any]:
+    """``DEFAULTS`` < ``conf/airflow.yaml`` < the Variable's JSON (None: no Variable). Unknown keys are an error."""
     settings = dict(DEFAULTS)
     if SETTINGS_FILE.exists():
         import yaml
 
         settings.update(yaml.safe_load(SETTINGS_FILE.read_text()) or {})
-    if variable_json is None:
-        variable_json = _variable()
     if variable_json:
-        settings.update(json.loads(variable_json))
+        try:
+            value = json.loads(variable_json)
+        except ValueError as exc:
+            raise ValueError(f"Airflow Variable {VARIABLE}: not JSON: {exc}") from None
+        if not isinstance(value, dict):
+            raise ValueError(f"Airflow Variable {VARIABLE}: a JSON object is needed, got {variable_json!r}")
+        settings.update(value)
     unknown = set(settings) - set(DEFAULTS)
     if unknown:
-        raise ValueError(f"kafka-index DAG settings: unknown keys {sorted(unknown)}")
+        raise ValueError(
+            f"kafka-index DAG settings ({SETTINGS_FILE}, Variable {VARIABLE}): unknown keys {sorted(unknown)}"
+        )
     if isinstance(settings["log_dirs"], str):
         settings["log_dirs"] = [d for d in settings["log_dirs"].split(",") if d]
     settings["project_dir"] = settings["project_dir"] or str(PROJECT_DIR)
     return settings
 
 
-def _variable() -> str | None:
+def parse_time_settings() -> dict[str, Any]:
+    """The settings while the DAG file is parsed: only their ``PARSE_TIME`` keys shape the DAG (and the on-demand
+    form's default log dirs); a run reads the others again (:func:`run_settings`)."""
     try:
         from airflow.sdk import Variable
 
-        value: str | None = Variable.get(VARIABLE, default=None)
-        return value
-    except Exception:  # no Airflow metadata available while parsing (e.g. a plain import in tests)
-        return None
+        variable: str | None = Variable.get(VARIABLE, default=None)
+    except Exception:  # Variables are not readable while parsing here (a plain import, `airflow dags test`)
+        variable = None
+    return load_settings(variable)
+
+
+def run_settings(parsed: dict[str, Any]) -> dict[str, Any]:
+    """The settings of a run, read inside its task: the ``RUN_TIME`` keys from conf/airflow.yaml and the Variable
+    as they are now; the others keep the values of ``parsed``, which the DAG and its operators were built with."""
+    from airflow.sdk import Variable
+
+    now = load_settings(Variable.get(VARIABLE, default=None))
+    return {**parsed, **{k: now[k] for k in RUN_TIME}}
+
+
+def require_log_dirs(settings: dict[str, Any]) -> list[str]:
+    """The run's log dirs; none is a failure (not retried) saying where to set them."""
+    if not settings["log_dirs"]:
+        raise AirflowFailException(
+            f"no Kafka log dirs to work on: set log_dirs in {SETTINGS_FILE} or in the Airflow Variable {VARIABLE} (JSON)"
+        )
+    return [str(d) for d in settings["log_dirs"]]
 
 
 def application(settings: dict[str, Any], mode: str) -> str:
@@ -78,10 +130,11 @@ def job_arguments(
     partitions: str | None = None,
     dry_run: bool = False,
     truncate_corrupt_tail: bool = False,
-    run_id: str | None = None,
     exit_zero_on_findings: bool = False,
 ) -> list[str]:
-    """The ``jobs/<mode>.py`` arguments (same spelling as ``kafka-index``)."""
+    """The ``jobs/<mode>.py`` arguments (same spelling as ``kafka-index``), but ``--run-id``: each try has its
+    own, added by :class:`JobSubmitOperator`. A dry run exits 0 on findings (they are its answer); a run that
+    could not do its work (a segment not staged or written, bad usage) still fails."""
     if not log_dirs:
         raise ValueError("at least one log dir is needed")
     if truncate_corrupt_tail and mode != "repair":  # a combination the job cannot honour: refuse, never drop it
@@ -97,36 +150,62 @@ def job_arguments(
         args += ["--audit-table", settings["audit_table"]]
     if settings.get("backup_dir") and mode != "verify":
         args += ["--backup-dir", settings["backup_dir"]]
-    if run_id:
-        args += ["--run-id", run_id]
     args += ["--json", report]  # progress: a line every 10 s in the task log
     if mode != "verify" and dry_run:  # verify never writes; a dry rebuild or repair writes nothing either
         args.append("--dry-run")
     if mode == "repair" and truncate_corrupt_tail:
         args.append("--truncate-corrupt-tail")
-    if exit_zero_on_findings:
+    if exit_zero_on_findings or (mode != "verify" and dry_run):
         args.append("--exit-zero-on-findings")
     return args + [str(a) for a in settings.get("extra_args") or []]
 
 
 def submit_options(settings: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of ``SparkSubmitOperator`` shared by every job."""
-    options = {"conn_id": settings["spark_conn_id"], "verbose": False, "env_vars": {"PYTHONUNBUFFERED": "1"}}
-    # the driver's JVM logs errors only, as a local run does (spark-submit's default is INFO)
-    log4j = os.path.join(settings["project_dir"], "conf", "log4j2.properties")
-    conf: dict[str, str] = {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j}"}
+    """Keyword arguments of ``SparkSubmitOperator`` shared by every job, from ``PARSE_TIME`` settings; its
+    ``conf`` is each run's (:func:`spark_conf`)."""
+    options: dict[str, Any] = {
+        "conn_id": settings["spark_conn_id"],
+        "verbose": False,
+        "env_vars": {"PYTHONUNBUFFERED": "1"},
+    }
     if settings.get("py_files"):
         options["py_files"] = settings["py_files"]
     if settings.get("archives"):
-        # executors run Python from the archive; the driver (client mode) runs the project's own venv
         options["archives"] = settings["archives"]
-        conf["spark.pyspark.python"] = "./env/bin/python"
-        conf["spark.pyspark.driver.python"] = settings.get("driver_python") or os.path.join(
-            settings["project_dir"], ".venv", "bin", "python"
-        )
-    conf.update({str(k): str(v) for k, v in (settings.get("conf") or {}).items()})
-    options["conf"] = conf
     return options
+
+
+def spark_conf(settings: dict[str, Any]) -> dict[str, str]:
+    """The jobs' ``spark-submit --conf``: the driver runs ``driver_python`` (default: the project's venv), never
+    the ``python3`` first on the worker's PATH (Airflow's own, without the project); the executors too, unless
+    ``archives`` brings theirs (``./env/bin/python``). The ``conf`` setting wins over both."""
+    # the driver's JVM logs errors only, as a local run does (spark-submit's default is INFO)
+    log4j = os.path.join(settings["project_dir"], "conf", "log4j2.properties")
+    python = settings.get("driver_python") or os.path.join(settings["project_dir"], ".venv", "bin", "python")
+    conf: dict[str, str] = {
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j}",
+        "spark.pyspark.driver.python": python,
+        # local mode, or a cluster with the project's venv at the same path on every node
+        "spark.pyspark.python": "./env/bin/python" if settings.get("archives") else python,
+    }
+    conf.update({str(k): str(v) for k, v in (settings.get("conf") or {}).items()})
+    return conf
+
+
+class JobSubmitOperator(SparkSubmitOperator):
+    """``spark-submit`` of a job whose arguments and conf come from an upstream task (XCom), with ``--run-id``
+    rendered at each try from ``job_run_id`` (templated, ``<run id>-<mode>-try<N>``): the job refuses a
+    writing run under an id that an earlier run may have replaced files under, so a retry needs its own."""
+
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job_run_id")
+
+    def __init__(self, *, job_run_id: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.job_run_id = job_run_id
+
+    def execute(self, context: Context) -> None:
+        self.application_args = [*(self.application_args or []), "--run-id", self.job_run_id]
+        super().execute(context)
 
 
 def safe_name(run_id: str) -> str:

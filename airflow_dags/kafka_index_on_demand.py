@@ -1,57 +1,45 @@
 """On-demand kafka-index DAG: verify, rebuild or repair chosen topics/partitions from the trigger form.
 
-The Params schema validates the form; a small task turns it into the ``spark-submit`` call of
-``jobs/<mode>.py`` (no index logic here). The job's exit code is the task's outcome: findings left or
-failures fail the run; its JSON report is kept under the report dir. Each try of the job has its own run
-id (``<Airflow run id>-<mode>-try<N>``): the job refuses a writing run under an id an earlier run used.
+The Params schema validates the form; a small task, ``build_arguments``, reads the run's settings (see
+kafka_index_common: what is read while parsing, what by this task) and turns the form into the
+``spark-submit`` call of ``jobs/<mode>.py`` (no index logic here). The job's exit code is the task's
+outcome: a verify, rebuild or repair that leaves findings, or that could not do its work, fails the run; a
+dry run's findings are its answer (it fails only when it could not do its work). The JSON report is kept
+under the report dir. Each try of the job has its own run id (``<Airflow run id>-<mode>-try<N>``): the job
+refuses a writing run under an id an earlier run used.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
 from typing import Any
 
 import pendulum
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Context, Param, get_current_context, task
+from airflow.sdk import DAG, Param, get_current_context, task
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared module beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kafka_index_common import (  # noqa: E402
     MODES,
+    JobSubmitOperator,
     application,
     job_arguments,
-    load_settings,
+    parse_time_settings,
     report_path,
+    run_settings,
     safe_name,
+    spark_conf,
     submit_options,
 )
 
-
-class JobSubmitOperator(SparkSubmitOperator):
-    """``spark-submit`` of a job with ``--run-id`` rendered at each try from ``job_run_id`` (templated): the
-    job's other arguments come from an upstream task, whose result is not rendered."""
-
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job_run_id")
-
-    def __init__(self, *, job_run_id: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.job_run_id = job_run_id
-
-    def execute(self, context: Context) -> None:
-        self.application_args = [*(self.application_args or []), "--run-id", self.job_run_id]
-        super().execute(context)
-
-
 DAG_ID = "kafka_index_on_demand"
-SETTINGS = load_settings()
+SETTINGS = parse_time_settings()
 PARTITIONS_PATTERN = r"^$|^\d+(-\d+)?(,\d+(-\d+)?)*$"
 
 PARAMS = {
     "log_dirs": Param(
-        SETTINGS["log_dirs"] or ["/var/lib/kafka/data"],
+        SETTINGS["log_dirs"] or ["/var/lib/kafka/data"],  # the settings' while parsing: a default only
         type="array",
         minItems=1,
         items={"type": "string", "minLength": 1},
@@ -96,15 +84,18 @@ with DAG(
 
     @task(task_id="build_arguments", multiple_outputs=True)
     def build_arguments() -> dict[str, Any]:
-        """The job file and its arguments for this run's (already validated) Params."""
+        """The job file, its arguments (``--run-id``: per try, by the operator) and Spark conf for this run's
+        (already validated) Params and its settings, read now (a task can read the Variable; the parse may not
+        have); creates the run's report dir (the job writes its --json there and never creates directories)."""
         context = get_current_context()
         p = context["params"]
-        report = report_path(SETTINGS, DAG_ID, context["run_id"], p["mode"])
-        os.makedirs(os.path.dirname(report), exist_ok=True)  # the job writes --json there, never creates dirs
+        settings = run_settings(SETTINGS)
+        report = report_path(settings, DAG_ID, context["run_id"], p["mode"])
+        os.makedirs(os.path.dirname(report), exist_ok=True)
         return {
-            "application": application(SETTINGS, p["mode"]),
+            "application": application(settings, p["mode"]),
             "args": job_arguments(
-                SETTINGS,
+                settings,
                 mode=p["mode"],
                 log_dirs=list(p["log_dirs"]),
                 report=report,
@@ -112,7 +103,8 @@ with DAG(
                 partitions=p["partitions"] or None,
                 dry_run=p["dry_run"],
                 truncate_corrupt_tail=p["truncate_corrupt_tail"],
-            ),  # --run-id: run_job adds it, per try
+            ),
+            "conf": spark_conf(settings),
         }
 
     arguments = build_arguments()
@@ -121,6 +113,7 @@ with DAG(
         name="kafka-index-on-demand",
         application=arguments["application"],
         application_args=arguments["args"],
+        conf=arguments["conf"],
         job_run_id="{{ run_id | safe_name }}-{{ params.mode }}-try{{ ti.try_number }}",
         **submit_options(SETTINGS),
     )

@@ -1,34 +1,40 @@
 """Scheduled kafka-index DAG: a daily ``verify`` of the configured log dirs, then ``repair`` only when the
 verify report has findings and repair is enabled (a branch on the report, not a blind second job).
 
-Settings: ``conf/airflow.yaml`` or the Airflow Variable ``kafka_index_rebuild`` (see kafka_index_common).
+Settings: ``conf/airflow.yaml`` or the Airflow Variable ``kafka_index_rebuild`` (see kafka_index_common). The
+schedule and what shapes the operators are read when this file is parsed; the log dirs and the rest of a run's
+settings by its first task, ``build_arguments`` (no log dirs: it fails, and no job runs).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 import pendulum
-from airflow.exceptions import AirflowFailException
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, get_current_context, task
+from airflow.sdk.exceptions import AirflowFailException
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared module beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kafka_index_common import (  # noqa: E402
+    JobSubmitOperator,
     application,
     findings_in,
     job_arguments,
-    load_settings,
+    parse_time_settings,
+    report_path,
+    require_log_dirs,
+    run_settings,
     safe_name,
+    spark_conf,
     submit_options,
 )
 
 DAG_ID = "kafka_index_scheduled"
-SETTINGS = load_settings()
-REPORTS = SETTINGS["report_dir"] + "/" + DAG_ID + "/{{ run_id | safe_name }}"
+SETTINGS = parse_time_settings()
 
 with DAG(
     dag_id=DAG_ID,
@@ -42,23 +48,35 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
 
-    @task(task_id="prepare_reports")
-    def prepare_reports(report_dir: str) -> None:
-        """The run's report dir (the jobs write their --json there and never create directories)."""
-        os.makedirs(report_dir, exist_ok=True)
+    @task(task_id="build_arguments", multiple_outputs=True)
+    def build_arguments() -> dict[str, Any]:
+        """The run's settings, read now (a task can read the Variable; the parse may not have): both jobs'
+        arguments (``--run-id``: per try, by the operator) and Spark conf; creates the run's report dir (the
+        jobs write their --json there and never create directories)."""
+        run_id = get_current_context()["run_id"]
+        settings = run_settings(SETTINGS)
+        log_dirs = require_log_dirs(settings)
+        reports = {mode: report_path(settings, DAG_ID, run_id, mode) for mode in ("verify", "repair")}
+        os.makedirs(os.path.dirname(reports["verify"]), exist_ok=True)
+        return {
+            # findings are the branch's to judge from the report, not a failure of the job
+            "verify": job_arguments(
+                settings, mode="verify", log_dirs=log_dirs, report=reports["verify"], exit_zero_on_findings=True
+            ),
+            "repair": job_arguments(settings, mode="repair", log_dirs=log_dirs, report=reports["repair"]),
+            "conf": spark_conf(settings),
+            "verify_report": reports["verify"],
+            "repair_enabled": bool(settings["repair_enabled"]),
+        }
 
-    verify = SparkSubmitOperator(
+    arguments = build_arguments()
+    verify = JobSubmitOperator(
         task_id="verify",
         name="kafka-index-verify",
         application=application(SETTINGS, "verify"),
-        application_args=job_arguments(
-            SETTINGS,
-            mode="verify",
-            log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
-            report=REPORTS + "/verify.json",
-            run_id="{{ run_id | safe_name }}-verify-try{{ ti.try_number }}",  # a retry is a new run: new id
-            exit_zero_on_findings=True,
-        ),
+        application_args=arguments["verify"],
+        conf=arguments["conf"],
+        job_run_id="{{ run_id | safe_name }}-verify-try{{ ti.try_number }}",  # a retry is a new run: new id
         **submit_options(SETTINGS),
     )
 
@@ -74,20 +92,16 @@ with DAG(
     def findings_left(report: str) -> None:
         raise AirflowFailException(f"verify found {findings_in(report)} problems and repair is disabled; see {report}")
 
-    repair = SparkSubmitOperator(
+    repair = JobSubmitOperator(
         task_id="repair",
         name="kafka-index-repair",
         application=application(SETTINGS, "repair"),
-        application_args=job_arguments(
-            SETTINGS,
-            mode="repair",
-            log_dirs=SETTINGS["log_dirs"] or ["<set log_dirs>"],
-            report=REPORTS + "/repair.json",
-            run_id="{{ run_id | safe_name }}-repair-try{{ ti.try_number }}",  # a retry is a new run: new id
-        ),
+        application_args=arguments["repair"],
+        conf=arguments["conf"],
+        job_run_id="{{ run_id | safe_name }}-repair-try{{ ti.try_number }}",  # a retry is a new run: new id
         **submit_options(SETTINGS),
     )
     healthy = EmptyOperator(task_id="healthy")
 
-    branch = decide(REPORTS + "/verify.json", SETTINGS["repair_enabled"])
-    prepare_reports(REPORTS) >> verify >> branch >> [repair, healthy, findings_left(REPORTS + "/verify.json")]
+    branch = decide(arguments["verify_report"], arguments["repair_enabled"])
+    verify >> branch >> [repair, healthy, findings_left(arguments["verify_report"])]

@@ -36,32 +36,45 @@ for name, payload in json.loads(sys.argv[2]).items():
 facts["param_checks"] = checks
 
 
-# Rendering: the scheduled DAG's verify call for a given run id, and the on-demand DAG's arguments.
+# The tasks that read each run's settings, run as a task would (with this process's Variable, from
+# AIRFLOW_VAR_KAFKA_INDEX_REBUILD), and the --run-id each job's operator renders for a second try.
+from airflow.sdk.execution_time.context import set_current_context  # noqa: E402
+
+
 class TaskInstance:  # what the templates read of the context's task instance
     try_number = 2
 
 
+def build_arguments(dag, context):
+    with set_current_context(context):
+        return dag.get_task("build_arguments").python_callable()
+
+
+def run_id_of(task, context):
+    return task.render_template(task.job_run_id, dict(context, ti=TaskInstance()))
+
+
 scheduled = dagbag.dags["kafka_index_scheduled"]
-verify = scheduled.get_task("verify")
-context = {"run_id": "scheduled__2026-11-21T00:00:00+00:00", "ti": TaskInstance()}
-facts["rendered_verify"] = {
-    "application": verify.render_template(verify.application, context),
-    "args": verify.render_template(verify.application_args, context),
-}
-repair = scheduled.get_task("repair")
-facts["rendered_repair_args"] = repair.render_template(repair.application_args, context)
-run_job = on_demand.get_task("run_job")
-facts["on_demand_run_id"] = run_job.render_template(
-    run_job.job_run_id,
-    {"run_id": "manual__2026-11-23T16:34:09+00:00", "params": {"mode": "repair"}, "ti": TaskInstance()},
-)
+context = {"run_id": "scheduled__2026-11-21T00:00:00+00:00"}
+facts["scheduled_arguments"] = build_arguments(scheduled, context)
+facts["scheduled_applications"] = {t: scheduled.get_task(t).application for t in ("verify", "repair")}
+facts["scheduled_run_ids"] = {t: run_id_of(scheduled.get_task(t), context) for t in ("verify", "repair")}
+payload = json.loads(sys.argv[3])
+context = {"run_id": "manual__2026-11-23T16:34:09+00:00", "params": payload}
+facts["on_demand_arguments"] = build_arguments(on_demand, context)
+facts["on_demand_run_id"] = run_id_of(on_demand.get_task("run_job"), context)
+
 import kafka_index_common  # noqa: E402  (airflow_dags/ is on sys.path once the DagBag has loaded it)
 
-settings = kafka_index_common.load_settings()
-facts["submit_options_archive"] = kafka_index_common.submit_options(
-    dict(settings, archives="/d/env.tar.gz#env", conf={"spark.executor.memory": "2g", "spark.pyspark.python": "/py"})
+settings = kafka_index_common.load_settings(None)
+archive = dict(
+    settings, archives="/d/env.tar.gz#env", conf={"spark.executor.memory": "2g", "spark.pyspark.python": "/py"}
 )
+facts["submit_options_archive"] = kafka_index_common.submit_options(archive)
+facts["spark_conf_archive"] = kafka_index_common.spark_conf(archive)
 facts["submit_options_local"] = kafka_index_common.submit_options(settings)
+facts["spark_conf_local"] = kafka_index_common.spark_conf(settings)
+facts["spark_conf_driver_python"] = kafka_index_common.spark_conf(dict(settings, driver_python="/opt/ki/bin/python"))
 try:
     kafka_index_common.job_arguments(
         settings, mode="rebuild", log_dirs=["/x"], report="/r.json", truncate_corrupt_tail=True
@@ -69,18 +82,10 @@ try:
     facts["truncate_with_rebuild"] = "accepted"
 except ValueError as exc:
     facts["truncate_with_rebuild"] = str(exc)
-payload = json.loads(sys.argv[3])
-facts["rendered_on_demand"] = {
-    "application": kafka_index_common.application(settings, payload["mode"]),
-    "args": kafka_index_common.job_arguments(
-        settings,
-        mode=payload["mode"],
-        log_dirs=payload["log_dirs"],
-        report=kafka_index_common.report_path(settings, "kafka_index_on_demand", "manual__x", payload["mode"]),
-        topics=payload["topics"],
-        partitions=payload["partitions"] or None,
-        dry_run=payload["dry_run"],
-        truncate_corrupt_tail=payload["truncate_corrupt_tail"],
-    ),
+facts["exit_zero_on_findings"] = {
+    f"{mode}{' dry' if dry else ''}": "--exit-zero-on-findings"
+    in kafka_index_common.job_arguments(settings, mode=mode, log_dirs=["/x"], report="/r.json", dry_run=dry)
+    for mode in kafka_index_common.MODES
+    for dry in (False, True)
 }
 print("FACTS " + json.dumps(facts))

@@ -2,7 +2,8 @@
 
 Structure, Params schema and rendering are read from a real ``DagBag`` (``dag_facts.py`` runs inside the
 Airflow virtualenv); the end-to-end tests run ``airflow dags test`` of both DAGs with ``spark_default``
-pointing at local Spark, on a generated log dir with damaged index files.
+pointing at local Spark, on a generated log dir with damaged index files, their settings set with ``airflow
+variables set`` and the environment a user's shell has (``airflow_env``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyspark
 import pytest
 
 from indexlib.generate import generate_partition
@@ -27,26 +29,43 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def airflow_env(home: Path, variable: dict) -> dict:
-    project_bin = str(Path(sys.executable).parent)  # spark-submit and the jobs' Python live here
-    return dict(
-        os.environ,
+PROJECT_BIN = Path(sys.executable).parent  # the project's venv: its spark-submit, and the jobs' Python
+PYSPARK_HOME = Path(pyspark.__file__).parent  # Spark itself: its bin/spark-submit, jars
+
+
+def airflow_env(home: Path, *, env_variable: dict | None = None, plain_spark_submit: bool = False) -> dict:
+    """What a user's shell has: Airflow's venv first on PATH (its ``python3`` is the first one), then the
+    project's ``spark-submit``; no PYSPARK_PYTHON or PYSPARK_DRIVER_PYTHON (the DAGs must choose the jobs'
+    Python themselves). ``plain_spark_submit``: Spark's own ``$SPARK_HOME/bin/spark-submit`` (the pyspark
+    package's, as a cluster's is) instead of the project's, whose line added by ``make`` defaults
+    PYSPARK_PYTHON to the project's venv. PYTHONPATH: this tree, so that the jobs' driver and executors import
+    this checkout's ``jobs``/``indexlib`` even when the project's venv is an editable install of another one.
+    ``env_variable``: the Variable as AIRFLOW_VAR_KAFKA_INDEX_REBUILD (readable while parsing too)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME")}
+    submit_bin = PYSPARK_HOME / "bin" if plain_spark_submit else PROJECT_BIN
+    env.update(
         AIRFLOW_HOME=str(home),
         AIRFLOW__CORE__DAGS_FOLDER=str(ROOT / "airflow_dags"),
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         AIRFLOW__CORE__UNIT_TEST_MODE="False",
         AIRFLOW_CONN_SPARK_DEFAULT="spark://local?deploy-mode=client",
-        AIRFLOW_VAR_KAFKA_INDEX_REBUILD=json.dumps(variable),
-        PATH=project_bin + os.pathsep + os.environ.get("PATH", ""),
-        PYSPARK_PYTHON=sys.executable,
-        PYSPARK_DRIVER_PYTHON=sys.executable,
+        PATH=os.pathsep.join([str(AIRFLOW_VENV / "bin"), str(submit_bin), os.environ.get("PATH", "")]),
+        PYTHONPATH=str(ROOT),
     )
+    if plain_spark_submit:
+        env["SPARK_HOME"] = str(PYSPARK_HOME)
+    if env_variable is not None:
+        env["AIRFLOW_VAR_KAFKA_INDEX_REBUILD"] = json.dumps(env_variable)
+    return env
 
 
 @pytest.fixture(scope="module")
 def facts(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow-home")
-    env = airflow_env(home, {"log_dirs": ["/data/a", "/data/b"], "report_dir": "/r", "repair_enabled": True})
+    reports = str(home / "r")  # the build_arguments tasks create their run's report dir
+    env = airflow_env(
+        home, env_variable={"log_dirs": ["/data/a", "/data/b"], "report_dir": reports, "repair_enabled": True}
+    )
     payloads = {
         "ok": {"mode": "repair", "partitions": "0,2-4", "log_dirs": ["/x"]},
         "bad_mode": {"mode": "explode"},
@@ -77,7 +96,7 @@ def facts(tmp_path_factory):
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("FACTS ")]
     assert done.returncode == 0 and lines, done.stderr[-3000:]
-    return json.loads(lines[-1][6:])
+    return dict(json.loads(lines[-1][6:]), reports=reports)
 
 
 def test_dagbag_imports_without_errors(facts):
@@ -88,15 +107,18 @@ def test_dagbag_imports_without_errors(facts):
 def test_scheduled_dag_structure(facts):
     dag = facts["dags"]["kafka_index_scheduled"]
     assert dag["schedule"] == "@daily" and dag["catchup"] is False
-    assert dag["tasks"] == ["decide", "findings_left", "healthy", "prepare_reports", "repair", "verify"]
+    assert dag["tasks"] == ["build_arguments", "decide", "findings_left", "healthy", "repair", "verify"]
     assert dag["edges"] == [
+        ["build_arguments", "decide"],
+        ["build_arguments", "findings_left"],
+        ["build_arguments", "repair"],
+        ["build_arguments", "verify"],
         ["decide", "findings_left"],
         ["decide", "healthy"],
         ["decide", "repair"],
-        ["prepare_reports", "verify"],
         ["verify", "decide"],
     ]
-    assert dag["operators"]["verify"] == dag["operators"]["repair"] == "SparkSubmitOperator"
+    assert dag["operators"]["verify"] == dag["operators"]["repair"] == "JobSubmitOperator"
     assert "Branch" in dag["operators"]["decide"]
     assert dag["conn_ids"] == ["spark_default"]
 
@@ -118,21 +140,31 @@ def test_on_demand_dag_params_schema(facts):
     }
 
 
-def test_rendered_spark_submit_arguments(facts):
-    verify = facts["rendered_verify"]
-    assert verify["application"] == str(ROOT / "jobs" / "verify.py")
-    assert verify["args"] == [
+def test_spark_submit_arguments_built_at_run_time(facts):
+    """The build_arguments tasks, run as a task would: the jobs' arguments and conf from the settings read then."""
+    scheduled = facts["scheduled_arguments"]
+    assert facts["scheduled_applications"] == {m: str(ROOT / "jobs" / f"{m}.py") for m in ("verify", "repair")}
+    verify_report = f"{facts['reports']}/kafka_index_scheduled/scheduled__2026-11-21T00_00_00_00_00/verify.json"
+    assert scheduled["verify"] == [
         "--log-dir",
         "/data/a",
         "--log-dir",
         "/data/b",
-        "--run-id",
-        "scheduled__2026-11-21T00_00_00_00_00-verify-try2",  # no ':' or '+' in the backup dir names it gives
         "--json",
-        "/r/kafka_index_scheduled/scheduled__2026-11-21T00_00_00_00_00/verify.json",
+        verify_report,  # no ':' or '+' in the report dir (nor in the backup dir that the run id names)
         "--exit-zero-on-findings",
     ]
-    on_demand = facts["rendered_on_demand"]
+    assert scheduled["repair"] == [
+        "--log-dir",
+        "/data/a",
+        "--log-dir",
+        "/data/b",
+        "--json",
+        verify_report.replace("verify.json", "repair.json"),
+    ]
+    assert scheduled["verify_report"] == verify_report and scheduled["repair_enabled"] is True
+    assert scheduled["conf"] == facts["spark_conf_local"]
+    on_demand = facts["on_demand_arguments"]
     assert on_demand["application"] == str(ROOT / "jobs" / "repair.py")
     assert on_demand["args"] == [
         "--log-dir",
@@ -142,18 +174,35 @@ def test_rendered_spark_submit_arguments(facts):
         "--partitions",
         "1",
         "--json",
-        "/r/kafka_index_on_demand/manual__x/repair.json",
+        f"{facts['reports']}/kafka_index_on_demand/manual__2026-11-23T16_34_09_00_00/repair.json",
         "--dry-run",
         "--truncate-corrupt-tail",
+        "--exit-zero-on-findings",
     ]
+    assert on_demand["conf"] == facts["spark_conf_local"]
 
 
 def test_each_try_of_a_job_has_its_own_run_id(facts):
     """A writing run under a run id that an earlier run used is refused (its backups would not be kept), so a
     retried task must not repeat its first try's id: the try number is part of it (rendered here for try 2)."""
-    repair = facts["rendered_repair_args"]
-    assert repair[repair.index("--run-id") + 1] == "scheduled__2026-11-21T00_00_00_00_00-repair-try2"
+    assert facts["scheduled_run_ids"] == {
+        "verify": "scheduled__2026-11-21T00_00_00_00_00-verify-try2",
+        "repair": "scheduled__2026-11-21T00_00_00_00_00-repair-try2",
+    }
     assert facts["on_demand_run_id"] == "manual__2026-11-23T16_34_09_00_00-repair-try2"
+
+
+def test_only_dry_runs_exit_zero_on_findings(facts):
+    """A dry run's findings are its answer (the job still fails when it could not do its work); a verify, or a
+    rebuild or repair that writes, leaves findings red."""
+    assert facts["exit_zero_on_findings"] == {
+        "verify": False,
+        "verify dry": False,  # verify writes nothing anyway: the form's dry run does not apply to it
+        "rebuild": False,
+        "rebuild dry": True,
+        "repair": False,
+        "repair dry": True,
+    }
 
 
 def test_the_form_refuses_what_the_job_cannot_honour(facts):
@@ -161,20 +210,32 @@ def test_the_form_refuses_what_the_job_cannot_honour(facts):
     assert facts["truncate_with_rebuild"] == "truncate_corrupt_tail applies to repair only, not to rebuild"
 
 
+def test_the_jobs_run_the_projects_python(facts):
+    """Driver and local executors run the project's Python (default ``<project>/.venv/bin/python``), never the
+    ``python3`` first on the worker's PATH (Airflow's venv: ``No module named 'jobs'``); ``driver_python`` sets it."""
+    quiet = f"-Dlog4j2.configurationFile={ROOT / 'conf' / 'log4j2.properties'}"
+    venv_python = str(ROOT / ".venv" / "bin" / "python")
+    assert facts["spark_conf_local"] == {
+        "spark.driver.extraJavaOptions": quiet,
+        "spark.pyspark.driver.python": venv_python,
+        "spark.pyspark.python": venv_python,
+    }
+    assert "archives" not in facts["submit_options_local"] and "conf" not in facts["submit_options_local"]
+    mine = facts["spark_conf_driver_python"]
+    assert mine["spark.pyspark.driver.python"] == mine["spark.pyspark.python"] == "/opt/ki/bin/python"
+
+
 def test_cluster_settings_reach_spark_submit(facts):
     """With an archive the executors run its Python and the driver the project's venv (spark.pyspark.python
     alone would send the driver to ./env too); the conf mapping is passed as is and wins."""
-    options = facts["submit_options_archive"]
-    assert options["archives"] == "/d/env.tar.gz#env"
+    assert facts["submit_options_archive"]["archives"] == "/d/env.tar.gz#env"
     quiet = f"-Dlog4j2.configurationFile={ROOT / 'conf' / 'log4j2.properties'}"
-    assert options["conf"] == {
+    assert facts["spark_conf_archive"] == {
         "spark.driver.extraJavaOptions": quiet,
         "spark.pyspark.python": "/py",
         "spark.pyspark.driver.python": str(ROOT / ".venv" / "bin" / "python"),
         "spark.executor.memory": "2g",
     }
-    local = facts["submit_options_local"]
-    assert local["conf"] == {"spark.driver.extraJavaOptions": quiet} and "archives" not in local
 
 
 # ----------------------------------------------------------------------------- airflow dags test
@@ -191,8 +252,30 @@ def damaged_log_dir(root: Path) -> tuple[Path, dict[str, bytes]]:
     return logs, good
 
 
-def dags_test(env: dict, dag_id: str, conf: dict | None = None) -> subprocess.CompletedProcess:
-    subprocess.run([str(AIRFLOW), "db", "migrate"], env=env, capture_output=True, text=True, check=True, timeout=300)
+def run_variable(tmp_path: Path, **more) -> dict:
+    """The Variable of an end-to-end run: reports, audit table and backups under ``tmp_path``; the jobs' Python
+    is the project's venv running these tests (a git worktree of the project may have no ``.venv`` of its own)."""
+    return {
+        "report_dir": str(tmp_path / "reports"),
+        "audit_table": str(tmp_path / "audit"),
+        "backup_dir": str(tmp_path / "backups"),
+        "driver_python": sys.executable,
+        **more,
+    }
+
+
+def dags_test(
+    env: dict, dag_id: str, conf: dict | None = None, variable: dict | None = None
+) -> subprocess.CompletedProcess:
+    """``airflow dags test``; ``variable``: first ``airflow variables set kafka_index_rebuild`` in the metadata
+    DB of ``env``'s AIRFLOW_HOME, as a user sets it (not readable while ``dags test`` parses the DAG)."""
+
+    def airflow(*args: str) -> None:
+        subprocess.run([str(AIRFLOW), *args], env=env, capture_output=True, text=True, check=True, timeout=300)
+
+    airflow("db", "migrate")
+    if variable is not None:
+        airflow("variables", "set", "kafka_index_rebuild", json.dumps(variable))
     cmd = [str(AIRFLOW), "dags", "test", dag_id] + (["--conf", json.dumps(conf)] if conf else [])
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=env["AIRFLOW_HOME"])
 
@@ -205,24 +288,23 @@ def state_of(done: subprocess.CompletedProcess) -> str:
 
 
 def test_scheduled_dag_detects_and_repairs(tmp_path):
+    """The settings as a user sets them, with ``airflow variables set`` in the metadata DB: ``dags test`` cannot
+    read that Variable while it parses the DAG (the DAG used to run its jobs on a placeholder, ``<set
+    log_dirs>``), so the run's settings are read in a task, and the jobs work on exactly those log dirs."""
     logs, good = damaged_log_dir(tmp_path)
     audit = tmp_path / "audit"
-    env = airflow_env(
-        tmp_path / "home",
-        {
-            "log_dirs": [str(logs)],
-            "repair_enabled": True,
-            "report_dir": str(tmp_path / "reports"),
-            "audit_table": str(audit),
-            "backup_dir": str(tmp_path / "backups"),
-        },
-    )
-    done = dags_test(env, "kafka_index_scheduled")
+    env = airflow_env(tmp_path / "home")
+    variable = run_variable(tmp_path, log_dirs=[str(logs)], repair_enabled=True)
+    done = dags_test(env, "kafka_index_scheduled", variable=variable)
     assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
     now = {str(p.relative_to(logs)): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
     assert now == good  # every index file equals the rebuild again, nothing else changed
-    verify_report = next((tmp_path / "reports").rglob("verify.json"))
-    flagged = {os.path.relpath(f["file"], logs) for f in json.loads(verify_report.read_text())["remaining_findings"]}
+    reports = {p.name: json.loads(p.read_text()) for p in (tmp_path / "reports").rglob("*.json")}
+    assert set(reports) == {"verify.json", "repair.json"}
+    for mode in ("verify", "repair"):
+        assert reports[f"{mode}.json"]["log_dirs"] == [str(logs)]
+        assert reports[f"{mode}.json"]["run_id"].endswith(f"-{mode}-try1")  # each try its own run id
+    flagged = {os.path.relpath(f["file"], logs) for f in reports["verify.json"]["remaining_findings"]}
     assert flagged == {
         "orders-0/00000000000000000000.index",
         "orders-1/00000000000000000000.timeindex",
@@ -237,20 +319,31 @@ def test_scheduled_dag_detects_and_repairs(tmp_path):
     assert repaired == [("orders", 0, 0), ("orders", 1, 0), ("payments", 0, 0)]
 
 
+def test_scheduled_dag_without_log_dirs_fails_with_one_clear_line(tmp_path):
+    """No log dirs in conf/airflow.yaml nor in the Variable: the run fails in the task that reads the settings,
+    saying where to set them, and no job runs (it used to run verify on the placeholder ``<set log_dirs>``)."""
+    env = airflow_env(tmp_path / "home")
+    done = dags_test(env, "kafka_index_scheduled", variable=run_variable(tmp_path))
+    out = done.stdout + done.stderr
+    assert state_of(done) == "failed", out[-4000:]
+    assert (
+        f"no Kafka log dirs to work on: set log_dirs in {ROOT / 'conf' / 'airflow.yaml'} "
+        "or in the Airflow Variable kafka_index_rebuild (JSON)"
+    ) in out, out[-4000:]
+    assert "spark-submit" not in out and "<set log_dirs>" not in out
+    assert not (tmp_path / "reports").exists()
+
+
 def test_on_demand_dag_touches_only_the_chosen_topic(tmp_path):
+    """Through Spark's own spark-submit (no line defaulting PYSPARK_PYTHON, as on a cluster) with Airflow's venv
+    first on PATH: the DAG sets the driver's and the local executors' Python to the project's (a task failed
+    with ``No module named 'jobs'`` when they ran Airflow's ``python3``)."""
     logs, good = damaged_log_dir(tmp_path)
-    env = airflow_env(
-        tmp_path / "home",
-        {
-            "report_dir": str(tmp_path / "reports"),
-            "audit_table": str(tmp_path / "audit"),
-            "backup_dir": str(tmp_path / "backups"),
-        },
-    )
+    env = airflow_env(tmp_path / "home", plain_spark_submit=True)
+    variable = run_variable(tmp_path)
     before = {str(p.relative_to(logs)): p.stat().st_mtime_ns for p in logs.rglob("*") if p.is_file()}
-    done = dags_test(
-        env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "topics": "orders", "mode": "repair", "dry_run": False}
-    )
+    form = {"log_dirs": [str(logs)], "topics": "orders", "mode": "repair", "dry_run": False}
+    done = dags_test(env, "kafka_index_on_demand", form, variable)
     assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
     for name in ("orders-0/00000000000000000000.index", "orders-1/00000000000000000000.timeindex"):
         assert (logs / name).read_bytes() == good[name]
@@ -270,18 +363,35 @@ def test_on_demand_dry_run_rebuild_writes_nothing(tmp_path):
     the log dir changes (it used to rewrite every index file in place)."""
     logs, _ = damaged_log_dir(tmp_path)
     before = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
-    env = airflow_env(
-        tmp_path / "home",
-        {
-            "report_dir": str(tmp_path / "reports"),
-            "audit_table": str(tmp_path / "audit"),
-            "backup_dir": str(tmp_path / "backups"),
-        },
-    )
-    done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "mode": "rebuild"})
+    env = airflow_env(tmp_path / "home")
+    variable = run_variable(tmp_path)
+    done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "mode": "rebuild"}, variable)
     assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
     after = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
     assert after == before
     assert not (tmp_path / "backups").exists()
     report = json.loads(next((tmp_path / "reports").rglob("rebuild.json")).read_text())
     assert {s["action"] for s in report["segments"]} == {"would_rebuild"} and len(report["segments"]) == 6
+
+
+def test_on_demand_dry_run_repair_that_finds_work_succeeds(tmp_path):
+    """A dry run's findings are its answer: a dry-run repair over damaged files ends green and its report
+    lists the repairs it would make (the job exited 1 for the findings, and the run ended red)."""
+    logs, _ = damaged_log_dir(tmp_path)
+    before = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
+    env = airflow_env(tmp_path / "home")
+    variable = run_variable(tmp_path)
+    done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "mode": "repair"}, variable)
+    assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
+    after = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
+    assert after == before and not (tmp_path / "backups").exists()
+    report = json.loads(next((tmp_path / "reports").rglob("repair.json")).read_text())
+    would = sorted(
+        (s["topic"], s["partition"], s["base_offset"]) for s in report["segments"] if s["action"] == "would_repair"
+    )
+    assert would == [("orders", 0, 0), ("orders", 1, 0), ("payments", 0, 0)]
+    assert {os.path.relpath(f["file"], logs) for f in report["remaining_findings"]} == {
+        "orders-0/00000000000000000000.index",
+        "orders-1/00000000000000000000.timeindex",
+        "payments-0/00000000000000000000.index",
+    }
