@@ -165,6 +165,7 @@ def _dump_mmap_index(path: str, base_offset: int, cls: type[OffsetIndex] | type[
     with cls(path, base_offset, writable=False) as index:
         raw = index.to_numpy()
         length = index.length
+        changed = index.changed_while_read
         entry_size = cls.ENTRY_SIZE
         slots = len(raw)
         if kind == "offset_index":
@@ -189,6 +190,15 @@ def _dump_mmap_index(path: str, base_offset: int, cls: type[OffsetIndex] | type[
                 length - partial,
                 f"{partial} trailing bytes do not make a whole {entry_size}-byte entry (length {length} is not a "
                 f"multiple of {entry_size}); readers ignore them",
+            )
+        )
+    if changed:
+        problems.append(
+            _problem(
+                "changed_while_read",
+                None,
+                "the file changed while it was read (a running broker writing, trimming or growing it): the entries "
+                "shown may mix two versions; dump it again",
             )
         )
     summary = {

@@ -150,6 +150,7 @@ def test_verify_beside_a_broker_trimming_and_growing_the_active_index(tmp_path):
     thread = threading.Thread(target=broker)
     thread.start()
     kinds: set[str] = set()
+    dumped: set[str] = set()
     try:
         for _ in range(12):
             done = subprocess.run(
@@ -160,7 +161,16 @@ def test_verify_beside_a_broker_trimming_and_growing_the_active_index(tmp_path):
             assert "Traceback" not in done.stderr and "error" not in done.stderr, done.stderr
             report = json.loads(done.stdout)
             kinds |= {f["kind"] for s in report["segments"] for f in s["findings"] if f["file"] == str(active)}
+            dump = subprocess.run(
+                [sys.executable, "-m", "indexlib", "dump", str(active), "--json"],
+                capture_output=True, text=True, cwd=PROJECT_ROOT,
+            )  # fmt: skip
+            assert dump.returncode in (0, 1) and dump.stderr == "", (dump.returncode, dump.stderr)  # -7 with a mapping
+            problems = {p["kind"] for p in json.loads(dump.stdout)["problems"]}
+            assert dump.returncode == (1 if problems else 0)  # dump's exit code for a file with problems
+            dumped |= problems
     finally:
         stop.set()
         thread.join()
     assert kinds <= {"preallocated_zero_tail", "index_changed_during_read"}, kinds
+    assert dumped <= {"changed_while_read"}, dumped
