@@ -17,7 +17,8 @@ cores), as the Spark jobs run it on a cluster.
 Exit codes: 0 healthy / done; 1 verify found errors, a rebuild could not rebuild a segment (Kafka's
 recovery would fail on it), or a dumped file has problems (listed); 2 bad usage or bad input (a missing
 or unreadable path, a file where a directory is expected, a directory holding no partition or no segment,
-a bad setting, a file that cannot be dumped, a log dir held by a running broker).
+a bad setting, a lookup target no segment can hold, a file that cannot be dumped, a log dir held by a
+running broker).
 
 Errors are one line on stderr, ``python -m indexlib: error: <file>: <problem>``, never a traceback (set
 ``KAFKA_INDEX_DEBUG=1`` to get the traceback of an unexpected error).
@@ -44,7 +45,7 @@ from .layout import (
     segment_base_offsets,
     segment_name,
 )
-from .lookup import lookup, print_lookup
+from .lookup import check_target, lookup, print_lookup
 from .publish import log_dir_is_locked
 from .report import check_json_target, print_report, write_json
 from .settings import (
@@ -314,6 +315,10 @@ def run_dump(args: argparse.Namespace) -> int:
 
 
 def run_lookup(args: argparse.Namespace) -> int:
+    try:
+        check_target(args.offset, args.timestamp)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     return print_lookup(lookup(args.segment, args.offset, args.timestamp, args.ceiling), args.json, sys.stdout)
 
 

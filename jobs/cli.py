@@ -453,8 +453,13 @@ def run_dump(args: argparse.Namespace) -> int:
 
 
 def run_lookup(args: argparse.Namespace) -> int:
-    from indexlib.lookup import lookup, print_lookup
+    from indexlib.lookup import check_target, lookup, print_lookup
 
+    try:
+        check_target(args.offset, args.timestamp)
+    except ValueError as exc:  # a usage error: no file to name
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     try:
         answer = lookup(args.segment, args.offset, args.timestamp, args.ceiling)
     except (OSError, ValueError) as exc:

@@ -465,6 +465,26 @@ def test_closed_pipe_ends_quietly(tmp_path):
     assert err == "" and proc.returncode == 0
 
 
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        (["--offset", "-1"], "--offset -1: an offset is 0 to 9223372036854775807"),
+        (["--offset", str(2**63)], f"--offset {2**63}: an offset is 0 to 9223372036854775807"),
+        (["--timestamp", str(2**63)], f"--timestamp {2**63}: a timestamp is a Java long"),
+        (["--timestamp", str(-(2**63) - 1)], f"--timestamp {-(2**63) - 1}: a timestamp is a Java long"),
+    ],
+)
+def test_lookup_refuses_a_target_no_segment_can_hold(capsys, partition, target, message):
+    """A usage error (exit 2, one line naming the option), not a lookup: an offset is a non-negative long,
+    a timestamp a long (``--offset -1`` found the first batch, exit 0; ``--offset 2**63`` exit 1)."""
+    segment = partition / "00000000000000000000.log"
+    rebuild_partition(partition)
+    code, out, err = run(capsys, "lookup", "--segment", segment, *target)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, message)
+    assert run(capsys, "lookup", "--segment", segment, "--offset", str(2**63 - 1))[0] == 1  # a long: not here
+
+
 # ----------------------------------------------------------------------------------------- real Kafka
 @requires_kafka_real
 def test_real_partition_rebuild_to_output_and_verify(capsys, tmp_path):
