@@ -1,5 +1,5 @@
-"""Shared test helpers: where the real-Kafka fixtures are (and a skip when they are absent), and running a
-function as an unprivileged user."""
+"""Shared test helpers: where the real-Kafka fixtures are (and a skip when they are absent), running a
+function as an unprivileged user, small filesystems, and the processes a run started."""
 
 from __future__ import annotations
 
@@ -76,3 +76,46 @@ def fill(path) -> None:
                 pass
         except OSError:
             pass
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process under ``pid`` (a run's JVM, daemon, workers or pool; never the test session's own)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():  # /proc/<pid>/stat, not task/*/children: the JVM forks from its other threads
+            try:
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def identities(pids) -> dict[int, str]:
+    """Each process of ``pids`` with its start time (so a PID the kernel gives to a new process later is
+    never mistaken for it)."""
+    return {pid: fields[19] for pid in pids if (fields := _stat(pid)) is not None}
+
+
+def running(processes: dict[int, str]) -> list[int]:
+    """Those of ``processes`` (from :func:`identities`) still running: the same process, not a zombie."""
+    alive = []
+    for pid, start in processes.items():
+        fields = _stat(pid)
+        if fields is not None and fields[19] == start and fields[0] != "Z":
+            alive.append(pid)
+    return alive
