@@ -2,14 +2,16 @@
 
 Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submit jobs/<mode>.py``),
 ``dump``, ``lookup`` (one file, no Spark) and ``audit`` (queries of the Delta audit table, no Spark).
-Exit codes: 0 healthy / done, 1 findings or failures, 2 bad usage or bad input, 3 the work is done but its
-audit rows could not be merged into the table (they are kept in the audit journal; ``audit --recover``).
+Exit codes: 0 healthy / done, 1 findings or failures (also a Spark session or job that died), 2 bad usage or
+bad input, 3 the work is done but its audit rows could not be merged into the table (they are kept in the
+audit journal; ``audit --recover``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
@@ -17,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO, TypeVar
 
 from indexlib.errors import describe_error, error_line
 
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 
 PROG = "kafka-index"
 LOG4J_FILE = conf_dir() / "log4j2.properties"
+T = TypeVar("T")
 
 
 class UsageError(Exception):
@@ -204,22 +207,32 @@ class ConsoleProgress:
     def _loop(self) -> None:
         every = self.interval if self.tty else self.log_every
         while not self._stop.wait(every):
-            self.stream.write(self._line() + ("" if self.tty else "\n"))
+            try:
+                line = self._line()
+            except Exception:  # Spark is gone (its JVM died): the run reports that, the display just ends
+                return
+            self.stream.write(line + ("" if self.tty else "\n"))
             self.stream.flush()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            self.stream.write(self._line() + "\n")
+            try:
+                line = self._line() + "\n"
+            except Exception:  # Spark is gone: no last line (a bar still ends its own)
+                line = "\n" if self.tty else ""
+            self.stream.write(line)
             self.stream.flush()
 
 
 # ----------------------------------------------------------------------------------------- jobs
 def spark_session(settings: Settings, app_name: str) -> SparkSession:
-    """The session: spark-submit's master when launched by it, else the configured one (``local[*]``)."""
+    """The session: spark-submit's master when launched by it, else the configured one (``local[*]``). The JVM
+    logs nothing below FATAL (a failed job is reported in one line by the run; ``-v`` sets WARN)."""
     from pyspark.sql import SparkSession
 
+    _quiet_py4j()  # before the JVM starts: it may die while the session starts
     # PySpark's worker daemon, quiet when the JVM hangs up on an idle worker at the end (jobs.spark_daemon)
     builder = SparkSession.builder.appName(app_name).config("spark.python.daemon.module", "jobs.spark_daemon")
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded local Spark
@@ -231,19 +244,35 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         for key, value in settings.spark_conf.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("FATAL")
     _quiet_when_the_jvm_dies(spark)
     return spark
 
 
-def _quiet_when_the_jvm_dies(spark: SparkSession) -> None:
-    """If the JVM dies, the run reports it in one line (a Py4JError reaches ``run_job``), but py4j logs every
-    failed call with its trace, and PySpark's accumulator server thread prints an EOFError trace. Quiet both:
-    py4j's logger to critical only, and the accumulator server's error hook (PySpark's own object: no public
-    setting reaches it; losing an accumulator update only slows the progress display)."""
-    import logging
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return os.path.basename(os.path.dirname(record.pathname)) != "py4j"
 
+
+def _quiet_py4j() -> None:
+    """py4j logs every failed call to the JVM with its trace: through its own loggers (set to CRITICAL here),
+    and in some paths (``GatewayClient.send_command``: a failed send, a KeyboardInterrupt while waiting)
+    through the *root* logger, whose first use installs a stderr handler (``logging.basicConfig``). When the
+    JVM dies those traces would come before the run's one line, at moments that depend on when Python
+    collects its Java objects. A filter on the root logger drops py4j's records (only records logged on the
+    root logger itself pass its filters); an empty root gets ``logging.lastResort`` as its handler, so a
+    first root record no longer installs another and everything else prints as it did."""
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    root = logging.getLogger()
+    if _not_from_py4j not in root.filters:
+        root.addFilter(_not_from_py4j)
+    if not root.handlers and logging.lastResort is not None:
+        root.addHandler(logging.lastResort)
+
+
+def _quiet_when_the_jvm_dies(spark: SparkSession) -> None:
+    """If the JVM dies, the run reports it in one line (a Py4JError reaches ``run_job``), but PySpark's
+    accumulator server thread prints an EOFError trace: quiet its error hook (PySpark's own object: no public
+    setting reaches it; losing an accumulator update only slows the progress display)."""
     server = getattr(spark.sparkContext, "_accumulatorServer", None)
     if server is not None:
         server.handle_error = lambda request, client_address: None
@@ -258,7 +287,7 @@ def run_job(args: argparse.Namespace) -> int:
     from indexlib.report import check_json_target, print_report, write_json
 
     from .config import resolve_settings
-    from .pipeline import run
+    from .pipeline import SparkJobError, run
 
     try:
         settings = resolve_settings(
@@ -330,27 +359,33 @@ def run_job(args: argparse.Namespace) -> int:
 
         _recover_journals(settings.audit_journal, settings.audit_table, warn_only=True)
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
-    spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
     delta_writer = False
-    if settings.audit_table:
-        from .audit import spark_has_delta
+    try:
+        spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
+        if settings.audit_table:
+            from .audit import spark_has_delta
 
-        delta_writer = spark_has_delta(spark)
-    if args.verbose:
-        spark.sparkContext.setLogLevel("WARN")
+            delta_writer = spark_has_delta(spark)
+        if args.verbose:
+            spark.sparkContext.setLogLevel("WARN")
+    except (Py4JError, PySparkException, OSError) as exc:  # its JVM could not start, or died starting
+        print(f"{PROG}: error: the Spark session could not start, no file was changed: {spark_failure(exc)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     progress = None if (args.no_progress or args.quiet) else ConsoleProgress()
     try:
         report = run(spark, found, settings, options, progress, journal)
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a run lock or the journal could not be written: nothing more was replaced
+    except (Py4JError, PySparkException, SparkJobError, OSError) as exc:
+        if not isinstance(exc, OSError):  # the job failed (a killed executor, worker or JVM)
+            print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
+            return 1
+        # a run lock or the journal could not be written: nothing more was replaced
         print(
             f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
         )
-        return 1
-    except (Py4JError, PySparkException) as exc:  # the Spark job failed (a killed executor, worker or JVM)
-        print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
         return 1
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     print_report(report, text_out, "quiet" if args.quiet else "verbose" if args.verbose else "normal")
@@ -382,7 +417,7 @@ def _write_audit(
         kept = False
         print(f"{PROG}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
     try:
-        writer, inserted = audit.write(table, audit.to_table(rows), spark)  # type: ignore[arg-type]
+        writer, inserted = _quiet_if_it_fails(audit.write, table, audit.to_table(rows), spark)
     except Exception as exc:  # deltalake/DataFusion errors, OSError (a full disk), an unreachable URI
         where = f"kept in {journal.path}; merge them with `{PROG} audit --recover`" if kept else "LOST"
         print(f"{PROG}: error: audit table {table}: {_first_line(exc)}; the run's {len(rows)} rows are {where}",
@@ -393,6 +428,45 @@ def _write_audit(
     if out is not None:
         print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
     return True
+
+
+def _quiet_if_it_fails(call: Callable[..., T], *args: object) -> T:
+    """``call(*args)`` with file descriptor 2 led into a pipe: if it raises, what was written there is dropped (the
+    caller reports the failure in one line); if it returns, that text goes to stderr as it would have. For
+    the audit table's writer: delta-rs prints a Rust panic message to fd 2 from one of its own threads when
+    a write fails (a full disk) before the error reaches Python, and a panic in the calling thread arrives
+    as pyo3's ``PanicException``, a ``BaseException``: it is raised as a ``RuntimeError`` here."""
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    held: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(read_end, held), daemon=True)
+    reader.start()
+    saved = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    failed = True
+    try:
+        result = call(*args)
+        failed = False
+        return result
+    except BaseException as exc:
+        if type(exc).__name__ == "PanicException":
+            raise RuntimeError(f"the writer panicked: {exc}") from None
+        raise
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe's last write end closes: the reader sees its end
+        os.close(saved)
+        reader.join(timeout=10)
+        if not failed and held:
+            sys.stderr.write(b"".join(held).decode(errors="replace"))
+            sys.stderr.flush()
+
+
+def _drain(fd: int, into: list[bytes]) -> None:
+    with open(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(65536):
+            into.append(chunk)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -407,7 +481,7 @@ def _recover_journals(journal_dir: str, table: str, warn_only: bool) -> bool:
     ok = True
     for path in pending(journal_dir, table):
         try:
-            run_id, count, inserted, finished = recover(path, table)
+            run_id, count, inserted, finished = _quiet_if_it_fails(recover, path, table)
         except Exception as exc:
             ok = False
             level = "warning" if warn_only else "error"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,6 +34,7 @@ from indexlib.partition import rebuild_partition
 from jobs.audit import read
 
 from ..conftest import PROJECT_ROOT, fill, remount
+from ..conftest import descendants as _descendants
 
 pytest.importorskip("pyspark", reason="the fault matrix runs the Spark jobs (make test installs the [spark] extra)")
 
@@ -73,6 +75,23 @@ def kafka_index(*args: object, wait: bool = True) -> subprocess.CompletedProcess
 def error_lines(stderr: str) -> list[str]:
     assert "Traceback" not in stderr, stderr
     return [line for line in stderr.splitlines() if line.startswith("kafka-index: error:")]
+
+
+#: what Java 17 prints on every start of Spark's JVM (Spark's launcher adds the incubating Vector API
+#: module): the JDK's, before any line of ours, and no switch turns it off
+JDK_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def the_line(stderr: str) -> str:
+    """The one line the run printed on stderr (the JDK's start-up notice aside): no trace, nothing else."""
+    lines = [line for line in stderr.splitlines() if line != JDK_NOTICE]
+    assert len(lines) == 1 and lines[0].startswith("kafka-index: error: "), stderr[-5000:]
+    return lines[0]
+
+
+def hidden_files(root: Path) -> list[str]:
+    """Staged files and run locks (hidden names), under ``root``."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".*") if p.name != ".lock")
 
 
 @dataclass
@@ -222,24 +241,6 @@ def test_a_run_killed_while_executors_stage_changes_nothing_and_the_next_run_cle
     assert audited(table, journal_dir, "after-kill")
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every process under ``pid`` (this run's JVM, daemon and workers; never the test session's own)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():  # /proc/<pid>/stat, not task/*/children: the JVM forks from its other threads
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        for child, ppid in parents.items():
-            if ppid == parent and child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def _daemon_workers(under: int) -> list[int]:
     """PIDs of the Python workers PySpark's daemon forked under process ``under`` (children of the daemon,
     same command line)."""
@@ -276,9 +277,10 @@ def test_a_python_worker_killed_in_the_scan_fails_the_job_in_one_line(tmp_path):
     _, stderr = proc.communicate(timeout=300)
     if not killed:
         pytest.skip("the scan finished before a worker could be killed (a very fast machine)")
-    errors = error_lines(stderr)
-    assert proc.returncode == 1 and len(errors) == 1, stderr[-3000:]
-    assert "the Spark job failed, no file was replaced" in errors[0]
+    assert proc.returncode == 1, stderr[-3000:]
+    # one line: not the JVM's log of every failed task with its Java trace before it
+    assert "the Spark job failed, no file was replaced" in the_line(stderr)
+    assert "Python worker exited unexpectedly" in the_line(stderr)
     assert sha256s(logs) == before
     assert not list(logs.rglob(".*.rebuild.tmp"))
 
@@ -346,18 +348,20 @@ def _kill_when_staging(logs: Path, proc: subprocess.Popen[str], victims) -> list
     return killed
 
 
-@pytest.mark.parametrize("victim", ["jvm", "daemon"])
+@pytest.mark.parametrize("victim", ["jvm", "jvm-with-progress", "daemon"])
 def test_the_jvm_or_the_python_daemon_killed_in_the_scan_is_one_line(tmp_path, victim):
-    """Only the driver's JVM (its Python survives), or only PySpark's worker daemon with its workers: the
-    run ends with one error line, exit 1, and no file Kafka reads changed."""
+    """Only the driver's JVM (its Python survives), also with the progress display on (it polls Spark), or
+    only PySpark's worker daemon with its workers: the run ends with one error line, exit 1, and no file
+    Kafka reads changed."""
     logs = damaged_logs(tmp_path, partitions=12)
     before = sha256s(logs)
+    progress = [] if victim == "jvm-with-progress" else ["--no-progress"]
     proc = kafka_index("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", tmp_path / "backups",
-                       "--run-id", f"{victim}-killed", "--no-progress", wait=False)  # fmt: skip
+                       "--run-id", f"{victim}-killed", *progress, wait=False)  # fmt: skip
     assert isinstance(proc, subprocess.Popen)
 
     def victims() -> list[int]:
-        if victim == "jvm":  # the driver Python's java child
+        if victim.startswith("jvm"):  # the driver Python's java child
             return [c for c in _descendants(proc.pid) if _program(c).endswith(b"/java")]
         workers = set(_daemon_workers(under=proc.pid))
         daemons = [pid for pid in _descendants(proc.pid) if _cmdline_has(pid, b"jobs.spark_daemon")]
@@ -367,8 +371,9 @@ def test_the_jvm_or_the_python_daemon_killed_in_the_scan_is_one_line(tmp_path, v
     _, stderr = proc.communicate(timeout=300)
     if not killed:
         pytest.skip("the scan finished before the process could be killed (a very fast machine)")
-    errors = error_lines(stderr)
-    assert proc.returncode == 1 and len(errors) == 1, stderr[-3000:]
+    assert proc.returncode == 1, stderr[-3000:]
+    without_progress = "\n".join(line for line in stderr.splitlines() if not line.startswith("progress: "))
+    assert "the Spark job failed, no file was replaced" in the_line(without_progress)
     assert sha256s(logs) == before
 
 
@@ -384,3 +389,115 @@ def _cmdline_has(pid: int, text: bytes) -> bool:
         return text in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+# ------------------------------------------------------------------------------- the session starting
+def _driver_jvms(under: int) -> list[int]:
+    """The driver's JVM under process ``under`` (spark-submit's launcher, a java that only prints the
+    command, aside)."""
+    return [
+        c
+        for c in _descendants(under)
+        if _program(c).endswith(b"/java") and not _cmdline_has(c, b"org.apache.spark.launcher.Main")
+    ]
+
+
+def _conn_info_dir(java: int) -> Path | None:
+    """The temporary dir where PySpark waits for the JVM's port (the JVM's environment names the file)."""
+    with contextlib.suppress(OSError):
+        for item in Path(f"/proc/{java}/environ").read_bytes().split(b"\0"):
+            if item.startswith(b"_PYSPARK_DRIVER_CONN_INFO_PATH="):
+                return Path(os.fsdecode(item.split(b"=", 1)[1])).parent
+    return None
+
+
+@pytest.mark.parametrize("moment", ["launched", "connected"])
+def test_the_jvm_killed_while_the_session_starts_is_one_line(tmp_path, moment):
+    """The driver's JVM SIGKILLed as soon as it runs (before it gives PySpark its port), or once PySpark
+    has read the port (its wait dir is gone) and creates the SparkContext: one line, exit 1, nothing
+    written, no run lock (the run had not begun)."""
+    logs = damaged_logs(tmp_path, partitions=1)
+    before = sha256s(logs)
+    proc = kafka_index("repair", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--audit-journal",
+                       tmp_path / "journal", "--backup-dir", tmp_path / "backups", "--run-id", "jvm-at-start",
+                       "--no-progress", wait=False)  # fmt: skip
+    assert isinstance(proc, subprocess.Popen)
+    killed: list[int] = []
+    waits: dict[int, Path | None] = {}
+    deadline = time.monotonic() + 120
+    while not killed and proc.poll() is None and time.monotonic() < deadline:
+        for java in _driver_jvms(proc.pid):
+            if moment == "connected":
+                waits.setdefault(java, _conn_info_dir(java))
+                wait_dir = waits[java]
+                if wait_dir is None or wait_dir.exists():
+                    continue  # PySpark still waits for the port
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(java, signal.SIGKILL)
+                killed.append(java)
+        time.sleep(0.001)
+    _, stderr = proc.communicate(timeout=300)
+    assert killed, f"the JVM was not seen starting: {stderr[-3000:]}"
+    assert proc.returncode == 1, stderr[-3000:]
+    assert "the Spark session could not start, no file was changed" in the_line(stderr)
+    assert sha256s(logs) == before and hidden_files(logs) == []
+    assert not (tmp_path / "audit").exists() and not (tmp_path / "journal").exists()
+
+
+def test_py4j_says_nothing_when_the_jvm_dies_under_a_call(tmp_path):
+    """py4j logs a failed call through the *root* logger, with its trace, in ``GatewayClient.send_command``
+    (a flaky ``make test`` printed ``ERROR:root:Exception while sending command`` and two traces when the JVM
+    died during a commit, as Python collected Java objects). Made certain here: the JVM is stopped (SIGSTOP),
+    a call is sent (it waits, unread, in the JVM's socket), the JVM is SIGKILLed: the call fails with a
+    connection reset, the path that logs. The session of ``kafka-index`` must print nothing there."""
+    script = (
+        "import os, signal, threading, time\n"
+        "from jobs.cli import spark_session\n"
+        "from jobs.config import resolve_settings\n"
+        "settings = resolve_settings(log_dirs=['.'])\n"
+        "settings.spark_master = 'local[1]'\n"
+        "spark = spark_session(settings, 'py4j-quiet')\n"
+        "sc = spark.sparkContext\n"
+        "sc.setLocalProperty('k', 'v')  # this thread's connection to the JVM\n"
+        "java = int(input())  # its JVM, named by the test\n"
+        "os.kill(java, signal.SIGSTOP)\n"
+        "while open(f'/proc/{java}/stat').read().rsplit(')', 1)[1].split()[0] != 'T':  # every thread stopped\n"
+        "    time.sleep(0.001)\n"
+        "threading.Timer(1.0, os.kill, (java, signal.SIGKILL)).start()\n"
+        "try:\n"
+        "    sc.setLocalProperty('k', 'w')\n"
+        "except Exception as exc:\n"
+        "    print('failed:', type(exc).__name__, flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    java = None
+    deadline = time.monotonic() + 120
+    while java is None and proc.poll() is None and time.monotonic() < deadline:
+        java = next(iter(_driver_jvms(proc.pid)), None)
+        time.sleep(0.01)
+    assert java is not None, "the JVM did not start"
+    out, err = proc.communicate(f"{java}\n", timeout=120)
+    assert re.fullmatch(r"failed: \w+\n", out), (proc.returncode, out + err)
+    assert [line for line in err.splitlines() if line != JDK_NOTICE] == [], err[-5000:]
+
+
+# --------------------------------------------------------------------------------- a full audit disk
+def test_a_full_audit_table_disk_is_one_line_and_exit_3(tmp_path, small_fs):
+    """The Delta table on a real full filesystem: the repair is done, the table write fails and delta-rs
+    (Rust) prints a panic message from its own thread before the error reaches Python. The run prints one
+    line (the table, the journal, the reason), exit 3; ``audit --recover`` on the still full disk too."""
+    logs = damaged_logs(tmp_path, partitions=2)
+    fill(small_fs / "filler")
+    journal_dir = tmp_path / "journal"
+    table = small_fs / "audit"
+    done = kafka_index("repair", "--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir,
+                       "--backup-dir", tmp_path / "backups", "--run-id", "full-table", "--no-progress")  # fmt: skip
+    assert done.returncode == 3, done.stderr[-3000:]
+    line = the_line(done.stderr)
+    assert str(table) in line and "No space left" in line and str(journal_dir / "full-table.jsonl") in line
+    again = kafka_index("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir)
+    assert again.returncode == 3 and "No space left" in the_line(again.stderr), again.stderr[-3000:]
+    assert (journal_dir / "full-table.jsonl").exists()
