@@ -43,6 +43,7 @@ from typing import Any, Protocol
 from . import records
 from .discovery import Discovery, Partition
 from .findings import CUT_TAIL, Finding, files_to_rebuild, kind
+from .interrupts import deferred_signals
 from .layout import (
     INDEX_SUFFIXES,
     LOG_START_OFFSET_CHECKPOINT,
@@ -434,7 +435,9 @@ MapSegments = Callable[[list[SegmentTask], str], list[SegmentOutcome]]
 
 def map_locally(jobs: int = 1) -> MapSegments:
     """A map step on this machine: in this process (``jobs=1``) or a pool of ``jobs`` processes. The
-    staged files' tag is the run id (each segment is staged by exactly one process)."""
+    staged files' tag is the run id (each segment is staged by exactly one process). If the map is
+    interrupted (SIGINT, SIGTERM) or fails, the pool's workers are stopped before the error goes on, so
+    nothing stages a file after the run has swept its own."""
 
     def map_segments(tasks: list[SegmentTask], run_id: str) -> list[SegmentOutcome]:
         if jobs <= 1 or len(tasks) <= 1:
@@ -443,16 +446,37 @@ def map_locally(jobs: int = 1) -> MapSegments:
         from concurrent.futures import ProcessPoolExecutor  # here: a pool is rare, its import costs ~10 ms
 
         workers = min(jobs, len(tasks))
-        initargs = (pool_reads_ahead(workers),)
-        with ProcessPoolExecutor(max_workers=workers, initializer=pool_worker, initargs=initargs) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker, initargs=(pool_reads_ahead(workers),))
+        try:
             return list(pool.map(process_segment, ordered, [run_id] * len(ordered)))
+        except BaseException:
+            _stop_workers(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     return map_segments
 
 
+def _stop_workers(pool: Any) -> None:
+    """SIGTERM every worker of a ``ProcessPoolExecutor`` (``shutdown`` then joins them): a worker
+    would otherwise finish its segment, and a shut-down pool would still run every queued one."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            process.terminate()
+
+
 def pool_worker(read_ahead: bool = True) -> None:
-    """A pool worker's initializer. On Linux a worker dies with its parent instead of waiting forever for
-    work that will not come. Without ``read_ahead`` its scans read synchronously (:func:`pool_reads_ahead`)."""
+    """A pool worker's initializer. The parent alone decides when the run stops: SIGINT, which a terminal
+    sends to the whole process group, is ignored here, and SIGTERM kills (the fork copied the parent's
+    handler, which would raise). On Linux a worker dies with its parent instead of waiting forever for work
+    that will not come. Without ``read_ahead`` its scans read synchronously (:func:`pool_reads_ahead`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
     if not read_ahead:
         scan_without_read_ahead()
@@ -789,14 +813,17 @@ def run(
             for p in discovery.partitions:
                 for outcome, replay in zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True):
                     decision = decide(outcome, replay, options)
-                    if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
-                        touched.add(outcome.task.target_dir or outcome.task.partition_dir)
-                        if observer is not None:
-                            observer.before_commit(outcome, decision)
-                    result = commit_segment(outcome, replay, decision)
-                    if decision.install and observer is not None:
-                        observer.after_commit(result)
-                    results.append(result)
+                    # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
+                    # renames and row
+                    with deferred_signals():
+                        if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
+                            touched.add(outcome.task.target_dir or outcome.task.partition_dir)
+                            if observer is not None:
+                                observer.before_commit(outcome, decision)
+                        result = commit_segment(outcome, replay, decision)
+                        if decision.install and observer is not None:
+                            observer.after_commit(result)
+                        results.append(result)
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
             for directory in sorted(touched):

@@ -4,7 +4,9 @@ Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submi
 ``dump``, ``lookup`` (one file, no Spark) and ``audit`` (queries of the Delta audit table, no Spark).
 Exit codes: 0 healthy / done, 1 findings or failures (also a Spark session or job that died), 2 bad usage or
 bad input, 3 the work is done but its audit rows could not be merged into the table (they are kept in the
-audit journal; ``audit --recover``).
+audit journal; ``audit --recover``), 128 + N stopped by signal N: 130 SIGINT, 143 SIGTERM (one line; a run
+stops between two segments' commits), 141 the reader of stdout went away (no message, as a tool killed by
+SIGPIPE).
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NoReturn, TextIO, TypeVar
 
 from indexlib.errors import describe_error, error_line
+from indexlib.interrupts import received, stdout_closed, stop_on_signals, stopped_by
 
 from .config import Settings, conf_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from indexlib.engine import RunReport
+    from indexlib.engine import RunOptions, RunReport
 
     from .journal import AuditJournal
 
@@ -369,16 +372,23 @@ def run_job(args: argparse.Namespace) -> int:
         if args.verbose:
             spark.sparkContext.setLogLevel("WARN")
     except (Py4JError, PySparkException, OSError) as exc:  # its JVM could not start, or died starting
+        if (stop := received()) is not None:  # SIGINT/SIGTERM, then a call to the JVM failed
+            return _stopped(stop)
         print(f"{PROG}: error: the Spark session could not start, no file was changed: {spark_failure(exc)}",
               file=sys.stderr)  # fmt: skip
         return 1
     progress = None if (args.no_progress or args.quiet) else ConsoleProgress()
     try:
-        report = run(spark, found, settings, options, progress, journal)
+        with stop_on_signals():  # again: PySpark's SparkContext put its own SIGINT handler in place
+            report = run(spark, found, settings, options, progress, journal)
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks swept what it staged
+        return _stopped(exc, options, journal)
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except (Py4JError, PySparkException, SparkJobError, OSError) as exc:
+        if (stop := received()) is not None:  # SIGINT/SIGTERM, then cleaning up met a failing call to the JVM
+            return _stopped(stop, options, journal)
         if not isinstance(exc, OSError):  # the job failed (a killed executor, worker or JVM)
             print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
             return 1
@@ -399,6 +409,18 @@ def run_job(args: argparse.Namespace) -> int:
     if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
+
+
+def _stopped(exc: KeyboardInterrupt, options: RunOptions | None = None, journal: AuditJournal | None = None) -> int:
+    """One line for a run stopped by SIGINT or SIGTERM; its exit code (130, 143)."""
+    name, code = stopped_by(exc)
+    line = f"{PROG}: error: stopped by {name}"
+    if options is not None and not options.read_only:
+        line += "; every index file is the old one or the whole new one"
+        if journal is not None and os.path.exists(journal.path):
+            line += f"; the audit journal {journal.path} keeps what was replaced (the next run merges it)"
+    print(line, file=sys.stderr)
+    return code
 
 
 def _write_audit(
@@ -521,6 +543,8 @@ def run_dump(args: argparse.Namespace) -> int:
 
     try:
         return write_dump(args.file, args.as_json, sys.stdout)
+    except BrokenPipeError:  # stdout, not the file: main ends quietly
+        raise
     except (OSError, ValueError) as exc:
         print(f"{PROG}: error: {error_line(exc, args.file)}", file=sys.stderr)
         return 2
@@ -632,13 +656,22 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # usage error (2) or --help (0); argparse printed why
         return exc.code if isinstance(exc.code, int) else 2
-    if args.command in ("verify", "rebuild", "repair"):
-        return run_job(args)
-    if args.command == "dump":
-        return run_dump(args)
-    if args.command == "lookup":
-        return run_lookup(args)
-    return run_audit(args)
+    try:
+        with stop_on_signals():
+            if args.command in ("verify", "rebuild", "repair"):
+                code = run_job(args)
+            elif args.command == "dump":
+                code = run_dump(args)
+            elif args.command == "lookup":
+                code = run_lookup(args)
+            else:
+                code = run_audit(args)
+            sys.stdout.flush()  # here, where a closed stdout is still caught
+        return code
+    except BrokenPipeError:  # the reader of stdout went away (| head): end quietly
+        return stdout_closed()
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM outside a run's scan and commit
+        return _stopped(exc)
 
 
 def job_main(mode: str, argv: list[str] | None = None) -> int:

@@ -1,5 +1,6 @@
 """Shared test helpers: where the real-Kafka fixtures are (and a skip when they are absent), running a
-function as an unprivileged user, small filesystems, and the processes a run started."""
+function as an unprivileged user, small filesystems, a command's stdout closed early, and the processes a
+run started."""
 
 from __future__ import annotations
 
@@ -45,6 +46,31 @@ def run_as_unprivileged(fn) -> dict:
         data = pipe.read()
     os.waitpid(pid, 0)
     return json.loads(data)
+
+
+@pytest.fixture(scope="module")
+def big_partition(tmp_path_factory) -> Path:
+    """20,000 one-record batches and their indexes: every dump is far more than a pipe holds."""
+    from indexlib.generate import generate_partition
+    from indexlib.partition import rebuild_partition
+
+    part = tmp_path_factory.mktemp("pipe") / "big-0"
+    generate_partition(
+        part, segments=1, batches_per_segment=20000, records_per_batch=(1, 1), value_bytes=(1, 1), seed=1
+    )
+    rebuild_partition(part, index_interval_bytes=1)
+    return part
+
+
+def dump_into_head(argv: list[str]) -> tuple[int, str, bytes]:
+    """``<argv> | head -1`` with a real pipe and a real ``head``, which exits after its line: the dump's
+    exit code and stderr, and what ``head`` printed."""
+    dump = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=PROJECT_ROOT)
+    assert dump.stdout is not None and dump.stderr is not None
+    head = subprocess.run(["head", "-1"], stdin=dump.stdout, capture_output=True, timeout=120)
+    dump.stdout.close()  # only head holds the read end: when it exits, the pipe is closed
+    err = dump.stderr.read().decode()
+    return dump.wait(timeout=120), err, head.stdout
 
 
 @pytest.fixture

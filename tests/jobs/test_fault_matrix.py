@@ -10,7 +10,9 @@ with real locks held by other processes and real kills. For every case the same 
 
 Cases elsewhere, not repeated here: a run SIGKILLed in its commit and a failed audit table write
 (``test_audit_journal.py``), a full output dir and backup dir of ``python -m indexlib``
-(``tests/indexlib/test_full_disk.py``), a wrong ``.txnindex`` LSO (``test_verify.py``), bad input (``test_cli.py``).
+(``tests/indexlib/test_full_disk.py``), ``python -m indexlib`` stopped by signals
+(``tests/indexlib/test_interrupts.py``), a wrong ``.txnindex`` LSO (``test_verify.py``), bad input
+(``test_cli.py``).
 """
 
 from __future__ import annotations
@@ -30,7 +32,9 @@ from pathlib import Path
 import pytest
 
 from indexlib.generate import generate_partition
+from indexlib.layout import INDEX_SUFFIXES
 from indexlib.partition import rebuild_partition
+from jobs import journal
 from jobs.audit import read
 
 from ..conftest import PROJECT_ROOT, fill, remount
@@ -92,6 +96,33 @@ def the_line(stderr: str) -> str:
 def hidden_files(root: Path) -> list[str]:
     """Staged files and run locks (hidden names), under ``root``."""
     return sorted(str(p.relative_to(root)) for p in root.rglob(".*") if p.name != ".lock")
+
+
+def rebuilt(logs: Path, root: Path) -> dict[str, str]:
+    """The sha256 of every file once every index is rebuilt (on a copy): what a finished repair leaves."""
+    copy = root / "expected"
+    shutil.copytree(logs, copy)
+    for part in copy.iterdir():
+        rebuild_partition(part)
+    return sha256s(copy)
+
+
+def assert_whole_segments(before: dict[str, str], after: dict[str, str], expected: dict[str, str]) -> int:
+    """Every segment's index files were replaced together or not at all, each by the whole rebuilt file;
+    returns how many segments were replaced."""
+    segments: dict[str, set[str]] = {}
+    for name in {*before, *after, *expected}:
+        stem, suffix = os.path.splitext(name)
+        if suffix in INDEX_SUFFIXES:
+            segments.setdefault(stem, set()).add(name)
+    replaced = 0
+    for stem, names in sorted(segments.items()):
+        changed = {n for n in names if after.get(n) != before.get(n)}
+        due = {n for n in names if expected.get(n) != before.get(n)}
+        assert changed in (set(), due), f"{stem}: {sorted(changed)} of {sorted(due)} replaced"
+        assert all(after.get(n) == expected.get(n) for n in changed), stem
+        replaced += bool(changed)
+    return replaced
 
 
 @dataclass
@@ -482,6 +513,70 @@ def test_py4j_says_nothing_when_the_jvm_dies_under_a_call(tmp_path):
     out, err = proc.communicate(f"{java}\n", timeout=120)
     assert re.fullmatch(r"failed: \w+\n", out), (proc.returncode, out + err)
     assert [line for line in err.splitlines() if line != JDK_NOTICE] == [], err[-5000:]
+
+
+# ----------------------------------------------------------------------------------- SIGINT and SIGTERM
+def _journal_has_a_row(path: Path) -> bool:
+    try:
+        return any(r.get("record") == "segment" for r in journal.read(str(path)))
+    except (FileNotFoundError, ValueError):
+        return False
+
+
+@pytest.mark.parametrize(
+    "signum, to_group, phase",
+    [
+        (signal.SIGINT, True, "scan"),  # Ctrl-C: the terminal signals the whole process group
+        (signal.SIGTERM, False, "scan"),  # kill PID, a supervisor
+        (signal.SIGINT, True, "commit"),
+        (signal.SIGTERM, False, "commit"),
+    ],
+    ids=["sigint-scan", "sigterm-scan", "sigint-commit", "sigterm-commit"],
+)
+def test_a_signal_stops_the_run_in_one_line_and_leaves_it_whole(tmp_path, signum, to_group, phase):
+    """SIGINT or SIGTERM while executors stage files, or once the commit has journaled a segment. The run
+    ends with one line naming the signal and exit 128 + its number (130, 143), the way the README says:
+    stopped in the scan, no file Kafka reads changed and nothing staged or locked is left; stopped in the
+    commit, each segment's files were replaced all together or not at all (the run stops between two
+    segments), nothing staged is left, and the journal holds every replaced file until
+    ``audit --recover`` merges it into the table."""
+    logs = damaged_logs(tmp_path, partitions=12)
+    table, journal_dir = tmp_path / "audit", tmp_path / "journal"
+    before, expected = sha256s(logs), rebuilt(logs, tmp_path)
+    path = journal_dir / "stopped.jsonl"
+    proc = kafka_index("repair", "--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir,
+                       "--backup-dir", tmp_path / "backups", "--run-id", "stopped", "--no-progress",
+                       wait=False)  # fmt: skip
+    assert isinstance(proc, subprocess.Popen)
+    sent = False
+    deadline = time.monotonic() + 240
+    while not sent and proc.poll() is None and time.monotonic() < deadline:
+        if _journal_has_a_row(path) if phase == "commit" else list(logs.rglob(".*.rebuild.tmp")):
+            (os.killpg if to_group else os.kill)(proc.pid, signum)
+            sent = True
+        time.sleep(0.001)
+    _, stderr = proc.communicate(timeout=300)
+    if not sent:
+        pytest.fail(f"the repair ended before it could be stopped in its {phase}: {stderr[-2000:]}")
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, stderr[-3000:]
+    line = the_line(stderr)
+    assert line.startswith(f"kafka-index: error: stopped by {name}; every index file is the old one or the whole")
+    after = sha256s(logs)
+    assert hidden_files(logs) == []  # no staged file, no run lock
+    if phase == "scan":
+        assert after == before and not path.exists()
+        return
+    assert str(path) in line
+    rows, finished = journal.rows_of(journal.read(str(path)))
+    assert not finished
+    assert 0 < assert_whole_segments(before, after, expected) < len([n for n in before if n.endswith(".log")])
+    changed = {k for k in after if after[k] != before.get(k)}
+    covered = {os.path.relpath(f, logs) for r in rows if r["record_type"] == "segment" for f in r["files_written"]}
+    assert changed <= covered, changed - covered
+    done = kafka_index("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir)
+    assert done.returncode == 0 and "interrupted run stopped" in done.stderr, done.stderr
+    assert not path.exists() and audited(table, journal_dir, "stopped")
 
 
 # --------------------------------------------------------------------------------- a full audit disk
