@@ -18,8 +18,11 @@ cores), as the Spark jobs run it on a cluster.
 Exit codes: 0 healthy / done; 1 verify found errors, a rebuild could not rebuild a segment (Kafka's
 recovery would fail on it), or a dumped file has problems (listed); 2 bad usage or bad input (a missing
 or unreadable path, a file where a directory is expected, a directory holding no partition or no segment,
-a bad setting, a file that cannot be dumped, a log dir held by a running broker, a ``--run-id`` whose
-backup dir already holds an earlier run's backups).
+a bad setting, a lookup target no segment can hold, a file that cannot be dumped, a log dir held by a
+running broker, a ``--run-id`` whose backup dir already holds an earlier run's backups); 128 + N stopped by
+signal N: 130 SIGINT, 143 SIGTERM (one line; a run stops between two segments' commits and removes what it
+staged: every file is the old one or the whole new one), 141 the reader of stdout went away (``dump FILE |
+head``: no message, as a tool killed by SIGPIPE).
 
 Errors are one line on stderr, ``python -m indexlib: error: <file>: <problem>``, never a traceback (set
 ``KAFKA_INDEX_DEBUG=1`` to get the traceback of an unexpected error).
@@ -38,6 +41,7 @@ from .discovery import Discovery, discover, discover_partition_dir
 from .engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
 from .errors import error_line
 from .findings import CUT_TAIL, REFUSE_SEGMENT, kind
+from .interrupts import stdout_closed, stop_on_signals, stopped_by
 from .layout import (
     INDEX_SUFFIXES,
     LOG_DIR_LOCK,
@@ -46,7 +50,7 @@ from .layout import (
     segment_base_offsets,
     segment_name,
 )
-from .lookup import lookup, print_lookup
+from .lookup import check_target, lookup, print_lookup
 from .publish import log_dir_is_locked
 from .report import check_json_target, print_report, write_json
 from .settings import (
@@ -74,7 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Verify, rebuild (byte for byte as Kafka's recovery would) and dump Kafka segment "
         "index files (.index, .timeindex, .txnindex).",
         epilog="exit codes: 0 healthy/done; 1 findings (verify), a segment that could not be rebuilt "
-        "(rebuild) or a file with problems (dump); 2 bad usage or bad input",
+        "(rebuild) or a file with problems (dump); 2 bad usage or bad input; 130/143 stopped by SIGINT/SIGTERM; "
+        "141 stdout closed",
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -320,6 +325,10 @@ def run_dump(args: argparse.Namespace) -> int:
 
 
 def run_lookup(args: argparse.Namespace) -> int:
+    try:
+        check_target(args.offset, args.timestamp)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     return print_lookup(lookup(args.segment, args.offset, args.timestamp, args.ceiling), args.json, sys.stdout)
 
 
@@ -335,24 +344,23 @@ def main(argv: list[str] | None = None) -> int:
         " ".join(getattr(args, "paths", None) or []) or getattr(args, "file", None) or getattr(args, "segment", None)
     )
     try:
-        code: int = args.run(args)
+        with stop_on_signals():
+            code: int = args.run(args)
+            sys.stdout.flush()  # here, where a closed stdout is still caught
         return code
     except BrokenPipeError:  # the reader went away (| head): stop quietly
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        return EXIT_OK
+        return stdout_closed()
     except InputError as exc:
         _error(str(exc))
         return EXIT_BAD_INPUT
     except (OSError, ValueError) as exc:  # unreadable, not a regular file, garbage, bad name, ...
         _error(error_line(exc, subject))
         return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return 130
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks have swept what it staged
+        name, code = stopped_by(exc)
+        state = "; every index file is the old one or the whole new one (run it again to finish)"
+        _error(f"stopped by {name}" + (state if args.command == "rebuild" else ""))
+        return code
     except Exception as exc:  # a bug: still one line, unless asked for the traceback
         if os.environ.get("KAFKA_INDEX_DEBUG"):
             raise

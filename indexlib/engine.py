@@ -31,6 +31,8 @@ import fcntl
 import os
 import re
 import shutil
+import signal
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -41,11 +43,13 @@ from typing import Any, Protocol
 from . import records
 from .discovery import Discovery, Partition
 from .findings import CUT_TAIL, Finding, files_to_rebuild, kind
+from .interrupts import deferred_signals
 from .layout import (
     INDEX_SUFFIXES,
     LOG_START_OFFSET_CHECKPOINT,
     partition_name,
     run_lock_name,
+    run_lock_run_id,
     segment_file,
     staged_by_run,
     staged_run_id,
@@ -224,33 +228,62 @@ class RunInUseError(LockedLogDirError):
     """Another process is running with the same run id and writes under the same dir."""
 
 
+#: the run lock descriptors this process holds (see :func:`run_locks`)
+_HELD_RUN_LOCKS: set[int] = set()
+
+
+def _close_run_locks_in_child() -> None:
+    """After a fork: close the child's copies of the run locks (a ``flock`` belongs to the open file, which
+    the copies share). A forked pool worker that outlives its run (the run SIGKILLed) must not keep that
+    dead run's lock held, which would keep its staged files and lock file from ever being swept. Closing a
+    copy does not release the parent's lock."""
+    for fd in _HELD_RUN_LOCKS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD_RUN_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_run_locks_in_child)
+
+
+def _is_file_at(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not unlinked or replaced meanwhile)."""
+    try:
+        opened, named = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
+
+
 @contextlib.contextmanager
 def run_locks(directories: list[str], run_id: str) -> Iterator[None]:
     """Hold ``<dir>/.kafka-index-run-<run id>.lock`` (``flock``) in each of ``directories`` for the block:
     a second run with the same id, which would stage and sweep the same file names, is refused
     (:class:`RunInUseError`) while the first holds them. The files are removed on release; the kernel
-    drops a dead process's lock, so a killed run never blocks its id."""
+    drops a dead process's lock, so a killed run never blocks its id, and a later writing run removes the
+    file it left (:func:`sweep_dead_run_locks`)."""
     held: list[tuple[int, str]] = []
     try:
         for directory in sorted(set(directories)):
             os.makedirs(directory, exist_ok=True)
             path = os.path.join(directory, run_lock_name(run_id))
-            while True:  # lock the file that is at the path (a releasing run may unlink it meanwhile)
+            while True:  # lock the file that is at the path (a releasing run or a sweep may unlink it meanwhile)
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
+                    removed = not _is_file_at(fd, path)  # held by a run releasing it, or by a sweep removing it
                     os.close(fd)
+                    if removed:
+                        continue
                     raise RunInUseError(
                         f"{path}: another run with run id {run_id!r} is writing here; wait for it, or use "
                         "another --run-id"
                     ) from None
-                try:
-                    same = os.fstat(fd).st_ino == os.stat(path).st_ino
-                except FileNotFoundError:
-                    same = False
-                if same:
+                if _is_file_at(fd, path):
                     held.append((fd, path))
+                    _HELD_RUN_LOCKS.add(fd)
                     break
                 os.close(fd)
         yield
@@ -258,7 +291,41 @@ def run_locks(directories: list[str], run_id: str) -> Iterator[None]:
         for fd, path in reversed(held):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
+            _HELD_RUN_LOCKS.discard(fd)
             os.close(fd)
+
+
+def sweep_dead_run_locks(directories: list[str], run_id: str) -> list[str]:
+    """Remove the run lock files (:func:`run_locks`) that killed runs left in ``directories``: those no
+    process holds. Each is locked before it is unlinked, so a run taking that lock at the same moment either
+    finds it held and takes the new file, or holds it and the file stays. Returns what was removed."""
+    removed = []
+    for directory in sorted(set(directories)):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            owner = run_lock_run_id(name)
+            if owner is None or owner == run_id:
+                continue
+            path = os.path.join(directory, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:  # gone meanwhile, or not ours to open
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:  # a live run's
+                    continue
+                if _is_file_at(fd, path):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                        removed.append(path)
+            finally:
+                os.close(fd)
+    return removed
 
 
 def run_is_alive(directory: str, run_id: str) -> bool:
@@ -445,7 +512,9 @@ MapSegments = Callable[[list[SegmentTask], str], list[SegmentOutcome]]
 
 def map_locally(jobs: int = 1) -> MapSegments:
     """A map step on this machine: in this process (``jobs=1``) or a pool of ``jobs`` processes. The
-    staged files' tag is the run id (each segment is staged by exactly one process)."""
+    staged files' tag is the run id (each segment is staged by exactly one process). If the map is
+    interrupted (SIGINT, SIGTERM) or fails, the pool's workers are stopped before the error goes on, so
+    nothing stages a file after the run has swept its own."""
 
     def map_segments(tasks: list[SegmentTask], run_id: str) -> list[SegmentOutcome]:
         if jobs <= 1 or len(tasks) <= 1:
@@ -454,11 +523,56 @@ def map_locally(jobs: int = 1) -> MapSegments:
         from concurrent.futures import ProcessPoolExecutor  # here: a pool is rare, its import costs ~10 ms
 
         workers = min(jobs, len(tasks))
-        initializer = None if pool_reads_ahead(workers) else scan_without_read_ahead
-        with ProcessPoolExecutor(max_workers=workers, initializer=initializer) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker, initargs=(pool_reads_ahead(workers),))
+        try:
             return list(pool.map(process_segment, ordered, [run_id] * len(ordered)))
+        except BaseException:
+            _stop_workers(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     return map_segments
+
+
+def _stop_workers(pool: Any) -> None:
+    """SIGTERM every worker of a ``ProcessPoolExecutor`` (``shutdown`` then joins them): a worker
+    would otherwise finish its segment, and a shut-down pool would still run every queued one."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            process.terminate()
+
+
+def pool_worker(read_ahead: bool = True) -> None:
+    """A pool worker's initializer. The parent alone decides when the run stops: SIGINT, which a terminal
+    sends to the whole process group, is ignored here, and SIGTERM kills (the fork copied the parent's
+    handler, which would raise). On Linux a worker dies with its parent instead of waiting forever for work
+    that will not come. Without ``read_ahead`` its scans read synchronously (:func:`pool_reads_ahead`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
+    if not read_ahead:
+        scan_without_read_ahead()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    pr_set_pdeathsig = 1
+    if prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != parent:
+        os._exit(1)  # the parent died before the request took effect
 
 
 def pool_reads_ahead(workers: int) -> bool:
@@ -757,6 +871,7 @@ def run(
     with run_locks(lock_dirs, run_id):
         if not options.read_only:
             swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
+            sweep_dead_run_locks(lock_dirs, run_id)
         clock = time.perf_counter()
         phases: dict[str, float] = {}
         tasks = plan_tasks(discovery, options, run_id, index_settings)
@@ -778,14 +893,17 @@ def run(
             for p in discovery.partitions:
                 for outcome, replay in zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True):
                     decision = decide(outcome, replay, options)
-                    if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
-                        touched.add(outcome.task.target_dir or outcome.task.partition_dir)
-                        if observer is not None:
-                            observer.before_commit(outcome, decision)
-                    result = commit_segment(outcome, replay, decision)
-                    if decision.install and observer is not None:
-                        observer.after_commit(result)
-                    results.append(result)
+                    # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
+                    # renames and row
+                    with deferred_signals():
+                        if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
+                            touched.add(outcome.task.target_dir or outcome.task.partition_dir)
+                            if observer is not None:
+                                observer.before_commit(outcome, decision)
+                        result = commit_segment(outcome, replay, decision)
+                        if decision.install and observer is not None:
+                            observer.after_commit(result)
+                        results.append(result)
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
             for directory in sorted(touched):

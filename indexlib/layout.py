@@ -99,6 +99,13 @@ def run_lock_name(run_id: str) -> str:
     return f"{RUN_LOCK_PREFIX}{run_id}.lock"
 
 
+def run_lock_run_id(name: str) -> str | None:
+    """The run id of a run lock file's name (see :func:`run_lock_name`), or None for any other name."""
+    if name.startswith(RUN_LOCK_PREFIX) and name.endswith(".lock") and len(name) > len(RUN_LOCK_PREFIX) + 5:
+        return name[len(RUN_LOCK_PREFIX) : -len(".lock")]
+    return None
+
+
 def staged_path(final: str, tag: str) -> str:
     """The hidden name a new version of ``final`` is written under before it is renamed over it."""
     directory, name = os.path.split(final)

@@ -14,11 +14,25 @@ from .offset_index import OffsetIndex
 from .records import scan_log
 from .time_index import TimeIndex
 
+#: Kafka's offsets and timestamps are Java longs; an offset is never negative
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+
+
+def check_target(offset: int | None = None, timestamp: int | None = None) -> None:
+    """``ValueError`` naming the option unless ``offset`` is an offset Kafka can hold (0 to 2^63-1) and
+    ``timestamp`` a Java long."""
+    if offset is not None and not 0 <= offset <= LONG_MAX:
+        raise ValueError(f"--offset {offset}: an offset is 0 to {LONG_MAX} (Kafka's offsets are non-negative longs)")
+    if timestamp is not None and not LONG_MIN <= timestamp <= LONG_MAX:
+        raise ValueError(f"--timestamp {timestamp}: a timestamp is a Java long ({LONG_MIN} to {LONG_MAX})")
+
 
 def lookup(
     segment: str, offset: int | None = None, timestamp: int | None = None, ceiling: bool = False
 ) -> dict[str, Any]:
-    """The index entries used and the exact batch found for an offset or timestamp in one segment."""
+    """The index entries used and the exact batch found for an offset or timestamp in one segment
+    (``ValueError`` for a target no segment can hold, :func:`check_target`)."""
+    check_target(offset, timestamp)
     parsed = parse_segment_name(os.path.basename(segment))
     if parsed is None or parsed[1] != LOG_SUFFIX:
         raise ValueError(f"{segment}: not a segment file (expected <20-digit base offset>.log)")

@@ -2,15 +2,18 @@
 
 Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submit jobs/<mode>.py``),
 ``dump``, ``lookup`` (one file, no Spark) and ``audit`` (queries of the Delta audit table, no Spark).
-Exit codes: 0 healthy / done, 1 findings or failures, 2 bad usage or bad input, 3 the work is done but its
-audit rows could not be merged into the table (they are kept in the audit journal; ``audit --recover``),
-4 (``audit --recover``) a damaged journal: its readable rows are merged, the file is kept.
+Exit codes: 0 healthy / done, 1 findings or failures (also a Spark session or job that died), 2 bad usage or
+bad input, 3 the work is done but its audit rows could not be merged into the table (they are kept in the
+audit journal; ``audit --recover``), 4 (``audit --recover``) a damaged journal: its readable rows are merged,
+the file is kept; 128 + N stopped by signal N: 130 SIGINT, 143 SIGTERM (one line; a run stops between two
+segments' commits), 141 the reader of stdout went away (no message, as a tool killed by SIGPIPE).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import re
 import sys
@@ -18,22 +21,24 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO, TypeVar
 
 from indexlib.errors import describe_error, error_line
+from indexlib.interrupts import received, stdout_closed, stop_on_signals, stopped_by
 
 from .config import Settings, conf_dir
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from indexlib.engine import RunReport
+    from indexlib.engine import RunOptions, RunReport
 
     from .journal import AuditJournal
 
 
 PROG = "kafka-index"
 LOG4J_FILE = conf_dir() / "log4j2.properties"
+T = TypeVar("T")
 
 
 class UsageError(Exception):
@@ -212,22 +217,32 @@ class ConsoleProgress:
     def _loop(self) -> None:
         every = self.interval if self.tty else self.log_every
         while not self._stop.wait(every):
-            self.stream.write(self._line() + ("" if self.tty else "\n"))
+            try:
+                line = self._line()
+            except Exception:  # Spark is gone (its JVM died): the run reports that, the display just ends
+                return
+            self.stream.write(line + ("" if self.tty else "\n"))
             self.stream.flush()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-            self.stream.write(self._line() + "\n")
+            try:
+                line = self._line() + "\n"
+            except Exception:  # Spark is gone: no last line (a bar still ends its own)
+                line = "\n" if self.tty else ""
+            self.stream.write(line)
             self.stream.flush()
 
 
 # ----------------------------------------------------------------------------------------- jobs
 def spark_session(settings: Settings, app_name: str) -> SparkSession:
-    """The session: spark-submit's master when launched by it, else the configured one (``local[*]``)."""
+    """The session: spark-submit's master when launched by it, else the configured one (``local[*]``). The JVM
+    logs nothing below FATAL (a failed job is reported in one line by the run; ``-v`` sets WARN)."""
     from pyspark.sql import SparkSession
 
+    _quiet_py4j()  # before the JVM starts: it may die while the session starts
     # PySpark's worker daemon, quiet when the JVM hangs up on an idle worker at the end (jobs.spark_daemon)
     builder = SparkSession.builder.appName(app_name).config("spark.python.daemon.module", "jobs.spark_daemon")
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded local Spark
@@ -239,19 +254,35 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
         for key, value in settings.spark_conf.items():
             builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark.sparkContext.setLogLevel("FATAL")
     _quiet_when_the_jvm_dies(spark)
     return spark
 
 
-def _quiet_when_the_jvm_dies(spark: SparkSession) -> None:
-    """If the JVM dies, the run reports it in one line (a Py4JError reaches ``run_job``), but py4j logs every
-    failed call with its trace, and PySpark's accumulator server thread prints an EOFError trace. Quiet both:
-    py4j's logger to critical only, and the accumulator server's error hook (PySpark's own object: no public
-    setting reaches it; losing an accumulator update only slows the progress display)."""
-    import logging
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    return os.path.basename(os.path.dirname(record.pathname)) != "py4j"
 
+
+def _quiet_py4j() -> None:
+    """py4j logs every failed call to the JVM with its trace: through its own loggers (set to CRITICAL here),
+    and in some paths (``GatewayClient.send_command``: a failed send, a KeyboardInterrupt while waiting)
+    through the *root* logger, whose first use installs a stderr handler (``logging.basicConfig``). When the
+    JVM dies those traces would come before the run's one line, at moments that depend on when Python
+    collects its Java objects. A filter on the root logger drops py4j's records (only records logged on the
+    root logger itself pass its filters); an empty root gets ``logging.lastResort`` as its handler, so a
+    first root record no longer installs another and everything else prints as it did."""
     logging.getLogger("py4j").setLevel(logging.CRITICAL)
+    root = logging.getLogger()
+    if _not_from_py4j not in root.filters:
+        root.addFilter(_not_from_py4j)
+    if not root.handlers and logging.lastResort is not None:
+        root.addHandler(logging.lastResort)
+
+
+def _quiet_when_the_jvm_dies(spark: SparkSession) -> None:
+    """If the JVM dies, the run reports it in one line (a Py4JError reaches ``run_job``), but PySpark's
+    accumulator server thread prints an EOFError trace: quiet its error hook (PySpark's own object: no public
+    setting reaches it; losing an accumulator update only slows the progress display)."""
     server = getattr(spark.sparkContext, "_accumulatorServer", None)
     if server is not None:
         server.handle_error = lambda request, client_address: None
@@ -266,7 +297,7 @@ def run_job(args: argparse.Namespace) -> int:
     from indexlib.report import check_json_target, print_report, write_json
 
     from .config import resolve_settings
-    from .pipeline import run
+    from .pipeline import SparkJobError, run
 
     try:
         settings = resolve_settings(
@@ -338,27 +369,40 @@ def run_job(args: argparse.Namespace) -> int:
 
         _recover_journals(settings.audit_journal, settings.audit_table, at_start=True)
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
-    spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
     delta_writer = False
-    if settings.audit_table:
-        from .audit import spark_has_delta
+    try:
+        spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
+        if settings.audit_table:
+            from .audit import spark_has_delta
 
-        delta_writer = spark_has_delta(spark)
-    if args.verbose:
-        spark.sparkContext.setLogLevel("WARN")
+            delta_writer = spark_has_delta(spark)
+        if args.verbose:
+            spark.sparkContext.setLogLevel("WARN")
+    except (Py4JError, PySparkException, OSError) as exc:  # its JVM could not start, or died starting
+        if (stop := received()) is not None:  # SIGINT/SIGTERM, then a call to the JVM failed
+            return _stopped(stop)
+        print(f"{PROG}: error: the Spark session could not start, no file was changed: {spark_failure(exc)}",
+              file=sys.stderr)  # fmt: skip
+        return 1
     progress = None if (args.no_progress or args.quiet) else ConsoleProgress()
     try:
-        report = run(spark, found, settings, options, progress, journal)
+        with stop_on_signals():  # again: PySpark's SparkContext put its own SIGINT handler in place
+            report = run(spark, found, settings, options, progress, journal)
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks swept what it staged
+        return _stopped(exc, options, journal)
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except OSError as exc:  # a run lock or the journal could not be written: nothing more was replaced
+    except (Py4JError, PySparkException, SparkJobError, OSError) as exc:
+        if (stop := received()) is not None:  # SIGINT/SIGTERM, then cleaning up met a failing call to the JVM
+            return _stopped(stop, options, journal)
+        if not isinstance(exc, OSError):  # the job failed (a killed executor, worker or JVM)
+            print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
+            return 1
+        # a run lock or the journal could not be written: nothing more was replaced
         print(
             f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
         )
-        return 1
-    except (Py4JError, PySparkException) as exc:  # the Spark job failed (a killed executor, worker or JVM)
-        print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
         return 1
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     print_report(report, text_out, "quiet" if args.quiet else "verbose" if args.verbose else "normal")
@@ -372,6 +416,18 @@ def run_job(args: argparse.Namespace) -> int:
     if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
+
+
+def _stopped(exc: KeyboardInterrupt, options: RunOptions | None = None, journal: AuditJournal | None = None) -> int:
+    """One line for a run stopped by SIGINT or SIGTERM; its exit code (130, 143)."""
+    name, code = stopped_by(exc)
+    line = f"{PROG}: error: stopped by {name}"
+    if options is not None and not options.read_only:
+        line += "; every index file is the old one or the whole new one"
+        if journal is not None and os.path.exists(journal.path):
+            line += f"; the audit journal {journal.path} keeps what was replaced (the next run merges it)"
+    print(line, file=sys.stderr)
+    return code
 
 
 def _write_audit(
@@ -390,7 +446,7 @@ def _write_audit(
         kept = False
         print(f"{PROG}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
     try:
-        writer, inserted, replaced = audit.write(table, audit.to_table(rows), spark)  # type: ignore[arg-type]
+        writer, inserted, replaced = _quiet_if_it_fails(audit.write, table, audit.to_table(rows), spark)
     except Exception as exc:  # deltalake/DataFusion errors, OSError (a full disk), an unreachable URI
         where = f"kept in {journal.path}; merge them with `{PROG} audit --recover`" if kept else "LOST"
         print(f"{PROG}: error: audit table {table}: {_first_line(exc)}; the run's {len(rows)} rows are {where}",
@@ -403,6 +459,45 @@ def _write_audit(
     if out is not None:
         print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
     return True
+
+
+def _quiet_if_it_fails(call: Callable[..., T], *args: object) -> T:
+    """``call(*args)`` with file descriptor 2 led into a pipe: if it raises, what was written there is dropped (the
+    caller reports the failure in one line); if it returns, that text goes to stderr as it would have. For
+    the audit table's writer: delta-rs prints a Rust panic message to fd 2 from one of its own threads when
+    a write fails (a full disk) before the error reaches Python, and a panic in the calling thread arrives
+    as pyo3's ``PanicException``, a ``BaseException``: it is raised as a ``RuntimeError`` here."""
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    held: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(read_end, held), daemon=True)
+    reader.start()
+    saved = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    failed = True
+    try:
+        result = call(*args)
+        failed = False
+        return result
+    except BaseException as exc:
+        if type(exc).__name__ == "PanicException":
+            raise RuntimeError(f"the writer panicked: {exc}") from None
+        raise
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe's last write end closes: the reader sees its end
+        os.close(saved)
+        reader.join(timeout=10)
+        if not failed and held:
+            sys.stderr.write(b"".join(held).decode(errors="replace"))
+            sys.stderr.flush()
+
+
+def _drain(fd: int, into: list[bytes]) -> None:
+    with open(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(65536):
+            into.append(chunk)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -485,7 +580,7 @@ def _recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
                   file=sys.stderr)  # fmt: skip
             continue
         try:
-            run_id, count, inserted, replaced, finished = recover(journal, table)
+            run_id, count, inserted, replaced, finished = _quiet_if_it_fails(recover, journal, table)
         except Exception as exc:
             code = max(code, EXIT_AUDIT_FAILED)
             print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {_first_line(exc)}",
@@ -531,14 +626,21 @@ def run_dump(args: argparse.Namespace) -> int:
 
     try:
         return write_dump(args.file, args.as_json, sys.stdout)
+    except BrokenPipeError:  # stdout, not the file: main ends quietly
+        raise
     except (OSError, ValueError) as exc:
         print(f"{PROG}: error: {error_line(exc, args.file)}", file=sys.stderr)
         return 2
 
 
 def run_lookup(args: argparse.Namespace) -> int:
-    from indexlib.lookup import lookup, print_lookup
+    from indexlib.lookup import check_target, lookup, print_lookup
 
+    try:
+        check_target(args.offset, args.timestamp)
+    except ValueError as exc:  # a usage error: no file to name
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     try:
         answer = lookup(args.segment, args.offset, args.timestamp, args.ceiling)
     except (OSError, ValueError) as exc:
@@ -648,13 +750,22 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as exc:  # usage error (2) or --help (0); argparse printed why
         return exc.code if isinstance(exc.code, int) else 2
-    if args.command in ("verify", "rebuild", "repair"):
-        return run_job(args)
-    if args.command == "dump":
-        return run_dump(args)
-    if args.command == "lookup":
-        return run_lookup(args)
-    return run_audit(args)
+    try:
+        with stop_on_signals():
+            if args.command in ("verify", "rebuild", "repair"):
+                code = run_job(args)
+            elif args.command == "dump":
+                code = run_dump(args)
+            elif args.command == "lookup":
+                code = run_lookup(args)
+            else:
+                code = run_audit(args)
+            sys.stdout.flush()  # here, where a closed stdout is still caught
+        return code
+    except BrokenPipeError:  # the reader of stdout went away (| head): end quietly
+        return stdout_closed()
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM outside a run's scan and commit
+        return _stopped(exc)
 
 
 def job_main(mode: str, argv: list[str] | None = None) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -29,6 +30,7 @@ from indexlib.engine import (
     process_segment,
 )
 from indexlib.engine import run as run_engine
+from indexlib.errors import describe_error
 
 from .config import Settings
 
@@ -38,6 +40,10 @@ if TYPE_CHECKING:
 
 TOOL_VERSION = __version__
 T = TypeVar("T")
+
+
+class SparkJobError(RuntimeError):
+    """The Spark job could not run to its end because the connection to Spark's JVM failed (it died)."""
 
 
 class Progress(Protocol):
@@ -104,13 +110,48 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
         try:
             with call_site(sc, f"scan {len(tasks)} segments in {len(bins)} tasks"):
                 return sc.parallelize(bins, len(bins)).flatMap(run_bin).collect()
+        except BaseException as exc:  # SIGINT/SIGTERM, or the job failed: stop its tasks (they stage files)
+            stop_job(sc, group)
+            if isinstance(exc, OSError):  # a socket to the JVM, never a file of the run: the JVM is gone
+                raise SparkJobError(f"lost the connection to Spark's JVM ({describe_error(exc)})") from None
+            raise
         finally:
             if progress is not None:
                 progress.stop()
-            for key in ("spark.jobGroup.id", "spark.job.description"):
-                sc.setLocalProperty(key, None)  # type: ignore[arg-type]  # None unsets it
+            with contextlib.suppress(Exception):  # a dead JVM has nothing left to unset
+                for key in ("spark.jobGroup.id", "spark.job.description"):
+                    sc.setLocalProperty(key, None)  # type: ignore[arg-type]  # None unsets it
 
     return map_segments
+
+
+def stop_job(sc: SparkContext, group: str, wait: float = 15.0) -> None:
+    """Cancel the job group and wait (at most ``wait`` seconds) until Spark reports none of its tasks
+    running: each stages files, and the run sweeps its staged files right after. Spark kills a cancelled
+    task's Python worker (``spark.python.task.killTimeout``, 2 s by default). Nothing is raised: when the
+    JVM is gone, its workers went with it."""
+    deadline = time.monotonic() + wait
+    for _ in range(3):  # a call interrupted by a signal can leave py4j's next connection failing once
+        try:
+            sc.cancelJobGroup(group)
+            while time.monotonic() < deadline and running_tasks(sc, group):
+                time.sleep(0.05)
+            return
+        except Exception:
+            time.sleep(0.1)
+
+
+def running_tasks(sc: SparkContext, group: str) -> int:
+    """How many tasks of the job group's stages are running, from Spark's status tracker."""
+    tracker = sc.statusTracker()
+    running = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                running += stage.numActiveTasks
+    return running
 
 
 def call_site(sc: SparkContext, name: str) -> AbstractContextManager[object]:

@@ -1,5 +1,6 @@
-"""Shared test helpers: where the real-Kafka fixtures are (and a skip when they are absent), and running a
-function as an unprivileged user."""
+"""Shared test helpers: where the real-Kafka fixtures are (and a skip when they are absent), running a
+function as an unprivileged user, small filesystems, a command's stdout closed early, and the processes a
+run started."""
 
 from __future__ import annotations
 
@@ -47,6 +48,31 @@ def run_as_unprivileged(fn) -> dict:
     return json.loads(data)
 
 
+@pytest.fixture(scope="module")
+def big_partition(tmp_path_factory) -> Path:
+    """20,000 one-record batches and their indexes: every dump is far more than a pipe holds."""
+    from indexlib.generate import generate_partition
+    from indexlib.partition import rebuild_partition
+
+    part = tmp_path_factory.mktemp("pipe") / "big-0"
+    generate_partition(
+        part, segments=1, batches_per_segment=20000, records_per_batch=(1, 1), value_bytes=(1, 1), seed=1
+    )
+    rebuild_partition(part, index_interval_bytes=1)
+    return part
+
+
+def dump_into_head(argv: list[str]) -> tuple[int, str, bytes]:
+    """``<argv> | head -1`` with a real pipe and a real ``head``, which exits after its line: the dump's
+    exit code and stderr, and what ``head`` printed."""
+    dump = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=PROJECT_ROOT)
+    assert dump.stdout is not None and dump.stderr is not None
+    head = subprocess.run(["head", "-1"], stdin=dump.stdout, capture_output=True, timeout=120)
+    dump.stdout.close()  # only head holds the read end: when it exits, the pipe is closed
+    err = dump.stderr.read().decode()
+    return dump.wait(timeout=120), err, head.stdout
+
+
 @pytest.fixture
 def small_fs(tmp_path):
     """A real small filesystem: a 64 KiB tmpfs, unmounted afterwards (``remount(size)`` grows it)."""
@@ -76,3 +102,46 @@ def fill(path) -> None:
                 pass
         except OSError:
             pass
+
+
+def descendants(pid: int) -> set[int]:
+    """Every process under ``pid`` (a run's JVM, daemon, workers or pool; never the test session's own)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():  # /proc/<pid>/stat, not task/*/children: the JVM forks from its other threads
+            try:
+                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for child, ppid in parents.items():
+            if ppid == parent and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _stat(pid: int) -> list[str] | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def identities(pids) -> dict[int, str]:
+    """Each process of ``pids`` with its start time (so a PID the kernel gives to a new process later is
+    never mistaken for it)."""
+    return {pid: fields[19] for pid in pids if (fields := _stat(pid)) is not None}
+
+
+def running(processes: dict[int, str]) -> list[int]:
+    """Those of ``processes`` (from :func:`identities`) still running: the same process, not a zombie."""
+    alive = []
+    for pid, start in processes.items():
+        fields = _stat(pid)
+        if fields is not None and fields[19] == start and fields[0] != "Z":
+            alive.append(pid)
+    return alive

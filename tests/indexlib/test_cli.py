@@ -20,7 +20,7 @@ from indexlib.generate import encode_batch_v2, generate_partition
 from indexlib.partition import rebuild_partition
 from indexlib.verify import verify_partition
 
-from ..conftest import KAFKA_REAL, PROJECT_ROOT, requires_kafka_real, run_as_unprivileged
+from ..conftest import KAFKA_REAL, PROJECT_ROOT, dump_into_head, requires_kafka_real, run_as_unprivileged
 
 SUFFIXES = (".index", ".timeindex", ".txnindex")
 
@@ -506,23 +506,34 @@ def test_entry_point_as_a_subprocess(partition, tmp_path):
     assert done.returncode == 2 and "usage: python -m indexlib" in done.stderr
 
 
-def test_closed_pipe_ends_quietly(tmp_path):
-    part = tmp_path / "big-0"
-    generate_partition(
-        part, segments=1, batches_per_segment=20000, records_per_batch=(1, 1), value_bytes=(1, 1), seed=1
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "indexlib", "dump", str(part / "00000000000000000000.log")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=PROJECT_ROOT,
-    )
-    first = proc.stdout.readline()
-    proc.stdout.close()  # like `| head -1`
-    err = proc.stderr.read().decode()
-    proc.wait(timeout=120)
-    assert first.startswith(b"Dumping ")
-    assert err == "" and proc.returncode == 0
+@pytest.mark.parametrize("suffix, as_json", [(".log", False), (".log", True), (".index", True), (".timeindex", True)])
+def test_closed_pipe_ends_quietly(big_partition, suffix, as_json):
+    """``dump FILE | head -1``: no message and exit 141, as a Unix tool killed by SIGPIPE (was
+    ``[Errno 32] Broken pipe``, exit 2, for some files)."""
+    argv = [sys.executable, "-m", "indexlib", "dump", str(big_partition / f"00000000000000000000{suffix}")]
+    code, err, first = dump_into_head(argv + (["--json"] if as_json else []))
+    assert first and (first.startswith(b"Dumping ") or as_json)
+    assert err == "" and code == 141
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        (["--offset", "-1"], "--offset -1: an offset is 0 to 9223372036854775807"),
+        (["--offset", str(2**63)], f"--offset {2**63}: an offset is 0 to 9223372036854775807"),
+        (["--timestamp", str(2**63)], f"--timestamp {2**63}: a timestamp is a Java long"),
+        (["--timestamp", str(-(2**63) - 1)], f"--timestamp {-(2**63) - 1}: a timestamp is a Java long"),
+    ],
+)
+def test_lookup_refuses_a_target_no_segment_can_hold(capsys, partition, target, message):
+    """A usage error (exit 2, one line naming the option), not a lookup: an offset is a non-negative long,
+    a timestamp a long (``--offset -1`` found the first batch, exit 0; ``--offset 2**63`` exit 1)."""
+    segment = partition / "00000000000000000000.log"
+    rebuild_partition(partition)
+    code, out, err = run(capsys, "lookup", "--segment", segment, *target)
+    assert code == 2 and out == ""
+    assert_one_error_line(err, message)
+    assert run(capsys, "lookup", "--segment", segment, "--offset", str(2**63 - 1))[0] == 1  # a long: not here
 
 
 # ----------------------------------------------------------------------------------------- real Kafka

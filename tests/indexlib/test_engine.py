@@ -282,6 +282,68 @@ def test_a_writing_run_removes_the_staged_files_of_dead_runs_only(tmp_path, caps
     assert not run_is_alive(str(logs), "live-run")
 
 
+@pytest.mark.parametrize("victims", ["driver", "process group"])
+def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, victims):
+    """``python -m indexlib rebuild`` with a pool of two SIGKILLed while the pool stages files: its driver
+    alone (as the OOM killer does), or the whole process group. Its workers die with it (they once waited
+    forever for work, holding the dead run's lock through the descriptor the fork copied); its run lock
+    file stays, and the next writing run removes it with the staged files, leaving a live run's lock."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from indexlib.engine import run_is_alive, run_locks
+
+    from ..conftest import PROJECT_ROOT, descendants, identities, running
+
+    logs = tmp_path / "logs"
+    for p in range(60):
+        generate_partition(logs / f"orders-{p}", segments=2, batches_per_segment=40, seed=p)
+    holder = subprocess.Popen(  # a live run of another id writing in the same log dir
+        [sys.executable, "-c", "import sys; from indexlib.engine import run_locks\n"
+         f"with run_locks([{str(logs)!r}], 'live-run'):\n    print('held', flush=True); sys.stdin.read()"],
+        cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "indexlib", "rebuild", str(logs), "--jobs", "2"],
+        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    seen: dict[int, str] = {}
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        deadline = time.monotonic() + 120
+        while not any(logs.glob("*/.*.rebuild.tmp")) and proc.poll() is None and time.monotonic() < deadline:
+            seen.update(identities(descendants(proc.pid)))
+            time.sleep(0.001)
+        seen.update(identities(descendants(proc.pid)))
+        (os.kill if victims == "driver" else os.killpg)(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        if not any(logs.glob("*/.*.rebuild.tmp")):
+            pytest.fail("the rebuild ended before it could be killed in its scan")
+        time.sleep(1)
+        assert seen and running(seen) == [], "the pool outlived its run"
+        locks = [p for p in logs.iterdir() if p.name.startswith(".kafka-index-run-rebuild-")]
+        assert len(locks) == 1  # the killed run's: nobody removed it
+        dead_run = locks[0].name.removeprefix(".kafka-index-run-").removesuffix(".lock")
+        assert not run_is_alive(str(logs), dead_run)
+        done = subprocess.run(
+            [sys.executable, "-m", "indexlib", "rebuild", str(logs)],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0 and "staged files that killed runs had left" in done.stdout, done.stderr
+        assert [p.name for p in logs.iterdir() if p.name.startswith(".")] == [".kafka-index-run-live-run.lock"]
+        assert not list(logs.glob("*/.*"))
+        assert run_is_alive(str(logs), "live-run")
+        with pytest.raises(RuntimeError, match="another run with run id 'live-run'"):
+            with run_locks([str(logs)], "live-run"):
+                pass
+    finally:
+        holder.communicate("", timeout=30)
+        for pid in running(seen):  # only the killed run's own processes, by PID and start time
+            os.kill(pid, signal.SIGKILL)
+
+
 def _read_ahead_in_this_process(_: int) -> bool:
     from indexlib import records
 

@@ -7,10 +7,14 @@ import json
 import os
 import re
 
+import pytest
+
 from indexlib.dump import dump_file
 from indexlib.generate import generate_partition
 from indexlib.partition import rebuild_partition
 from jobs.cli import main
+
+from ..conftest import dump_into_head
 
 
 def test_lookup_prints_the_entry_used_and_the_batch_found(capsys, tmp_path):
@@ -75,6 +79,28 @@ def test_both_command_lines_answer_a_lookup_alike(capsys, tmp_path):
 
 
 # --------------------------------------------------------------------- bad input: exit 2 before any work
+@pytest.mark.parametrize("suffix, as_json", [(".log", False), (".log", True), (".timeindex", True)])
+def test_dump_into_a_closed_pipe_ends_quietly(big_partition, suffix, as_json):
+    """``kafka-index dump FILE | head -1``: no message and exit 141 (was ``[Errno 32] Broken pipe``, exit 2),
+    as ``python -m indexlib dump``."""
+    import sys
+
+    argv = [sys.executable, "-m", "jobs.cli", "dump", str(big_partition / f"00000000000000000000{suffix}")]
+    code, err, first = dump_into_head(argv + (["--json"] if as_json else []))
+    assert first and err == "" and code == 141
+
+
+@pytest.mark.parametrize("target", [["--offset", "-1"], ["--offset", str(2**63)], ["--timestamp", str(2**63)]])
+def test_lookup_refuses_a_target_no_segment_can_hold(capsys, tmp_path, target):
+    """A usage error, exit 2, one line naming the option (``--offset -1`` found the first batch, exit 0)."""
+    part = tmp_path / "orders-0"
+    generate_partition(part, segments=1, batches_per_segment=20, seed=3)
+    rebuild_partition(part)
+    assert main(["lookup", "--segment", str(part / "00000000000000000000.log"), *target]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith(f"kafka-index: error: {' '.join(target)}: ")
+
+
 def one_error_line(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("kafka-index: error: ") and "Traceback" not in err[0], err

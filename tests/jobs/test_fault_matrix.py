@@ -10,7 +10,9 @@ with real locks held by other processes and real kills. For every case the same 
 
 Cases elsewhere, not repeated here: a run SIGKILLed in its commit and a failed audit table write
 (``test_audit_journal.py``), a full output dir and backup dir of ``python -m indexlib``
-(``tests/indexlib/test_full_disk.py``), a wrong ``.txnindex`` LSO (``test_verify.py``), bad input (``test_cli.py``).
+(``tests/indexlib/test_full_disk.py``), ``python -m indexlib`` stopped by signals
+(``tests/indexlib/test_interrupts.py``), a wrong ``.txnindex`` LSO (``test_verify.py``), bad input
+(``test_cli.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -29,10 +32,13 @@ from pathlib import Path
 import pytest
 
 from indexlib.generate import generate_partition
+from indexlib.layout import INDEX_SUFFIXES
 from indexlib.partition import rebuild_partition
+from jobs import journal
 from jobs.audit import read
 
 from ..conftest import PROJECT_ROOT, fill, remount
+from ..conftest import descendants as _descendants
 
 pytest.importorskip("pyspark", reason="the fault matrix runs the Spark jobs (make test installs the [spark] extra)")
 
@@ -75,6 +81,50 @@ def error_lines(stderr: str) -> list[str]:
     return [
         line for line in stderr.splitlines() if line.startswith(("kafka-index: error:", "python -m indexlib: error:"))
     ]
+
+
+#: what Java 17 prints on every start of Spark's JVM (Spark's launcher adds the incubating Vector API
+#: module): the JDK's, before any line of ours, and no switch turns it off
+JDK_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def the_line(stderr: str) -> str:
+    """The one line the run printed on stderr (the JDK's start-up notice aside): no trace, nothing else."""
+    lines = [line for line in stderr.splitlines() if line != JDK_NOTICE]
+    assert len(lines) == 1 and lines[0].startswith("kafka-index: error: "), stderr[-5000:]
+    return lines[0]
+
+
+def hidden_files(root: Path) -> list[str]:
+    """Staged files and run locks (hidden names), under ``root``."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".*") if p.name != ".lock")
+
+
+def rebuilt(logs: Path, root: Path) -> dict[str, str]:
+    """The sha256 of every file once every index is rebuilt (on a copy): what a finished repair leaves."""
+    copy = root / "expected"
+    shutil.copytree(logs, copy)
+    for part in copy.iterdir():
+        rebuild_partition(part)
+    return sha256s(copy)
+
+
+def assert_whole_segments(before: dict[str, str], after: dict[str, str], expected: dict[str, str]) -> int:
+    """Every segment's index files were replaced together or not at all, each by the whole rebuilt file;
+    returns how many segments were replaced."""
+    segments: dict[str, set[str]] = {}
+    for name in {*before, *after, *expected}:
+        stem, suffix = os.path.splitext(name)
+        if suffix in INDEX_SUFFIXES:
+            segments.setdefault(stem, set()).add(name)
+    replaced = 0
+    for stem, names in sorted(segments.items()):
+        changed = {n for n in names if after.get(n) != before.get(n)}
+        due = {n for n in names if expected.get(n) != before.get(n)}
+        assert changed in (set(), due), f"{stem}: {sorted(changed)} of {sorted(due)} replaced"
+        assert all(after.get(n) == expected.get(n) for n in changed), stem
+        replaced += bool(changed)
+    return replaced
 
 
 @dataclass
@@ -224,24 +274,6 @@ def test_a_run_killed_while_executors_stage_changes_nothing_and_the_next_run_cle
     assert audited(table, journal_dir, "after-kill")
 
 
-def _descendants(pid: int) -> set[int]:
-    """Every process under ``pid`` (this run's JVM, daemon and workers; never the test session's own)."""
-    parents: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():  # /proc/<pid>/stat, not task/*/children: the JVM forks from its other threads
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        parent = todo.pop()
-        for child, ppid in parents.items():
-            if ppid == parent and child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def _daemon_workers(under: int) -> list[int]:
     """PIDs of the Python workers PySpark's daemon forked under process ``under`` (children of the daemon,
     same command line)."""
@@ -278,9 +310,10 @@ def test_a_python_worker_killed_in_the_scan_fails_the_job_in_one_line(tmp_path):
     _, stderr = proc.communicate(timeout=300)
     if not killed:
         pytest.skip("the scan finished before a worker could be killed (a very fast machine)")
-    errors = error_lines(stderr)
-    assert proc.returncode == 1 and len(errors) == 1, stderr[-3000:]
-    assert "the Spark job failed, no file was replaced" in errors[0]
+    assert proc.returncode == 1, stderr[-3000:]
+    # one line: not the JVM's log of every failed task with its Java trace before it
+    assert "the Spark job failed, no file was replaced" in the_line(stderr)
+    assert "Python worker exited unexpectedly" in the_line(stderr)
     assert sha256s(logs) == before
     assert not list(logs.rglob(".*.rebuild.tmp"))
 
@@ -360,18 +393,20 @@ def _kill_when_staging(logs: Path, proc: subprocess.Popen[str], victims) -> list
     return killed
 
 
-@pytest.mark.parametrize("victim", ["jvm", "daemon"])
+@pytest.mark.parametrize("victim", ["jvm", "jvm-with-progress", "daemon"])
 def test_the_jvm_or_the_python_daemon_killed_in_the_scan_is_one_line(tmp_path, victim):
-    """Only the driver's JVM (its Python survives), or only PySpark's worker daemon with its workers: the
-    run ends with one error line, exit 1, and no file Kafka reads changed."""
+    """Only the driver's JVM (its Python survives), also with the progress display on (it polls Spark), or
+    only PySpark's worker daemon with its workers: the run ends with one error line, exit 1, and no file
+    Kafka reads changed."""
     logs = damaged_logs(tmp_path, partitions=12)
     before = sha256s(logs)
+    progress = [] if victim == "jvm-with-progress" else ["--no-progress"]
     proc = kafka_index("repair", "--log-dir", logs, "--audit-table", "none", "--backup-dir", tmp_path / "backups",
-                       "--run-id", f"{victim}-killed", "--no-progress", wait=False)  # fmt: skip
+                       "--run-id", f"{victim}-killed", *progress, wait=False)  # fmt: skip
     assert isinstance(proc, subprocess.Popen)
 
     def victims() -> list[int]:
-        if victim == "jvm":  # the driver Python's java child
+        if victim.startswith("jvm"):  # the driver Python's java child
             return [c for c in _descendants(proc.pid) if _program(c).endswith(b"/java")]
         workers = set(_daemon_workers(under=proc.pid))
         daemons = [pid for pid in _descendants(proc.pid) if _cmdline_has(pid, b"jobs.spark_daemon")]
@@ -381,8 +416,9 @@ def test_the_jvm_or_the_python_daemon_killed_in_the_scan_is_one_line(tmp_path, v
     _, stderr = proc.communicate(timeout=300)
     if not killed:
         pytest.skip("the scan finished before the process could be killed (a very fast machine)")
-    errors = error_lines(stderr)
-    assert proc.returncode == 1 and len(errors) == 1, stderr[-3000:]
+    assert proc.returncode == 1, stderr[-3000:]
+    without_progress = "\n".join(line for line in stderr.splitlines() if not line.startswith("progress: "))
+    assert "the Spark job failed, no file was replaced" in the_line(without_progress)
     assert sha256s(logs) == before
 
 
@@ -398,3 +434,179 @@ def _cmdline_has(pid: int, text: bytes) -> bool:
         return text in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
+
+
+# ------------------------------------------------------------------------------- the session starting
+def _driver_jvms(under: int) -> list[int]:
+    """The driver's JVM under process ``under`` (spark-submit's launcher, a java that only prints the
+    command, aside)."""
+    return [
+        c
+        for c in _descendants(under)
+        if _program(c).endswith(b"/java") and not _cmdline_has(c, b"org.apache.spark.launcher.Main")
+    ]
+
+
+def _conn_info_dir(java: int) -> Path | None:
+    """The temporary dir where PySpark waits for the JVM's port (the JVM's environment names the file)."""
+    with contextlib.suppress(OSError):
+        for item in Path(f"/proc/{java}/environ").read_bytes().split(b"\0"):
+            if item.startswith(b"_PYSPARK_DRIVER_CONN_INFO_PATH="):
+                return Path(os.fsdecode(item.split(b"=", 1)[1])).parent
+    return None
+
+
+@pytest.mark.parametrize("moment", ["launched", "connected"])
+def test_the_jvm_killed_while_the_session_starts_is_one_line(tmp_path, moment):
+    """The driver's JVM SIGKILLed as soon as it runs (before it gives PySpark its port), or once PySpark
+    has read the port (its wait dir is gone) and creates the SparkContext: one line, exit 1, nothing
+    written, no run lock (the run had not begun)."""
+    logs = damaged_logs(tmp_path, partitions=1)
+    before = sha256s(logs)
+    proc = kafka_index("repair", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--audit-journal",
+                       tmp_path / "journal", "--backup-dir", tmp_path / "backups", "--run-id", "jvm-at-start",
+                       "--no-progress", wait=False)  # fmt: skip
+    assert isinstance(proc, subprocess.Popen)
+    killed: list[int] = []
+    waits: dict[int, Path | None] = {}
+    deadline = time.monotonic() + 120
+    while not killed and proc.poll() is None and time.monotonic() < deadline:
+        for java in _driver_jvms(proc.pid):
+            if moment == "connected":
+                waits.setdefault(java, _conn_info_dir(java))
+                wait_dir = waits[java]
+                if wait_dir is None or wait_dir.exists():
+                    continue  # PySpark still waits for the port
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(java, signal.SIGKILL)
+                killed.append(java)
+        time.sleep(0.001)
+    _, stderr = proc.communicate(timeout=300)
+    assert killed, f"the JVM was not seen starting: {stderr[-3000:]}"
+    assert proc.returncode == 1, stderr[-3000:]
+    assert "the Spark session could not start, no file was changed" in the_line(stderr)
+    assert sha256s(logs) == before and hidden_files(logs) == []
+    assert not (tmp_path / "audit").exists() and not (tmp_path / "journal").exists()
+
+
+def test_py4j_says_nothing_when_the_jvm_dies_under_a_call(tmp_path):
+    """py4j logs a failed call through the *root* logger, with its trace, in ``GatewayClient.send_command``
+    (a flaky ``make test`` printed ``ERROR:root:Exception while sending command`` and two traces when the JVM
+    died during a commit, as Python collected Java objects). Made certain here: the JVM is stopped (SIGSTOP),
+    a call is sent (it waits, unread, in the JVM's socket), the JVM is SIGKILLed: the call fails with a
+    connection reset, the path that logs. The session of ``kafka-index`` must print nothing there."""
+    script = (
+        "import os, signal, threading, time\n"
+        "from jobs.cli import spark_session\n"
+        "from jobs.config import resolve_settings\n"
+        "settings = resolve_settings(log_dirs=['.'])\n"
+        "settings.spark_master = 'local[1]'\n"
+        "spark = spark_session(settings, 'py4j-quiet')\n"
+        "sc = spark.sparkContext\n"
+        "sc.setLocalProperty('k', 'v')  # this thread's connection to the JVM\n"
+        "java = int(input())  # its JVM, named by the test\n"
+        "os.kill(java, signal.SIGSTOP)\n"
+        "while open(f'/proc/{java}/stat').read().rsplit(')', 1)[1].split()[0] != 'T':  # every thread stopped\n"
+        "    time.sleep(0.001)\n"
+        "threading.Timer(1.0, os.kill, (java, signal.SIGKILL)).start()\n"
+        "try:\n"
+        "    sc.setLocalProperty('k', 'w')\n"
+        "except Exception as exc:\n"
+        "    print('failed:', type(exc).__name__, flush=True)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    java = None
+    deadline = time.monotonic() + 120
+    while java is None and proc.poll() is None and time.monotonic() < deadline:
+        java = next(iter(_driver_jvms(proc.pid)), None)
+        time.sleep(0.01)
+    assert java is not None, "the JVM did not start"
+    out, err = proc.communicate(f"{java}\n", timeout=120)
+    assert re.fullmatch(r"failed: \w+\n", out), (proc.returncode, out + err)
+    assert [line for line in err.splitlines() if line != JDK_NOTICE] == [], err[-5000:]
+
+
+# ----------------------------------------------------------------------------------- SIGINT and SIGTERM
+def _journal_has_a_row(path: Path) -> bool:
+    try:
+        return any(r.get("record") == "segment" for r in journal.read(str(path)))
+    except (FileNotFoundError, ValueError):
+        return False
+
+
+@pytest.mark.parametrize(
+    "signum, to_group, phase",
+    [
+        (signal.SIGINT, True, "scan"),  # Ctrl-C: the terminal signals the whole process group
+        (signal.SIGTERM, False, "scan"),  # kill PID, a supervisor
+        (signal.SIGINT, True, "commit"),
+        (signal.SIGTERM, False, "commit"),
+    ],
+    ids=["sigint-scan", "sigterm-scan", "sigint-commit", "sigterm-commit"],
+)
+def test_a_signal_stops_the_run_in_one_line_and_leaves_it_whole(tmp_path, signum, to_group, phase):
+    """SIGINT or SIGTERM while executors stage files, or once the commit has journaled a segment. The run
+    ends with one line naming the signal and exit 128 + its number (130, 143), the way the README says:
+    stopped in the scan, no file Kafka reads changed and nothing staged or locked is left; stopped in the
+    commit, each segment's files were replaced all together or not at all (the run stops between two
+    segments), nothing staged is left, and the journal holds every replaced file until
+    ``audit --recover`` merges it into the table."""
+    logs = damaged_logs(tmp_path, partitions=12)
+    table, journal_dir = tmp_path / "audit", tmp_path / "journal"
+    before, expected = sha256s(logs), rebuilt(logs, tmp_path)
+    path = journal_dir / "stopped.jsonl"
+    proc = kafka_index("repair", "--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir,
+                       "--backup-dir", tmp_path / "backups", "--run-id", "stopped", "--no-progress",
+                       wait=False)  # fmt: skip
+    assert isinstance(proc, subprocess.Popen)
+    sent = False
+    deadline = time.monotonic() + 240
+    while not sent and proc.poll() is None and time.monotonic() < deadline:
+        if _journal_has_a_row(path) if phase == "commit" else list(logs.rglob(".*.rebuild.tmp")):
+            (os.killpg if to_group else os.kill)(proc.pid, signum)
+            sent = True
+        time.sleep(0.001)
+    _, stderr = proc.communicate(timeout=300)
+    if not sent:
+        pytest.fail(f"the repair ended before it could be stopped in its {phase}: {stderr[-2000:]}")
+    name = signal.Signals(signum).name
+    assert proc.returncode == 128 + signum, stderr[-3000:]
+    line = the_line(stderr)
+    assert line.startswith(f"kafka-index: error: stopped by {name}; every index file is the old one or the whole")
+    after = sha256s(logs)
+    assert hidden_files(logs) == []  # no staged file, no run lock
+    if phase == "scan":
+        assert after == before and not path.exists()
+        return
+    assert str(path) in line
+    rows, finished = journal.rows_of(journal.read(str(path)))
+    assert not finished
+    assert 0 < assert_whole_segments(before, after, expected) < len([n for n in before if n.endswith(".log")])
+    changed = {k for k in after if after[k] != before.get(k)}
+    covered = {os.path.relpath(f, logs) for r in rows if r["record_type"] == "segment" for f in r["files_written"]}
+    assert changed <= covered, changed - covered
+    done = kafka_index("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir)
+    assert done.returncode == 0 and "interrupted run stopped" in done.stderr, done.stderr
+    assert not path.exists() and audited(table, journal_dir, "stopped")
+
+
+# --------------------------------------------------------------------------------- a full audit disk
+def test_a_full_audit_table_disk_is_one_line_and_exit_3(tmp_path, small_fs):
+    """The Delta table on a real full filesystem: the repair is done, the table write fails and delta-rs
+    (Rust) prints a panic message from its own thread before the error reaches Python. The run prints one
+    line (the table, the journal, the reason), exit 3; ``audit --recover`` on the still full disk too."""
+    logs = damaged_logs(tmp_path, partitions=2)
+    fill(small_fs / "filler")
+    journal_dir = tmp_path / "journal"
+    table = small_fs / "audit"
+    done = kafka_index("repair", "--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir,
+                       "--backup-dir", tmp_path / "backups", "--run-id", "full-table", "--no-progress")  # fmt: skip
+    assert done.returncode == 3, done.stderr[-3000:]
+    line = the_line(done.stderr)
+    assert str(table) in line and "No space left" in line and str(journal_dir / "full-table.jsonl") in line
+    again = kafka_index("audit", "--recover", "--audit-table", table, "--audit-journal", journal_dir)
+    assert again.returncode == 3 and "No space left" in the_line(again.stderr), again.stderr[-3000:]
+    assert (journal_dir / "full-table.jsonl").exists()
