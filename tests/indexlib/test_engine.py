@@ -356,7 +356,7 @@ def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypa
     from concurrent.futures import ProcessPoolExecutor
 
     from indexlib import records
-    from indexlib.engine import pool_reads_ahead, scan_without_read_ahead
+    from indexlib.engine import pool_reads_ahead, pool_worker
 
     cores = len(os.sched_getaffinity(0))
     assert not pool_reads_ahead(cores) and not pool_reads_ahead(cores + 3)
@@ -365,6 +365,8 @@ def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypa
         m.delattr(os, "sched_getaffinity")
         assert pool_reads_ahead((os.cpu_count() or 1) - 1) == ((os.cpu_count() or 1) > 1)
         assert not pool_reads_ahead(os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=2, initializer=scan_without_read_ahead) as pool:
+    with ProcessPoolExecutor(max_workers=2, initializer=pool_worker, initargs=(False,)) as pool:
         assert list(pool.map(_read_ahead_in_this_process, range(4))) == [False] * 4
+    with ProcessPoolExecutor(max_workers=2, initializer=pool_worker, initargs=(True,)) as pool:
+        assert list(pool.map(_read_ahead_in_this_process, range(4))) == [records.READ_AHEAD] * 4
     assert (os.environ.get("KAFKA_INDEX_READ_AHEAD", "1") != "0") == records.READ_AHEAD
