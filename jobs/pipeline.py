@@ -103,7 +103,10 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
 
         def poll() -> tuple[int, int, int, int, int]:
             tasks_done, tasks_running, tasks_total = spark_tasks(sc, group)
-            return done.value, done_bytes.value, tasks_done, tasks_running, tasks_total or len(bins)
+            tasks_total = tasks_total or len(bins)
+            if done.value == len(tasks):  # the accumulators are exact once the job ends; the tracker lags behind
+                tasks_done, tasks_running = tasks_total, 0
+            return done.value, done_bytes.value, tasks_done, tasks_running, tasks_total
 
         if progress is not None:
             progress.start(len(tasks), size, poll)

@@ -62,5 +62,9 @@ def test_the_scan_is_one_named_job_in_the_runs_group_with_task_progress(spark, t
     stages = [sc.statusTracker().getStageInfo(s) for s in sc.statusTracker().getJobInfo(jobs[0]).stageIds]
     assert [s.name for s in stages] == ["scan 6 segments in 3 tasks"]
     assert polls[0][0] == 0 and polls[-1][:2] == (6, size)
-    assert polls[-1][2:] == (3, 0, 3)  # every task of the stage done, none running, as the status tracker counts
+    assert polls[-1][2:] == (
+        3,
+        0,
+        3,
+    )  # every task done at the end, even when the status tracker lags (a loaded machine)
     assert sc.getLocalProperty("spark.jobGroup.id") is None  # the group does not leak into later jobs
