@@ -20,15 +20,18 @@ $(VENV)/.stamp-base: pyproject.toml setup.py indexlib/_kernel.c indexlib/_crc32c
 # pyspark's spark-submit finds Spark and runs a Python job with the `python3` on PATH, which without an
 # activated venv is not this one ("Could not find valid SPARK_HOME"); one line makes this venv's Python its
 # default (a PYSPARK_PYTHON of the caller's still wins), so .venv/bin/spark-submit works from any shell.
+# After every install that may (re)install pyspark, since a reinstall writes the script afresh.
 SUBMIT_DEFAULT := export PYSPARK_PYTHON="$${PYSPARK_PYTHON:-$(abspath $(PY))}"  \# kafka-index-rebuild: this venv
+SUBMIT_PATCH = grep -q 'kafka-index-rebuild: this venv' $(VENV)/bin/spark-submit || sed -i '2i $(SUBMIT_DEFAULT)' $(VENV)/bin/spark-submit
 
 $(VENV)/.stamp-spark: pyproject.toml $(VENV)/.stamp-base
 	$(PY) -m pip install --quiet -e '.[spark]'
-	grep -q 'kafka-index-rebuild: this venv' $(VENV)/bin/spark-submit || sed -i '2i $(SUBMIT_DEFAULT)' $(VENV)/bin/spark-submit
+	$(SUBMIT_PATCH)
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml $(VENV)/.stamp-spark
 	$(PY) -m pip install --quiet -e '.[spark-test]'
+	$(SUBMIT_PATCH)
 	touch $@
 
 demo: $(VENV)/.stamp-spark

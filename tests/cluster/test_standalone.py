@@ -108,7 +108,9 @@ def test_the_on_demand_dag_repairs_on_the_cluster(cluster, executor_archive, tmp
         "archives": f"{executor_archive}#env",
         "conf": {"spark.cores.max": "2"},
     }
-    env = airflow_env(tmp_path / "home", settings)
+    env = airflow_env(
+        tmp_path / "home", env_variable=settings
+    )  # archives is read while parsing: a Variable from the env
     env["AIRFLOW_CONN_SPARK_DEFAULT"] = cluster.url + "?deploy-mode=client"
     apps_before = applications(cluster)
     done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "mode": "repair", "dry_run": False})
