@@ -370,3 +370,24 @@ def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypa
     with ProcessPoolExecutor(max_workers=2, initializer=pool_worker, initargs=(True,)) as pool:
         assert list(pool.map(_read_ahead_in_this_process, range(4))) == [records.READ_AHEAD] * 4
     assert (os.environ.get("KAFKA_INDEX_READ_AHEAD", "1") != "0") == records.READ_AHEAD
+
+
+def test_a_partition_that_could_not_be_listed_makes_the_run_unhealthy(tmp_path):
+    """The engine's side of an unreadable partition dir (discovery marks it; as root no dir is unlistable, so
+    the mark is set here: tests/indexlib/test_cli.py makes a real one as another user): one error finding,
+    nothing replayed or read in it, a summary row, exit 1, in a run whose other partitions are checked."""
+    from dataclasses import replace
+
+    from indexlib.engine import map_locally, run, summary_rows
+
+    logs = damaged_log_dir(tmp_path)
+    found = discover([str(logs)])
+    hidden = found.partitions[0]
+    found.partitions[0] = replace(hidden, segments=[], unreadable="cannot list it: Permission denied")
+    report = run(found, RunOptions("verify"), lambda topic: IndexSettings(), map_locally(1))
+    assert report.partition_findings[hidden.path][0].kind == "unreadable_partition"
+    assert "nothing in it was verified" in report.partition_findings[hidden.path][0].detail
+    assert {f.kind for f in report.remaining_findings} >= {"unreadable_partition"}
+    assert report.exit_code == 1 and all(s.task.partition_dir != hidden.path for s in report.segments)
+    row = next(r for r in summary_rows(report) if r["partition"] == hidden.name)
+    assert row["segments"] == 0 and row["findings"] == 1 and row["kinds"] == {"unreadable_partition"}

@@ -174,3 +174,17 @@ def test_verify_beside_a_broker_trimming_and_growing_the_active_index(tmp_path):
         thread.join()
     assert kinds <= {"preallocated_zero_tail", "index_changed_during_read"}, kinds
     assert dumped <= {"changed_while_read"}, dumped
+
+
+def test_an_index_that_cannot_be_read_is_a_finding_not_a_crash(tmp_path):
+    """A FIFO (or anything that is not a regular file) where the .index should be: read_existing_index never
+    blocks or raises; verify reports unreadable_file and the repair would rebuild it."""
+    part = tmp_path / "t-0"
+    generate_partition(part, segments=1, batches_per_segment=50, seed=8)
+    assert main(["rebuild", str(part)]) == 0
+    index = Path(segment_file(str(part), 0, ".index"))
+    index.unlink()
+    os.mkfifo(index)
+    existing = read_existing_index(OffsetIndex, str(index))
+    assert existing.exists and existing.error is not None and "not a regular file" in existing.error
+    assert ("unreadable_file", index.name, None, None, 1) in _findings(part)
