@@ -137,24 +137,11 @@ def stop_job(sc: SparkContext, group: str, wait: float = 15.0) -> None:
     for _ in range(3):  # a call interrupted by a signal can leave py4j's next connection failing once
         try:
             sc.cancelJobGroup(group)
-            while time.monotonic() < deadline and running_tasks(sc, group):
+            while time.monotonic() < deadline and spark_tasks(sc, group)[1]:
                 time.sleep(0.05)
             return
         except Exception:
             time.sleep(0.1)
-
-
-def running_tasks(sc: SparkContext, group: str) -> int:
-    """How many tasks of the job group's stages are running, from Spark's status tracker."""
-    tracker = sc.statusTracker()
-    running = 0
-    for job_id in tracker.getJobIdsForGroup(group):
-        job = tracker.getJobInfo(job_id)
-        for stage_id in job.stageIds if job is not None else ():
-            stage = tracker.getStageInfo(stage_id)
-            if stage is not None:
-                running += stage.numActiveTasks
-    return running
 
 
 def call_site(sc: SparkContext, name: str) -> AbstractContextManager[object]:
