@@ -29,6 +29,8 @@ from indexlib.interrupts import received, stdout_closed, stop_on_signals, stoppe
 from .config import Settings, conf_dir
 
 if TYPE_CHECKING:
+    from py4j.java_gateway import JavaGateway  # type: ignore[import-untyped]
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     from indexlib.engine import RunOptions, RunReport
@@ -246,17 +248,49 @@ def spark_session(settings: Settings, app_name: str) -> SparkSession:
     # PySpark's worker daemon, quiet when the JVM hangs up on an idle worker at the end (jobs.spark_daemon)
     builder = SparkSession.builder.appName(app_name).config("spark.python.daemon.module", "jobs.spark_daemon")
     if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded local Spark
+        from pyspark import SparkConf, SparkContext
+
         # Python workers must run this interpreter (its packages), not whatever python3 is on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        builder = builder.master(settings.spark_master)
+        conf = SparkConf().setAppName(app_name).setMaster(settings.spark_master)
+        conf.set("spark.python.daemon.module", "jobs.spark_daemon")
         if LOG4J_FILE.exists():
-            builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={LOG4J_FILE}")
+            conf.set("spark.driver.extraJavaOptions", f"-Dlog4j.configurationFile={LOG4J_FILE}")
         for key, value in settings.spark_conf.items():
-            builder = builder.config(key, value)
+            conf.set(key, value)
+        if SparkContext._active_spark_context is None:  # the JVM starts here, its stderr filtered
+            SparkContext(conf=conf, gateway=_launch_jvm(conf))
+        builder = builder.config(conf=conf)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("FATAL")
     _quiet_when_the_jvm_dies(spark)
     return spark
+
+
+#: what Java 17 prints at every start of Spark 4's JVM, whose launcher always adds the incubating Vector API
+#: module (no JVM option turns the notice off); :func:`_launch_jvm` drops it
+JDK_NOTICE = b"WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def _launch_jvm(conf: SparkConf) -> JavaGateway:
+    """Start Spark's JVM as PySpark does (``launch_gateway``), its stderr through a pipe that a daemon thread
+    copies line by line to ours, all but :data:`JDK_NOTICE`: the JVM's other lines (``-v``'s warnings, a
+    FATAL) are printed as before. The thread reads from before the JVM starts, so a full pipe never blocks it."""
+    from pyspark.java_gateway import launch_gateway
+
+    read_end, write_end = os.pipe()
+    threading.Thread(target=_copy_jvm_stderr, args=(read_end,), name="jvm-stderr", daemon=True).start()
+    try:
+        return launch_gateway(conf, popen_kwargs={"stderr": write_end})  # type: ignore[no-untyped-call]
+    finally:
+        os.close(write_end)  # the JVM holds its own copy: the thread ends when the JVM does
+
+
+def _copy_jvm_stderr(read_end: int) -> None:
+    with os.fdopen(read_end, "rb", buffering=0) as jvm_stderr:
+        for line in iter(jvm_stderr.readline, b""):
+            if line.rstrip(b"\r\n") != JDK_NOTICE:
+                os.write(2, line)  # the process's stderr, where the JVM's own would go
 
 
 def _not_from_py4j(record: logging.LogRecord) -> bool:

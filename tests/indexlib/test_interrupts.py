@@ -117,6 +117,43 @@ def hidden_files(root: Path) -> list[str]:
     return sorted(str(p.relative_to(root)) for p in root.rglob(".*"))
 
 
+def _state(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def signal_in_phase(driver: int, logs: Path, phase: str, signum: int, to_group: bool) -> bool:
+    """Send ``signum`` to the run (its whole process group, or its driver alone) if it is in ``phase`` now;
+    True once sent. On a loaded machine the run may go on for a long while between a look at its files and a
+    signal, so the run is frozen (SIGSTOP to its group) for the look, signalled while frozen, then let go:
+    the signal is handled exactly in the state seen. The scan: files staged, none installed, a pool worker
+    alive (the pool is joined before the first install). The commit: some installed, some still staged."""
+    staged = any(logs.glob("*/.*.rebuild.tmp"))
+    installed = any(logs.glob("*/*.index"))
+    if not (staged and (installed if phase == "commit" else not installed)):
+        return False
+    os.killpg(driver, signal.SIGSTOP)
+    try:
+        group = {driver, *descendants(driver)}
+        deadline = time.monotonic() + 10
+        while any(_state(p) not in ("T", "Z", None) for p in group) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        staged = any(logs.glob("*/.*.rebuild.tmp"))
+        installed = any(logs.glob("*/*.index"))
+        if phase == "commit":
+            caught = staged and installed
+        else:
+            workers = [p for p in descendants(driver) if _state(p) not in ("Z", None)]
+            caught = staged and not installed and bool(workers)
+        if caught:
+            (os.killpg if to_group else os.kill)(driver, signum)
+        return caught
+    finally:
+        os.killpg(driver, signal.SIGCONT)
+
+
 @pytest.mark.parametrize(
     "signum, to_group, phase",
     [
@@ -144,10 +181,7 @@ def test_a_signal_stops_a_rebuild_in_one_line_and_leaves_it_whole(tmp_path, sign
         deadline = time.monotonic() + 120
         while not sent and proc.poll() is None and time.monotonic() < deadline:
             seen.update(identities(descendants(proc.pid)))
-            started = any(logs.glob("*/*.index")) if phase == "commit" else any(logs.glob("*/.*.rebuild.tmp"))
-            if started:
-                (os.killpg if to_group else os.kill)(proc.pid, signum)
-                sent = True
+            sent = signal_in_phase(proc.pid, logs, phase, signum, to_group)
             time.sleep(0.001)
         _, stderr = proc.communicate(timeout=60)
         if not sent:

@@ -83,14 +83,9 @@ def error_lines(stderr: str) -> list[str]:
     ]
 
 
-#: what Java 17 prints on every start of Spark's JVM (Spark's launcher adds the incubating Vector API
-#: module): the JDK's, before any line of ours, and no switch turns it off
-JDK_NOTICE = "WARNING: Using incubator modules: jdk.incubator.vector"
-
-
 def the_line(stderr: str) -> str:
-    """The one line the run printed on stderr (the JDK's start-up notice aside): no trace, nothing else."""
-    lines = [line for line in stderr.splitlines() if line != JDK_NOTICE]
+    """The one line the run printed on stderr: no trace, nothing else (not even the JDK's start-up notice)."""
+    lines = stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("kafka-index: error: "), stderr[-5000:]
     return lines[0]
 
@@ -526,7 +521,7 @@ def test_py4j_says_nothing_when_the_jvm_dies_under_a_call(tmp_path):
     assert java is not None, "the JVM did not start"
     out, err = proc.communicate(f"{java}\n", timeout=120)
     assert re.fullmatch(r"failed: \w+\n", out), (proc.returncode, out + err)
-    assert [line for line in err.splitlines() if line != JDK_NOTICE] == [], err[-5000:]
+    assert err == "", err[-5000:]
 
 
 # ----------------------------------------------------------------------------------- SIGINT and SIGTERM
