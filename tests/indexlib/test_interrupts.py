@@ -124,12 +124,13 @@ def _state(pid: int) -> str | None:
         return None
 
 
-def signal_in_phase(driver: int, logs: Path, phase: str, signum: int, to_group: bool) -> bool:
+def signal_in_phase(driver: int, logs: Path, phase: str, signum: int, to_group: bool, seen: dict[int, str]) -> bool:
     """Send ``signum`` to the run (its whole process group, or its driver alone) if it is in ``phase`` now;
     True once sent. On a loaded machine the run may go on for a long while between a look at its files and a
     signal, so the run is frozen (SIGSTOP to its group) for the look, signalled while frozen, then let go:
     the signal is handled exactly in the state seen. The scan: files staged, none installed, a pool worker
-    alive (the pool is joined before the first install). The commit: some installed, some still staged."""
+    alive (the pool is joined before the first install). The commit: some installed, some still staged.
+    ``seen`` gains the run's processes as they were when frozen."""
     staged = any(logs.glob("*/.*.rebuild.tmp"))
     installed = any(logs.glob("*/*.index"))
     if not (staged and (installed if phase == "commit" else not installed)):
@@ -137,6 +138,7 @@ def signal_in_phase(driver: int, logs: Path, phase: str, signum: int, to_group: 
     os.killpg(driver, signal.SIGSTOP)
     try:
         group = {driver, *descendants(driver)}
+        seen.update(identities(group - {driver}))
         deadline = time.monotonic() + 10
         while any(_state(p) not in ("T", "Z", None) for p in group) and time.monotonic() < deadline:
             time.sleep(0.001)
@@ -181,7 +183,7 @@ def test_a_signal_stops_a_rebuild_in_one_line_and_leaves_it_whole(tmp_path, sign
         deadline = time.monotonic() + 120
         while not sent and proc.poll() is None and time.monotonic() < deadline:
             seen.update(identities(descendants(proc.pid)))
-            sent = signal_in_phase(proc.pid, logs, phase, signum, to_group)
+            sent = signal_in_phase(proc.pid, logs, phase, signum, to_group, seen)
             time.sleep(0.001)
         _, stderr = proc.communicate(timeout=60)
         if not sent:
