@@ -11,7 +11,7 @@ AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=
 
 .PHONY: demo test bench package package-full clean
 
-$(VENV)/.stamp-base: pyproject.toml setup.py indexlib/_kernel.c indexlib/_crc32c.h
+$(VENV)/.stamp-base: pyproject.toml setup.py indexlib/format/_kernel.c indexlib/format/_crc32c.h
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .

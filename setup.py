@@ -1,4 +1,4 @@
-"""The one compiled part: ``indexlib._kernel`` (C, built with the machine's compiler by ``pip install``).
+"""The one compiled part: ``indexlib.format._kernel`` (C, built with the machine's compiler by ``pip install``).
 
 ``optional=True``: on a machine without a C compiler the install still succeeds and ``indexlib`` uses
 its pure-Python scan (slower; one warning). Everything else is in ``pyproject.toml``.
@@ -9,9 +9,9 @@ from setuptools import Extension, setup
 setup(
     ext_modules=[
         Extension(
-            "indexlib._kernel",
-            ["indexlib/_kernel.c"],
-            depends=["indexlib/_crc32c.h"],
+            "indexlib.format._kernel",
+            ["indexlib/format/_kernel.c"],
+            depends=["indexlib/format/_crc32c.h"],
             extra_compile_args=["-O3", "-std=c11", "-pthread", "-Wall", "-Wextra", "-Wno-unused-parameter"],
             extra_link_args=["-pthread"],
             optional=True,

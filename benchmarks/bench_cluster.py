@@ -41,8 +41,8 @@ sys.path.insert(0, str(HERE))
 from bench_rebuild import machine_line  # noqa: E402
 from standalone_cluster import ARCHIVE, spark_submit, standalone_cluster  # noqa: E402
 
-from indexlib.generate import write_uniform_segment  # noqa: E402
-from indexlib.partition import rebuild_partition  # noqa: E402
+from indexlib.engine.partition import rebuild_partition  # noqa: E402
+from indexlib.testing.generate import write_uniform_segment  # noqa: E402
 
 
 def dir_bytes(path: Path) -> int:

@@ -11,7 +11,7 @@ same-run ratio between two versions; the five children's order alternates betwee
 output (the first rep's index files) is compared across children.
 
 Data, generated once in a temporary directory under ``/dev/shm`` when it exists (so always in memory),
-with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches of 4096 bytes):
+with ``indexlib.testing.generate.write_uniform_segment`` (equal uncompressed v2 batches of 4096 bytes):
 
 * log dir A: one partition ``bench-a-0`` of 8 segments of 128 MiB (1 GiB); base offsets consecutive
   (each segment's base = the previous segment's last offset + 1);
@@ -20,8 +20,8 @@ with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches 
 
 A and B hold different topics, as a broker's log dirs do (a partition lives in one log dir), so that
 one job can take both: the rebuild's ``--output-dir`` is laid out by partition name.
-Every partition first gets its correct index files (``indexlib.partition.rebuild_partition`` in place),
-checked healthy with ``indexlib.verify.verify_partition``, so a verify is a realistic healthy run.
+Every partition first gets its correct index files (``indexlib.engine.partition.rebuild_partition`` in place),
+checked healthy with ``indexlib.recovery.checks.verify_partition``, so a verify is a realistic healthy run.
 ``index.interval.bytes=4096``, ``segment.index.bytes=10485760`` (the defaults) everywhere.
 
 Three Spark jobs are measured per mode: A alone, B alone, and "A+B": ONE job over both log dirs
@@ -36,7 +36,7 @@ Per run, in this order:
 * the indexlib core alone, in this process: ``rebuild_partition(p, output_dir=<temp>)`` and
   ``verify_partition(p)`` over every partition of the log dir, one after the other;
 * the parallel ceiling of the machine without Spark: the pipeline's executor function
-  (``indexlib.engine.process_segment``, verify work) over all segments in this process, and split by bytes
+  (``indexlib.engine.run.process_segment``, verify work) over all segments in this process, and split by bytes
   over two forked, warmed-up processes (``multiprocessing``); the ratio is what two processes give at all;
 * Spark: for each master (``local[1]``, ``local[2]``) and each Spark conf ("as shipped": the conf of
   ``conf/defaults.yaml``, which enables ``spark.python.unix.domain.socket.enabled``, Unix domain sockets
@@ -90,12 +90,12 @@ sys.path.insert(0, TREE)
 # a package once imported stays the one every later import of its modules uses
 import indexlib  # noqa: E402
 import jobs  # noqa: E402
-from indexlib.discovery import discover  # noqa: E402
-from indexlib.engine import RunOptions, plan_tasks, process_segment  # noqa: E402
-from indexlib.generate import write_uniform_segment  # noqa: E402
-from indexlib.layout import segment_file  # noqa: E402
-from indexlib.partition import rebuild_partition  # noqa: E402
-from indexlib.verify import verify_partition  # noqa: E402
+from indexlib.engine.partition import rebuild_partition  # noqa: E402
+from indexlib.engine.run import RunOptions, plan_tasks, process_segment  # noqa: E402
+from indexlib.format.layout import segment_file  # noqa: E402
+from indexlib.recovery.checks import verify_partition  # noqa: E402
+from indexlib.storage.discovery import discover  # noqa: E402
+from indexlib.testing.generate import write_uniform_segment  # noqa: E402
 from jobs.config import resolve_settings  # noqa: E402
 from jobs.pipeline import balance_by_bytes, task_count  # noqa: E402
 
@@ -126,7 +126,7 @@ DATASETS = [
 # One Spark job over several log dirs: key -> the DATASETS keys it takes. A+B is the job the issue names.
 COMBINED = {"A+B": ("A", "B")}
 KEYS = [d[0] for d in DATASETS] + list(COMBINED)
-PHASES = ("scan", "replay", "commit")  # indexlib.engine.RunReport.phase_seconds
+PHASES = ("scan", "replay", "commit")  # indexlib.engine.run.RunReport.phase_seconds
 
 
 def med(values):

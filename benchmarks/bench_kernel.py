@@ -1,11 +1,11 @@
-"""Benchmark of the compiled streaming scan (``indexlib._kernel.scan_segment`` behind
-``indexlib.summary.summarize_log``) against the pure-Python scan, as users run a rebuild and a verify: whole
+"""Benchmark of the compiled streaming scan (``indexlib.format._kernel.scan_segment`` behind
+``indexlib.recovery.log_scan.summarize_log``) against the pure-Python scan, as users run a rebuild and a verify: whole
 ``python -m indexlib`` processes timed from outside (issue 11).
 
 Run: ``.venv/bin/python benchmarks/bench_kernel.py [--runs R] [--cases 170,170p,4k,16k] [--scale S] [--json FILE]
 [--profile] [--other-tree DIR]``; quick check: ``--scale 0.05 --runs 2``. About 12 minutes with the defaults.
 
-Data (``indexlib.generate.write_uniform_segment``, as in ``bench_rebuild.py``), generated once in a
+Data (``indexlib.testing.generate.write_uniform_segment``, as in ``bench_rebuild.py``), generated once in a
 temporary directory under ``/dev/shm`` when it exists (so always in memory; tmpfs pages are page-cache
 pages): per case one partition directory ``bench-0`` holding one segment ``00000000000000000000.log`` and
 no index file; cases: ``170`` = 1 GiB of 170-byte batches, ``170p`` = the same written by one idempotent
@@ -17,7 +17,7 @@ Per run, per case, in ONE run so that ratios are same-run (the two modes' order 
 
 * physical limits: ``dd if=FILE of=/dev/null bs=1M`` (dd's own seconds); a bare CRC-32C pass over the file
   mapped, in 16 KiB chunks (``bench_rebuild.crc_pass``: crc32c package, mapping and unmapping included);
-  the kernel's own CRC-32C (``indexlib._kernel.crc32c``, one stream) over the already mapped file in one
+  the kernel's own CRC-32C (``indexlib.format._kernel.crc32c``, one stream) over the already mapped file in one
   call; for small batches also ``crc_pass`` in batch-size chunks, one Python call each (the floor of any
   per-batch Python loop, i.e. of the pure-Python scan);
 * the rebuild, compiled and pure: ``python -m indexlib rebuild PARTITION_DIR --output-dir OUT --jobs 1``
@@ -34,10 +34,10 @@ Per run, per case, in ONE run so that ratios are same-run (the two modes' order 
   one-batch rebuild);
 * where the time goes, in this process (compiled): the streaming summary (``summarize_log``),
   ``plan_segment``, staging and installing the index files (``partition.publish_segment`` with fsync), the
-  whole command in-process (``indexlib.cli.main``), the kernel's walk alone (``scan_segment``) with its
+  whole command in-process (``indexlib.cli.main.main``), the kernel's walk alone (``scan_segment``) with its
   read-ahead thread and without it, and the fixed cost of a process (``python -m indexlib --help``).
 * the start-up, as whole processes: ``python -c pass``, ``python -c "import numpy"``, ``python -c "import
-  indexlib.cli"`` (every module a rebuild loads), ``python -m indexlib --help``, best of 3 each; with the 16 KiB
+  indexlib.cli.main"`` (every module a rebuild loads), ``python -m indexlib --help``, best of 3 each; with the 16 KiB
   case, the line's budget: the wall it allows (dd's seconds over the 50 % target) less the in-process command
   (both medians) leaves what a process start may take.
 
@@ -83,15 +83,16 @@ from bench_rebuild import LOG_NAME, compile_bytecode, crc_pass, machine_line, pr
 from machine_watch import MachineWatch, best_of  # noqa: E402
 
 import indexlib  # noqa: E402
-from indexlib import cli, records  # noqa: E402
-from indexlib.generate import write_uniform_segment  # noqa: E402
-from indexlib.partition import publish_segment  # noqa: E402
-from indexlib.rebuild import plan_segment  # noqa: E402
-from indexlib.records import open_log  # noqa: E402
-from indexlib.summary import summarize_log  # noqa: E402
+from indexlib.cli import main as cli  # noqa: E402
+from indexlib.engine.partition import publish_segment  # noqa: E402
+from indexlib.format import records  # noqa: E402
+from indexlib.format.records import open_log  # noqa: E402
+from indexlib.recovery.entry_plan import plan_segment  # noqa: E402
+from indexlib.recovery.log_scan import summarize_log  # noqa: E402
+from indexlib.testing.generate import write_uniform_segment  # noqa: E402
 
 try:
-    import indexlib._kernel as kernel
+    import indexlib.format._kernel as kernel
 except ImportError:  # pragma: no cover
     kernel = None
 
@@ -163,7 +164,7 @@ def verify_args(partition_dir: str) -> list[str]:
 def check_modes() -> dict[str, str]:
     """Each mode's child really uses the scan it is named for; returns the indexlib each child imports."""
     where = {}
-    probe = "import indexlib, indexlib.records as r; print(r.KERNEL is not None, indexlib.__file__)"
+    probe = "import indexlib, indexlib.format.records as r; print(r.KERNEL is not None, indexlib.__file__)"
     for mode in MODES:
         out = subprocess.run(
             [sys.executable, "-c", probe], cwd=REPO, env=env_for(mode), capture_output=True, text=True, check=True
@@ -178,7 +179,7 @@ def check_modes() -> dict[str, str]:
 # (``python -c "import numpy"`` is machine_watch's "start" canary, already timed before each run).
 STARTS = {
     "python": ["-c", "pass"],
-    "modules": ["-c", "import indexlib.cli"],
+    "modules": ["-c", "import indexlib.cli.main"],
     "help": ["-m", "indexlib", "--help"],
 }
 
@@ -532,7 +533,7 @@ def print_start_budget(runs: list[dict], label: str) -> None:
     print()
     print(
         '| `python -c pass` (interpreter and site) | `python -c "import numpy"` '
-        '| `python -c "import indexlib.cli"` (every module a rebuild loads) | `python -m indexlib --help` |'
+        '| `python -c "import indexlib.cli.main"` (every module a rebuild loads) | `python -m indexlib --help` |'
     )
     print("| ---: | ---: | ---: | ---: |")
     print(f"| {ms('python')} | {ms('numpy')} | {ms('modules')} | {ms('help')} |")

@@ -9,7 +9,7 @@ checkout, its extension built in place) adds a way, that checkout's log-dir comm
 log-dir command also runs with the scan's read-ahead thread off (``KAFKA_INDEX_READ_AHEAD=0``) in every run.
 
 Data, generated once in a temporary directory under ``/dev/shm`` when it exists (so always in memory),
-with ``indexlib.generate.write_uniform_segment`` (equal uncompressed v2 batches, no index files: a
+with ``indexlib.testing.generate.write_uniform_segment`` (equal uncompressed v2 batches, no index files: a
 rebuild with ``--output-dir`` only reads the log dir):
 
 * corpus a: log dir ``logs-a`` of 4 partitions ``bench-a-0`` .. ``bench-a-3`` x 2 segments of 256 MiB
@@ -73,8 +73,8 @@ from bench_jobs import med, timed  # noqa: E402
 from bench_rebuild import compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
 from machine_watch import MachineWatch  # noqa: E402
 
-from indexlib.generate import write_uniform_segment  # noqa: E402
-from indexlib.layout import segment_file, segment_name  # noqa: E402
+from indexlib.format.layout import segment_file, segment_name  # noqa: E402
+from indexlib.testing.generate import write_uniform_segment  # noqa: E402
 
 JOBS = 2  # --jobs of the log-dir run, and processes at a time of the per-partition way
 ALL_CORPORA = [

@@ -3,7 +3,7 @@
 Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_rebuild.py [--runs R] [--cases 16k,4k,150]``).
 
 For each case one partition directory ``bench-0`` with one segment ``00000000000000000000.log`` is
-generated (``indexlib.generate.write_uniform_segment``) in a temporary directory under ``/dev/shm``
+generated (``indexlib.testing.generate.write_uniform_segment``) in a temporary directory under ``/dev/shm``
 when it exists (else the default temp dir), so the file is in the page cache. Cases: 1 GiB of ~16 KiB
 batches, 1 GiB of ~4 KiB batches, 256 MiB of ~150-byte batches. One case at a time; its files are
 deleted before the next one is generated, and everything is deleted at the end.
@@ -13,10 +13,10 @@ Per run, in one process (this one), in this order:
 * physical limits: ``cat file > /dev/null``; a bare CRC-32C pass over the file, mapped as the scan
   maps it, in 16 KiB chunks; the same pass in chunks of the batch size, one Python call per chunk (what
   any per-batch Python loop costs at least);
-* scan only: ``indexlib.records.scan_log``; plan only: ``indexlib.rebuild.plan_segment`` on that scan;
-* rebuild: ``indexlib.partition.rebuild_partition(partition_dir, output_dir=<another temp dir>)``
+* scan only: ``indexlib.format.records.scan_log``; plan only: ``indexlib.recovery.entry_plan.plan_segment`` on that scan;
+* rebuild: ``indexlib.engine.partition.rebuild_partition(partition_dir, output_dir=<another temp dir>)``
   (scan + plan + publish of ``.index``/``.timeindex`` with fsync; the output is deleted after each run);
-* verify: ``indexlib.verify.verify_partition(partition_dir, 4096, 10485760)`` of the partition holding
+* verify: ``indexlib.recovery.checks.verify_partition(partition_dir, 4096, 10485760)`` of the partition holding
   correct index files (copied in once from a warm-up rebuild); ``.healthy`` must be True. The
   verify/rebuild ratio is taken per run, then the median of the ratios is reported.
 
@@ -50,11 +50,11 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from indexlib.generate import write_uniform_segment  # noqa: E402
-from indexlib.partition import rebuild_partition  # noqa: E402
-from indexlib.rebuild import plan_segment  # noqa: E402
-from indexlib.records import open_log, scan_log  # noqa: E402
-from indexlib.summary import summarize  # noqa: E402
+from indexlib.engine.partition import rebuild_partition  # noqa: E402
+from indexlib.format.records import open_log, scan_log  # noqa: E402
+from indexlib.recovery.entry_plan import plan_segment  # noqa: E402
+from indexlib.recovery.log_scan import summarize  # noqa: E402
+from indexlib.testing.generate import write_uniform_segment  # noqa: E402
 
 INDEX_INTERVAL_BYTES = 4096
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
@@ -91,7 +91,7 @@ mode = sys.argv[3]
 if mode == "tracemalloc":
     import tracemalloc
 import numpy, crc32c
-from indexlib.partition import rebuild_partition
+from indexlib.engine.partition import rebuild_partition
 
 FIELDS = ("RssAnon", "RssFile", "RssShmem", "VmRSS", "VmHWM")
 
@@ -374,10 +374,10 @@ def main(argv: list[str] | None = None) -> None:
     for c in cases:
         c.total_bytes = max(1 << 20, int(c.total_bytes * args.scale))
     try:
-        from indexlib.verify import verify_partition
+        from indexlib.recovery.checks import verify_partition
     except ImportError:
         verify_partition = None
-        print("indexlib.verify.verify_partition is not available: verify is skipped", file=sys.stderr)
+        print("indexlib.recovery.checks.verify_partition is not available: verify is skipped", file=sys.stderr)
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(prefix="bench-rebuild-", dir=parent) as root:
         for c in cases:

@@ -24,8 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, REPO)
 
-from indexlib.generate import write_uniform_segment  # noqa: E402
-from indexlib.layout import segment_file  # noqa: E402
+from indexlib.format.layout import segment_file  # noqa: E402
+from indexlib.testing.generate import write_uniform_segment  # noqa: E402
 
 SEGMENT_BYTES = 256 * 1024
 BATCH_BYTES = 4096

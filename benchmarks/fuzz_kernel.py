@@ -1,6 +1,6 @@
-"""A long fuzz run of the compiled streaming scan (``indexlib._kernel.scan_segment``, issue 11): on random
+"""A long fuzz run of the compiled streaming scan (``indexlib.format._kernel.scan_segment``, issue 11): on random
 and mutated logs it must never crash, hang or read past ``end``, and must give exactly the reference
-summary (:func:`indexlib.summary.summarize` over :func:`indexlib.records.scan_buffer`'s columns).
+summary (:func:`indexlib.recovery.log_scan.summarize` over :func:`indexlib.format.records.scan_buffer`'s columns).
 
 Run: ``.venv/bin/python benchmarks/fuzz_kernel.py [--seconds S] [--seed N] [--workers W]``; default 600 s,
 seed 1, 2 workers. The suite runs a bounded version of the same on every ``make test``
@@ -36,9 +36,9 @@ sys.path.insert(0, os.path.dirname(HERE))
 import crc32c  # noqa: E402
 import numpy as np  # noqa: E402
 
-from indexlib import records  # noqa: E402
-from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
-from indexlib.summary import Probes, from_kernel, summarize  # noqa: E402
+from indexlib.format import records  # noqa: E402
+from indexlib.recovery.log_scan import Probes, from_kernel, summarize  # noqa: E402
+from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
 
 sys.path.insert(0, HERE)
 from fuzz_supervisor import supervise  # noqa: E402

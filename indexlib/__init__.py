@@ -14,8 +14,8 @@ import sys as _sys
 if "numpy" not in _sys.modules:
     _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from .abstract_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
-from .errors import (
+from .format.abstract_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
+from .format.errors import (
     CorruptIndexError,
     IndexFullError,
     IndexOffsetOverflowError,
@@ -24,11 +24,11 @@ from .errors import (
     KafkaIndexError,
     ReadOnlyIndexError,
 )
-from .lazy_index import LazyIndex
-from .offset_index import OffsetIndex
-from .time_index import NO_TIMESTAMP, TimeIndex
-from .transaction_index import TransactionIndex
-from .values import AbortedTxn, OffsetPosition, TimestampOffset
+from .format.lazy_index import LazyIndex
+from .format.offset_index import OffsetIndex
+from .format.time_index import NO_TIMESTAMP, TimeIndex
+from .format.transaction_index import TransactionIndex
+from .format.values import AbortedTxn, OffsetPosition, TimestampOffset
 
 __version__ = "0.1.0"
 

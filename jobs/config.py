@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexlib.errors import describe_error
-from indexlib.settings import (
+from indexlib.format.errors import describe_error
+from indexlib.recovery.settings import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
     IndexSettings,
@@ -90,7 +90,7 @@ def _check_int(source: str, key: str, value: object, minimum: int) -> int:
 
 
 def _index_setting(source: str, name: str, value: object) -> int:
-    """:func:`indexlib.settings.check_index_setting` (Kafka's bounds), as a ConfigError."""
+    """:func:`indexlib.recovery.settings.check_index_setting` (Kafka's bounds), as a ConfigError."""
     try:
         return check_index_setting(source, name, value)
     except SettingError as exc:

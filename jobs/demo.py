@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from indexlib.generate import generate_partition
-from indexlib.layout import segment_base_offsets, segment_file
-from indexlib.partition import rebuild_partition
+from indexlib.engine.partition import rebuild_partition
+from indexlib.format.layout import segment_base_offsets, segment_file
+from indexlib.testing.generate import generate_partition
 
 from .cli import main as kafka_index
 

@@ -11,14 +11,14 @@ from .conftest import PROJECT_ROOT
 
 def imported_modules(package: str) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
-    for path in sorted((PROJECT_ROOT / package).glob("*.py")):
+    for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
         names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-        found[path.name] = names
+        found[str(path.relative_to(PROJECT_ROOT))] = names
     return found
 
 

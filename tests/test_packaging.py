@@ -17,7 +17,7 @@ def test_make_package_builds_a_wheel_and_a_working_packed_env(tmp_path):
     dist = PROJECT_ROOT / "dist"
     wheel = next(dist.glob("kafka_index_rebuild-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("indexlib/records.py", "jobs/cli.py", "jobs/verify.py", "jobs/repair.py", "jobs/rebuild.py"):
+    for needed in ("indexlib/format/records.py", "jobs/cli.py", "jobs/verify.py", "jobs/repair.py", "jobs/rebuild.py"):
         assert needed in names
     assert any(n.endswith("share/kafka-index-rebuild/conf/defaults.yaml") for n in names)
     archive_path = dist / "kafka-index-executor-env.tar.gz"
@@ -30,8 +30,8 @@ def test_make_package_builds_a_wheel_and_a_working_packed_env(tmp_path):
     unpacked = sum(p.stat().st_size for p in (tmp_path / "env").rglob("*") if p.is_file() and not p.is_symlink())
     assert unpacked < 90 * 2**20, unpacked  # 100 MB with pip, setuptools and the packer inside
     probe = (
-        "import importlib.util, indexlib, indexlib._kernel, jobs.pipeline, numpy, crc32c; "
-        "from indexlib.records import KERNEL; assert KERNEL is not None; "
+        "import importlib.util, indexlib, indexlib.format._kernel, jobs.pipeline, numpy, crc32c; "
+        "from indexlib.format.records import KERNEL; assert KERNEL is not None; "
         "print(*[importlib.util.find_spec(m) is None for m in ('pyarrow', 'deltalake', 'yaml')])"
     )
     ran = subprocess.run([str(tmp_path / "env/bin/python"), "-c", probe], capture_output=True, text=True, cwd=tmp_path)

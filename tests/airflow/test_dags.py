@@ -17,8 +17,8 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from indexlib.generate import generate_partition
-from indexlib.partition import rebuild_partition
+from indexlib.engine.partition import rebuild_partition
+from indexlib.testing.generate import generate_partition
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW_VENV = ROOT / ".venv-airflow"

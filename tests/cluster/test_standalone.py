@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.generate import generate_partition
-from indexlib.partition import rebuild_partition
+from indexlib.engine.partition import rebuild_partition
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import PROJECT_ROOT
 
@@ -29,8 +29,8 @@ from standalone_cluster import ARCHIVE, spark_submit, standalone_cluster, submit
 @pytest.fixture(scope="module")
 def executor_archive() -> Path:
     """``make package``'s executor environment (built once if absent or older than the code)."""
-    sources = [*PROJECT_ROOT.glob("indexlib/*.py"), *PROJECT_ROOT.glob("jobs/*.py"), PROJECT_ROOT / "pyproject.toml"]
-    sources.append(PROJECT_ROOT / "indexlib" / "_kernel.c")
+    sources = [*PROJECT_ROOT.glob("indexlib/**/*.py"), *PROJECT_ROOT.glob("jobs/*.py"), PROJECT_ROOT / "pyproject.toml"]
+    sources.append(PROJECT_ROOT / "indexlib" / "format" / "_kernel.c")
     if not ARCHIVE.exists() or ARCHIVE.stat().st_mtime < max(p.stat().st_mtime for p in sources):
         done = subprocess.run(["make", "-s", "package"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, done.stdout + done.stderr

@@ -1,5 +1,5 @@
 /*
- * A standalone check of indexlib/_crc32c.h, the compiled kernel's CRC code, without Python: built and run by
+ * A standalone check of indexlib/format/_crc32c.h, the compiled kernel's CRC code, without Python: built and run by
  * tests/indexlib/test_crc32c_native.py natively and, where a cross compiler and QEMU's user-mode emulator
  * are installed, for aarch64 (the CRC extension) and for an x86-64 CPU without SSE4.2 (the table path).
  *

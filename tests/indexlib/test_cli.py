@@ -14,11 +14,11 @@ import tempfile
 
 import pytest
 
-from indexlib.cli import main
-from indexlib.dump import dump_file
-from indexlib.generate import encode_batch_v2, generate_partition
-from indexlib.partition import rebuild_partition
-from indexlib.verify import verify_partition
+from indexlib.cli.dump import dump_file
+from indexlib.cli.main import main
+from indexlib.engine.partition import rebuild_partition
+from indexlib.recovery.checks import verify_partition
+from indexlib.testing.generate import encode_batch_v2, generate_partition
 
 from ..conftest import KAFKA_REAL, PROJECT_ROOT, dump_into_head, requires_kafka_real, run_as_unprivileged
 
@@ -584,14 +584,14 @@ def test_importing_indexlib_starts_no_blas_threads():
     assert out.stdout.split()[1] == "2"
 
 
-# Makes `import indexlib._kernel` fail as a module whose load fails does (a missing build, or the kernel's CRC
+# Makes `import indexlib.format._kernel` fail as a module whose load fails does (a missing build, or the kernel's CRC
 # self-test refusing it), then runs the command line.
 WITHOUT_KERNEL = """
 import runpy, sys
 class Refuse:
     def find_spec(self, name, path=None, target=None):
-        if name == "indexlib._kernel":
-            raise ImportError("indexlib._kernel: refused by this test")
+        if name == "indexlib.format._kernel":
+            raise ImportError("indexlib.format._kernel: refused by this test")
 sys.meta_path.insert(0, Refuse())
 sys.argv = ["indexlib", *sys.argv[1:]]
 runpy.run_module("indexlib", run_name="__main__")
@@ -608,7 +608,7 @@ def test_without_the_kernel_one_warning_names_why_and_the_pure_scan_gives_the_sa
     assert ran.returncode == 0, ran.stderr
     warnings = [line for line in ran.stderr.splitlines() if "RuntimeWarning" in line]
     assert len(warnings) == 1, ran.stderr
-    assert "cannot be loaded (indexlib._kernel: refused by this test)" in warnings[0]
+    assert "cannot be loaded (indexlib.format._kernel: refused by this test)" in warnings[0]
     assert "pure Python" in warnings[0]
     compiled, pure = index_files(compiled_out / partition.name), index_files(pure_out / partition.name)
     assert compiled and compiled == pure

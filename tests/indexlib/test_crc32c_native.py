@@ -1,4 +1,4 @@
-"""The compiled kernel's CRC code (``indexlib/_crc32c.h``) as a standalone C program (``crc32c_check.c``):
+"""The compiled kernel's CRC code (``indexlib/format/_crc32c.h``) as a standalone C program (``crc32c_check.c``):
 every path (the CPU's instruction in one and three streams, the table, the table's three-stream combination,
 CRC32 of legacy entries) against the ``crc32c`` package and ``zlib``, and the self-test that keeps a wrong
 hardware path off. Natively always (where a C compiler exists, as the kernel needs one); for aarch64 and for an
@@ -20,7 +20,7 @@ import crc32c
 import pytest
 
 HERE = Path(__file__).resolve().parent
-INDEXLIB = HERE.parent.parent / "indexlib"
+INDEXLIB = HERE.parent.parent / "indexlib" / "format"
 SOURCE = HERE / "crc32c_check.c"
 FLAGS = ["-O3", "-std=c11", "-Wall", "-Wextra", "-Werror", f"-I{INDEXLIB}"]
 # every block edge of the one- and three-stream paths (48-byte small blocks, 1024-byte blocks), and around them
@@ -97,7 +97,9 @@ def test_a_wrong_hardware_path_is_left_off_here(compiler, tmp_path):
 
 
 def test_the_kernel_uses_the_hardware_path_the_check_program_chose(native):
-    kernel = pytest.importorskip("indexlib._kernel", reason="the C extension is not built (no compiler at install)")
+    kernel = pytest.importorskip(
+        "indexlib.format._kernel", reason="the C extension is not built (no compiler at install)"
+    )
     hardware, _, _ = run([str(native)], bytes(65536))
     assert kernel.hardware() == hardware
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from indexlib.discovery import discover, discover_partition_dir, parse_partition_filter
+from indexlib.storage.discovery import discover, discover_partition_dir, parse_partition_filter
 
 
 def test_partition_selection():

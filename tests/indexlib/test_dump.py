@@ -1,4 +1,4 @@
-"""indexlib.dump: dumps of the three index files and of a .log's batch headers, as data and as text."""
+"""indexlib.cli.dump: dumps of the three index files and of a .log's batch headers, as data and as text."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 
 from indexlib import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
-from indexlib.dump import FileDump, dump_file, format_dump, iter_json, parse_segment_file_name, read_dump
-from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
-from indexlib.layout import segment_file
-from indexlib.partition import rebuild_partition
+from indexlib.cli.dump import FileDump, dump_file, format_dump, iter_json, parse_segment_file_name, read_dump
+from indexlib.engine.partition import rebuild_partition
+from indexlib.format.layout import segment_file
+from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
 
 from ..conftest import KAFKA_REAL, requires_kafka_real, run_as_unprivileged
 
@@ -335,7 +335,7 @@ def test_json_round_trips_and_streamed_forms_agree(rebuilt):
 
 
 def test_rows_are_produced_in_chunks(tmp_path, monkeypatch):
-    import indexlib.dump as dump_module
+    import indexlib.cli.dump as dump_module
 
     monkeypatch.setattr(dump_module, "_ROW_CHUNK", 7)
     path = tmp_path / "00000000000000000000.index"

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.discovery import discover
-from indexlib.engine import RunOptions, _discard_staged, plan_tasks, process_segment
-from indexlib.generate import encode_batch_v2, encode_control_batch, generate_partition
-from indexlib.layout import segment_file
-from indexlib.partition import plan_partition, rebuild_partition, replay_partition
-from indexlib.settings import IndexSettings
+from indexlib.engine.partition import plan_partition, rebuild_partition, replay_partition
+from indexlib.engine.run import RunOptions, _discard_staged, plan_tasks, process_segment
+from indexlib.format.layout import segment_file
+from indexlib.recovery.settings import IndexSettings
+from indexlib.storage.discovery import discover
+from indexlib.testing.generate import encode_batch_v2, encode_control_batch, generate_partition
 
 BATCHES = 20_000
 
@@ -148,9 +148,9 @@ def outcome_with(part, mode, findings=(), error=None, **options):
 
 
 def test_the_decision_is_a_pure_function_of_outcome_replay_and_options(busy_partition):
-    from indexlib.engine import Decision, SegmentReplay, decide
-    from indexlib.findings import Finding
-    from indexlib.records import ScanProblem
+    from indexlib.engine.run import Decision, SegmentReplay, decide
+    from indexlib.format.records import ScanProblem
+    from indexlib.recovery.findings import Finding
 
     log = str(busy_partition / "00000000000000000000.log")
     index = segment_file(str(busy_partition), 0, ".index")
@@ -183,7 +183,7 @@ def test_the_decision_is_a_pure_function_of_outcome_replay_and_options(busy_part
 
 # ------------------------------------------------------------------------------ found in review
 def damaged_log_dir(tmp_path):
-    from indexlib.generate import generate_partition
+    from indexlib.testing.generate import generate_partition
 
     logs = tmp_path / "logs"
     generate_partition(logs / "t-0", segments=1, batches_per_segment=60, seed=11)
@@ -197,8 +197,8 @@ def damaged_log_dir(tmp_path):
 def test_an_interrupted_commit_keeps_the_backup_of_a_file_it_replaced(tmp_path, monkeypatch):
     """Ctrl-C between the two renames of one segment: the .index is already replaced, so its backup is
     the only copy of the old file and must stay; nothing staged is left."""
-    from indexlib import partition as partition_module
-    from indexlib.engine import map_locally, run
+    from indexlib.engine import partition as partition_module
+    from indexlib.engine.run import map_locally, run
 
     logs = damaged_log_dir(tmp_path)
     old_index = Path(segment_file(str(logs / "t-0"), 0, ".index")).read_bytes()
@@ -222,7 +222,7 @@ def test_an_interrupted_commit_keeps_the_backup_of_a_file_it_replaced(tmp_path, 
 
 
 def test_one_partition_given_twice_is_refused(tmp_path):
-    from indexlib.engine import check_run
+    from indexlib.engine.run import check_run
 
     logs = damaged_log_dir(tmp_path)
     twice = discover([str(logs), str(logs) + "/"])
@@ -235,7 +235,7 @@ def test_an_output_or_backup_dir_at_or_inside_a_log_dir_is_refused(tmp_path):
     """--output-dir or the backup root naming the log dir, a partition dir, or a dir inside either would
     replace the broker's files with no backup or add dirs it reads as partitions: refused before anything is
     written; a dir beside the log dir is fine."""
-    from indexlib.engine import check_run
+    from indexlib.engine.run import check_run
 
     logs = damaged_log_dir(tmp_path)
     found = discover([str(logs)])
@@ -258,9 +258,9 @@ def test_a_writing_run_removes_the_staged_files_of_dead_runs_only(tmp_path, caps
     """Staged files are what a killed run leaves (hidden names Kafka never reads). A later writing run
     removes those whose run holds no lock any more, and says so; a live run's (its lock held by another
     open of the lock file, as a running process holds it) and verify's read-only runs leave them alone."""
-    from indexlib.cli import main
-    from indexlib.engine import run_is_alive, run_locks
-    from indexlib.layout import staged_path
+    from indexlib.cli.main import main
+    from indexlib.engine.run import run_is_alive, run_locks
+    from indexlib.format.layout import staged_path
 
     logs = tmp_path / "logs"
     part = logs / "orders-0"
@@ -293,7 +293,7 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
     import sys
     import time
 
-    from indexlib.engine import run_is_alive, run_locks
+    from indexlib.engine.run import run_is_alive, run_locks
 
     from ..conftest import PROJECT_ROOT, descendants, identities, running
 
@@ -301,7 +301,7 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
     for p in range(60):
         generate_partition(logs / f"orders-{p}", segments=2, batches_per_segment=40, seed=p)
     holder = subprocess.Popen(  # a live run of another id writing in the same log dir
-        [sys.executable, "-c", "import sys; from indexlib.engine import run_locks\n"
+        [sys.executable, "-c", "import sys; from indexlib.engine.run import run_locks\n"
          f"with run_locks([{str(logs)!r}], 'live-run'):\n    print('held', flush=True); sys.stdin.read()"],
         cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -345,7 +345,7 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
 
 
 def _read_ahead_in_this_process(_: int) -> bool:
-    from indexlib import records
+    from indexlib.format import records
 
     return records.READ_AHEAD
 
@@ -355,8 +355,8 @@ def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypa
     every core scanning, its initializer turns it off in the workers (and only there)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from indexlib import records
-    from indexlib.engine import pool_reads_ahead, pool_worker
+    from indexlib.engine.run import pool_reads_ahead, pool_worker
+    from indexlib.format import records
 
     cores = len(os.sched_getaffinity(0))
     assert not pool_reads_ahead(cores) and not pool_reads_ahead(cores + 3)
@@ -378,7 +378,7 @@ def test_a_partition_that_could_not_be_listed_makes_the_run_unhealthy(tmp_path):
     nothing replayed or read in it, a summary row, exit 1, in a run whose other partitions are checked."""
     from dataclasses import replace
 
-    from indexlib.engine import map_locally, run, summary_rows
+    from indexlib.engine.run import map_locally, run, summary_rows
 
     logs = damaged_log_dir(tmp_path)
     found = discover([str(logs)])

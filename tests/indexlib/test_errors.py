@@ -1,4 +1,4 @@
-"""indexlib.errors: every error message names the file it concerns, in one line."""
+"""indexlib.format.errors: every error message names the file it concerns, in one line."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from indexlib import OffsetIndex, TimeIndex
-from indexlib.errors import describe_error, error_line
+from indexlib.format.errors import describe_error, error_line
 
 
 def test_an_oserror_line_names_its_file_and_the_second_file_of_a_rename():

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from indexlib.findings import CUT_TAIL, ERROR, INFO, KINDS, NOTHING, REBUILD_FILE, REFUSE_SEGMENT, Finding
+from indexlib.recovery.findings import CUT_TAIL, ERROR, INFO, KINDS, NOTHING, REBUILD_FILE, REFUSE_SEGMENT, Finding
 
 from ..conftest import PROJECT_ROOT
 
@@ -54,7 +54,7 @@ def _kind_literals() -> dict[str, set[str]]:
 
     found: dict[str, set[str]] = {"finding": set(), "problem": set()}
     for package in ("indexlib", "jobs"):
-        for path in (PROJECT_ROOT / package).glob("*.py"):
+        for path in (PROJECT_ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                     args = {"Finding": node.args[:1], "_flag": node.args[1:2], "ScanProblem": node.args[:1]}
@@ -81,7 +81,7 @@ def test_no_policy_reads_a_kind_by_its_name():
     """Policy asks the registry (``kind(name).triggers``), never a name's prefix or suffix."""
     offenders = []
     for package in ("indexlib", "jobs", "airflow_dags"):
-        for path in (PROJECT_ROOT / package).glob("*.py"):
+        for path in (PROJECT_ROOT / package).rglob("*.py"):
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if re.search(r"\.kind\.(startswith|endswith)\(|\.kind\[", line):
                     offenders.append(f"{path.name}:{number}: {line.strip()}")

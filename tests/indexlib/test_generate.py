@@ -1,4 +1,4 @@
-"""indexlib.generate writes batches that kafka-python's own readers decode and CRC-check."""
+"""indexlib.testing.generate writes batches that kafka-python's own readers decode and CRC-check."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.legacy_records import LegacyRecordBatch
 
-from indexlib.generate import (
+from indexlib.testing.generate import (
     encode_batch_v2,
     encode_control_batch,
     encode_legacy,

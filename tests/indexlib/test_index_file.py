@@ -15,12 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from indexlib import OffsetIndex
-from indexlib.cli import main
-from indexlib.generate import generate_partition
-from indexlib.index_file import data_end, read_snapshot
-from indexlib.layout import segment_base_offsets, segment_file
-from indexlib.summary import read_existing_index
-from indexlib.verify import verify_partition
+from indexlib.cli.main import main
+from indexlib.format.index_file import data_end, read_snapshot
+from indexlib.format.layout import segment_base_offsets, segment_file
+from indexlib.recovery.checks import verify_partition
+from indexlib.recovery.log_scan import read_existing_index
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import PROJECT_ROOT
 

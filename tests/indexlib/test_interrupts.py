@@ -1,4 +1,4 @@
-"""Stopping on SIGINT and SIGTERM (``indexlib.interrupts``): the handlers themselves with real signals sent to
+"""Stopping on SIGINT and SIGTERM (``indexlib.engine.interrupts``): the handlers themselves with real signals sent to
 this process, and ``python -m indexlib rebuild`` as a real process tree (the driver and its pool) stopped by
 real signals in its scan and in its commit: one line, exit 128 + the signal, nothing staged or locked left,
 every segment whole, no process of the run left behind."""
@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.generate import generate_partition
-from indexlib.interrupts import Interrupted, deferred_signals, received, stop_on_signals, stopped_by
-from indexlib.layout import INDEX_SUFFIXES
-from indexlib.partition import rebuild_partition
+from indexlib.engine.interrupts import Interrupted, deferred_signals, received, stop_on_signals, stopped_by
+from indexlib.engine.partition import rebuild_partition
+from indexlib.format.layout import INDEX_SUFFIXES
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import PROJECT_ROOT, descendants, identities, running
 

@@ -1,5 +1,5 @@
-"""The compiled scan kernel (``indexlib._kernel``) against the pure-Python path it replaces: the same
-CRC-32C, and the same :class:`~indexlib.records.LogScan` (every column, the stop, the problem, the fatal
+"""The compiled scan kernel (``indexlib.format._kernel``) against the pure-Python path it replaces: the same
+CRC-32C, and the same :class:`~indexlib.format.records.LogScan` (every column, the stop, the problem, the fatal
 problem) on every real fixture log, on generated logs and on random and mutated bytes."""
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexlib import records
-from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
-from indexlib.records import scan_buffer
+from indexlib.format import records
+from indexlib.format.records import scan_buffer
+from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
 
 from ..conftest import KAFKA_REAL
 
-kernel = pytest.importorskip("indexlib._kernel", reason="the C extension is not built (no compiler at install)")
+kernel = pytest.importorskip("indexlib.format._kernel", reason="the C extension is not built (no compiler at install)")
 
 COLUMNS = (
     "positions", "sizes", "base_offsets", "last_offsets", "max_timestamps", "magic", "attributes", "producer_ids",

@@ -1,4 +1,4 @@
-"""The compiled streaming walk (``indexlib._kernel.scan_segment``) against a pure-Python reference.
+"""The compiled streaming walk (``indexlib.format._kernel.scan_segment``) against a pure-Python reference.
 
 :func:`reference` computes the same dict from the columns of ``records.scan_buffer(..., compiled=False)``
 with numpy, straight from the definitions (walk, markers, running time-index values, index selection,
@@ -21,14 +21,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexlib import records
-from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
+from indexlib.format import records
+from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
 
 from ..conftest import KAFKA_REAL
 from .test_kernel import mutated_logs as mutated_v2_logs
 from .test_records import mutated_logs as mutated_marker_logs
 
-kernel = pytest.importorskip("indexlib._kernel", reason="the C extension is not built (no compiler at install)")
+kernel = pytest.importorskip("indexlib.format._kernel", reason="the C extension is not built (no compiler at install)")
 
 WINDOWS = (64, 100, 4096, 1 << 20)
 INT64_MIN = -(2**63)

@@ -1,4 +1,4 @@
-"""Kafka's file layout lives in ``indexlib.layout`` alone: its rules, and no other module's own regex."""
+"""Kafka's file layout lives in ``indexlib.format.layout`` alone: its rules, and no other module's own regex."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from indexlib.layout import (
+from indexlib.format.layout import (
     is_kafka_metadata,
     is_kafka_transient,
     is_staged_name,
@@ -103,7 +103,7 @@ def test_no_module_but_layout_spells_out_kafka_names():
     """Segment and partition names, Kafka's skipped names and staged names are spelled in one place."""
     offenders = []
     for package in ("indexlib", "jobs", "airflow_dags"):
-        for path in sorted((PROJECT_ROOT / package).glob("*.py")):
+        for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
             if path.name == "layout.py":
                 continue
             strings = _code_strings(path)

@@ -4,8 +4,15 @@ change what the replay finds: the aborted transactions, their LSOs, the fatal pr
 import numpy as np
 import pytest
 
-from indexlib.producer_state import replay_segment
-from indexlib.summary import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_DTYPE, EVENT_TXN_DATA, compact_events
+from indexlib.recovery.log_scan import (
+    EVENT_ABORT,
+    EVENT_COMMIT,
+    EVENT_DATA,
+    EVENT_DTYPE,
+    EVENT_TXN_DATA,
+    compact_events,
+)
+from indexlib.recovery.producer_state import replay_segment
 
 
 def make_events(kinds_pids) -> np.ndarray:

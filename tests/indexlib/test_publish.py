@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexlib.errors import InvalidOffsetError
-from indexlib.layout import staged_path
-from indexlib.publish import install, keep_backup, stage_offset_index
+from indexlib.format.errors import InvalidOffsetError
+from indexlib.format.layout import staged_path
+from indexlib.storage.publish import install, keep_backup, stage_offset_index
 
 
 def test_a_staged_file_is_invisible_until_installed(tmp_path):
@@ -55,7 +55,7 @@ def _hold(lock_path, call: str) -> subprocess.Popen:
 
 def test_a_lock_held_by_another_process_is_seen_posix_or_flock(tmp_path):
     """A broker holds .lock with Java's FileChannel.tryLock (a POSIX record lock); other tools use flock."""
-    from indexlib.publish import log_dir_is_locked
+    from indexlib.storage.publish import log_dir_is_locked
 
     assert not log_dir_is_locked(tmp_path)  # no .lock at all
     (tmp_path / ".lock").write_bytes(b"")

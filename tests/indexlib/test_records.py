@@ -1,4 +1,4 @@
-"""indexlib.records: the batch reader's stop rules and problems (kafka-index-format.md 2.2, 2.4, 6.1, 6.2).
+"""indexlib.format.records: the batch reader's stop rules and problems (kafka-index-format.md 2.2, 2.4, 6.1, 6.2).
 
 Every case asserts the exact problem kind, byte position and batch index. The fuzz tests hold the
 reader's contract on random and mutated input: it returns (never raises), and what it returns keeps the
@@ -16,9 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexlib.generate import encode_batch_v2, encode_control_batch, encode_legacy
-from indexlib.rebuild import plan_segment
-from indexlib.records import (
+from indexlib.format.records import (
     HEADER_SIZE_UP_TO_MAGIC,
     MIN_SIZE_FIELD,
     V2_HEADER_SIZE,
@@ -26,7 +24,9 @@ from indexlib.records import (
     scan_buffer,
     scan_log,
 )
-from indexlib.summary import summarize
+from indexlib.recovery.entry_plan import plan_segment
+from indexlib.recovery.log_scan import summarize
+from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy
 
 #: The problems a walk or the marker check may report (records.py), and the fatal kinds.
 PROBLEM_KINDS = {"size_below_minimum", "truncated_batch", "crc_mismatch", "invalid_marker"}

@@ -22,16 +22,16 @@ from pathlib import Path
 import crc32c
 import pytest
 
-from indexlib.cli import main
-from indexlib.findings import KINDS, REFUSE_SEGMENT
-from indexlib.generate import encode_batch_v2, encode_control_batch
-from indexlib.partition import plan_partition, plan_segment_file, rebuild_partition
-from indexlib.producer_state import replay_segment
-from indexlib.rebuild import plan_segment
-from indexlib.records import StopReason, scan_buffer
-from indexlib.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
-from indexlib.summary import summarize
-from indexlib.values import AbortedTxn
+from indexlib.cli.main import main
+from indexlib.engine.partition import plan_partition, plan_segment_file, rebuild_partition
+from indexlib.format.records import StopReason, scan_buffer
+from indexlib.format.values import AbortedTxn
+from indexlib.recovery.entry_plan import plan_segment
+from indexlib.recovery.findings import KINDS, REFUSE_SEGMENT
+from indexlib.recovery.log_scan import summarize
+from indexlib.recovery.producer_state import replay_segment
+from indexlib.recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+from indexlib.testing.generate import encode_batch_v2, encode_control_batch
 
 BAD = 100  # base offset of the case's segment
 AFTER = 1000  # base offset of the healthy segment after it

@@ -1,4 +1,4 @@
-"""The segment summary (:mod:`indexlib.summary`): the streaming compiled kernel and the reference over a
+"""The segment summary (:mod:`indexlib.recovery.log_scan`): the streaming compiled kernel and the reference over a
 scan's columns give the same :class:`LogSummary`, field for field, on every real fixture segment (probed
 with its real index files), on generated partitions, and on random and mutated logs with random probes;
 and the plan and verify built on it keep their guarantees."""
@@ -15,11 +15,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexlib import records
-from indexlib.generate import encode_batch_v2, encode_control_batch, generate_partition, write_uniform_segment
-from indexlib.layout import segment_base_offsets, segment_file
-from indexlib.rebuild import plan_segment
-from indexlib.summary import (
+from indexlib.format import records
+from indexlib.format.layout import segment_base_offsets, segment_file
+from indexlib.recovery.entry_plan import plan_segment
+from indexlib.recovery.log_scan import (
     EVENT_DTYPE,
     EVENT_TXN_DATA,
     NO_OFFSET,
@@ -31,6 +30,7 @@ from indexlib.summary import (
     summarize,
     summarize_log,
 )
+from indexlib.testing.generate import encode_batch_v2, encode_control_batch, generate_partition, write_uniform_segment
 
 from ..conftest import KAFKA_REAL
 from .test_records import mutated_logs
@@ -167,13 +167,14 @@ def test_compaction_is_prefix_stable(pairs, k):
 
 READ_AHEAD_PROBE = """
 import os, sys
-from indexlib import records, summary
+from indexlib.format import records
+from indexlib.recovery import log_scan
 threads, parse = [], records.marker_type_or_error
 def parser(batch, count):
     threads.append(len(os.listdir("/proc/self/task")))  # mid-walk: is the read-ahead thread there?
     return parse(batch, count)
 records.marker_type_or_error = parser
-s = summary.summarize_log(sys.argv[1], 0, 4096)
+s = log_scan.summarize_log(sys.argv[1], 0, 4096)
 print(records.READ_AHEAD, s.batch_count, len(s.events), max(threads))
 """
 

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from indexlib.generate import generate_partition
+from indexlib.testing.generate import generate_partition
 from jobs import journal
 from jobs.cli import EXIT_AUDIT_FAILED, main
 
@@ -164,7 +164,7 @@ def test_a_second_run_with_the_same_run_id_is_refused_while_the_first_holds_it(s
     written; once the holder is gone the same command runs and leaves no lock file behind."""
     logs = damaged_log_dir(tmp_path, partitions=1, segments=1)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from indexlib.engine import run_locks\n"
+        [sys.executable, "-c", "import sys; from indexlib.engine.run import run_locks\n"
          f"with run_locks([{str(logs)!r}], 'same-id'):\n    print('held', flush=True); sys.stdin.read()"],
         cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -339,7 +339,7 @@ def test_a_repair_reusing_a_run_id_that_replaced_files_is_refused(spark, tmp_pat
     naming the evidence (the run's backup dir; with another --backup-dir its audit rows; with no table its
     journal) and asking for a new --run-id; no file changes, the first run's backups stay as they were. A new
     id repairs the new damage and keeps the damaged file."""
-    from indexlib.partition import rebuild_partition
+    from indexlib.engine.partition import rebuild_partition
 
     logs = damaged_log_dir(tmp_path, partitions=2)
     for part in logs.iterdir():  # Kafka's files, then torn .timeindex files: the repair backs them up

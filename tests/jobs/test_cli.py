@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from indexlib.dump import dump_file
-from indexlib.generate import generate_partition
-from indexlib.partition import rebuild_partition
+from indexlib.cli.dump import dump_file
+from indexlib.engine.partition import rebuild_partition
+from indexlib.testing.generate import generate_partition
 from jobs.cli import main
 
 from ..conftest import dump_into_head
@@ -65,7 +65,7 @@ def test_dump_is_the_librarys(capsys, tmp_path):
 
 
 def test_both_command_lines_answer_a_lookup_alike(capsys, tmp_path):
-    from indexlib.cli import main as indexlib_main
+    from indexlib.cli.main import main as indexlib_main
 
     part = tmp_path / "orders-0"
     generate_partition(part, segments=1, batches_per_segment=30, seed=5)
@@ -180,7 +180,7 @@ def test_audit_time_forms_and_where_they_apply(capsys, tmp_path):
 
 def test_both_command_lines_say_their_version(capsys):
     from indexlib import __version__
-    from indexlib.cli import main as indexlib_main
+    from indexlib.cli.main import main as indexlib_main
 
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.strip() == f"kafka-index {__version__}"

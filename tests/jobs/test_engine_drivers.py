@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.cli import main as indexlib_main
-from indexlib.generate import encode_batch_v2, generate_partition
-from indexlib.partition import rebuild_partition
+from indexlib.cli.main import main as indexlib_main
+from indexlib.engine.partition import rebuild_partition
+from indexlib.testing.generate import encode_batch_v2, generate_partition
 from jobs.cli import main as kafka_index_main
 
 from ..conftest import KAFKA_REAL, requires_kafka_real

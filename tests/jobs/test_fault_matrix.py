@@ -31,9 +31,9 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.generate import generate_partition
-from indexlib.layout import INDEX_SUFFIXES
-from indexlib.partition import rebuild_partition
+from indexlib.engine.partition import rebuild_partition
+from indexlib.format.layout import INDEX_SUFFIXES
+from indexlib.testing.generate import generate_partition
 from jobs import journal
 from jobs.audit import read
 
@@ -217,7 +217,7 @@ def test_a_second_run_with_the_same_run_id_is_refused(tmp_path):
     """The first run really runs (a process killed later); the second, same id, same log dir, is refused."""
     logs = damaged_logs(tmp_path, partitions=2)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from indexlib.engine import run_locks\n"
+        [sys.executable, "-c", "import sys; from indexlib.engine.run import run_locks\n"
          f"with run_locks([{str(logs)!r}], 'twice'):\n    print('held', flush=True); sys.stdin.read()"],
         cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexlib.partition import rebuild_partition
+from indexlib.engine.partition import rebuild_partition
 from jobs import audit
 from jobs.cli import main
 
@@ -289,7 +289,7 @@ def test_bad_input_gives_one_message_and_exit_2(spark, tmp_path, capsys):
 
 
 def test_data_problems_are_findings(spark, tmp_path, capsys):
-    from indexlib.generate import generate_partition
+    from indexlib.testing.generate import generate_partition
 
     logs = tmp_path / "logs"
     generate_partition(logs / "orders-0", segments=2, batches_per_segment=40, seed=3)
@@ -348,7 +348,7 @@ def test_audit_queries(spark, copy_set, tmp_path, capsys):
 
 def test_spark_submit_runs_the_job_file_as_is(tmp_path):
     """``spark-submit jobs/verify.py`` (a real spark-submit, its own JVM) on a generated log dir."""
-    from indexlib.generate import generate_partition
+    from indexlib.testing.generate import generate_partition
 
     spark_submit = Path(sys.executable).with_name("spark-submit")
     if not spark_submit.exists():

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import os
 
-from indexlib.generate import encode_batch_v2, generate_partition
-from indexlib.layout import segment_file
-from indexlib.partition import plan_partition, rebuild_partition
+from indexlib.engine.partition import plan_partition, rebuild_partition
+from indexlib.format.layout import segment_file
+from indexlib.testing.generate import encode_batch_v2, generate_partition
 from jobs.cli import main
 
 TS = 1_700_000_000_000
@@ -204,7 +204,7 @@ def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
     """A task attempt that died after staging leaves a file no outcome names; the run removes its own
     such files, and another run's only when that run is dead: here "sweep-run.7" is alive (it holds its
     run lock), so its file stays."""
-    from indexlib.engine import run_locks
+    from indexlib.engine.run import run_locks
 
     logs = tmp_path / "logs"
     part = logs / "orders-0"

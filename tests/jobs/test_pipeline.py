@@ -33,10 +33,10 @@ def test_the_scan_is_one_named_job_in_the_runs_group_with_task_progress(spark, t
     """The Spark UI and the status tracker see the run: a job group named after the run id with a
     description, a stage named for what it does, and task counts the progress polls (driver-side, so the
     same in cluster mode)."""
-    from indexlib.discovery import discover
-    from indexlib.engine import RunOptions, plan_tasks
-    from indexlib.generate import generate_partition
-    from indexlib.settings import IndexSettings
+    from indexlib.engine.run import RunOptions, plan_tasks
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+    from indexlib.testing.generate import generate_partition
     from jobs.pipeline import spark_map
 
     for p in range(3):

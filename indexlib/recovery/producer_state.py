@@ -2,7 +2,7 @@
 
 Only ``{producer_id -> first offset of its open transaction}`` can change index bytes (epochs,
 sequences and coordinator epochs only produce warnings on recovery's path). The replay is sequential per
-partition but cheap: it consumes the compact event arrays that :func:`indexlib.rebuild.plan_segment`
+partition but cheap: it consumes the compact event arrays that :func:`indexlib.recovery.entry_plan.plan_segment`
 produced for each segment (in parallel).
 
 Starting state per segment, with ``L`` the partition's log start offset (kafka-index-format.md 2.5):
@@ -20,10 +20,10 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from .layout import LOG_START_OFFSET_CHECKPOINT, SNAPSHOT_SUFFIX, parse_segment_name, segment_file
-from .records import ScanProblem, crc32c_function
-from .summary import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_TXN_DATA
-from .values import AbortedTxn
+from ..format.layout import LOG_START_OFFSET_CHECKPOINT, SNAPSHOT_SUFFIX, parse_segment_name, segment_file
+from ..format.records import ScanProblem, crc32c_function
+from ..format.values import AbortedTxn
+from .log_scan import EVENT_ABORT, EVENT_COMMIT, EVENT_DATA, EVENT_TXN_DATA
 
 SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, count

@@ -1,4 +1,4 @@
-"""Types of the compiled ``indexlib._kernel`` (see ``_kernel.c``)."""
+"""Types of the compiled ``indexlib.format._kernel`` (see ``_kernel.c``)."""
 
 from collections.abc import Callable
 

@@ -9,10 +9,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .layout import LOG_SUFFIX, parse_segment_name, segment_file
-from .offset_index import OffsetIndex
-from .records import scan_log
-from .time_index import TimeIndex
+from ..format.layout import LOG_SUFFIX, parse_segment_name, segment_file
+from ..format.offset_index import OffsetIndex
+from ..format.records import scan_log
+from ..format.time_index import TimeIndex
 
 #: Kafka's offsets and timestamps are Java longs; an offset is never negative
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1

@@ -1,6 +1,6 @@
 """What every index file shares: a path opened read-only or writable through one file descriptor,
 closing, renaming, deleting, and the context manager. The mmap'ed offset and time indexes
-(:class:`~indexlib.abstract_index.AbstractIndex`) and the append-only transaction index build on it.
+(:class:`~indexlib.format.abstract_index.AbstractIndex`) and the append-only transaction index build on it.
 
 Reading is never through a mapping (:func:`read_snapshot`): a broker trims or grows an active segment's index
 at every roll, and a mapped page past the new end of file kills the reader with SIGBUS; a copy read with

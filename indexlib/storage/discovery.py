@@ -11,8 +11,8 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from .abstract_index import INT32_MAX
-from .layout import (
+from ..format.abstract_index import INT32_MAX
+from ..format.layout import (
     LOG_SUFFIX,
     is_kafka_transient,
     parse_partition_dir_name,

@@ -3,7 +3,7 @@
 Indexes written live by real brokers may differ from a rebuild and still be right (restarts, follower
 appends, record-level time-index offsets of Kafka <= 3.6), so verify checks the invariants that make
 Kafka's lookups correct (design.md, "Semantic verify"), and separately says whether each file is
-byte-identical to what :func:`indexlib.partition.rebuild_partition` would write.
+byte-identical to what :func:`indexlib.engine.partition.rebuild_partition` would write.
 
 Invariants checked (a violation is a :class:`Finding` with severity ``"error"``):
 
@@ -35,9 +35,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from .errors import CorruptIndexError, describe_error
-from .findings import ERROR, Finding, files_to_rebuild
-from .layout import (
+from ..engine.partition import PartitionRebuild, SegmentRebuild, plan_partition
+from ..format.errors import CorruptIndexError, describe_error
+from ..format.layout import (
     INDEX_SUFFIXES,
     LOG_SUFFIX,
     is_kafka_metadata,
@@ -47,15 +47,15 @@ from .layout import (
     segment_file,
     segment_name,
 )
-from .offset_index import OffsetIndex
-from .partition import PartitionRebuild, SegmentRebuild, plan_partition
-from .rebuild import PlanSummary, SegmentPlan
-from .records import ScanProblem, StopReason, open_segment
+from ..format.offset_index import OffsetIndex
+from ..format.records import ScanProblem, StopReason, open_segment
+from ..format.time_index import TimeIndex
+from ..format.transaction_index import TransactionIndex
+from ..format.values import AbortedTxn
+from .entry_plan import PlanSummary, SegmentPlan
+from .findings import ERROR, Finding, files_to_rebuild
+from .log_scan import EVENT_ABORT, ExistingIndex, LogSummary
 from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
-from .summary import EVENT_ABORT, ExistingIndex, LogSummary
-from .time_index import TimeIndex
-from .transaction_index import TransactionIndex
-from .values import AbortedTxn
 
 
 @dataclass
@@ -219,7 +219,7 @@ def check_segment_files(
 ) -> tuple[list[Finding], dict[str, bool | None]]:
     """The per-segment part of verify (parallel): the ``.log``, and the ``.index`` and ``.timeindex`` as
     read before the scan (``existing``; the summary answers their probes, see
-    :func:`indexlib.summary.probes_for`). Returns the findings and, per file, whether it equals the rebuild."""
+    :func:`indexlib.recovery.log_scan.probes_for`). Returns the findings and, per file, whether it equals the rebuild."""
     findings = log_findings(log_path, summary, plan.fatal)
     if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
         return findings, {".index": None, ".timeindex": None}

@@ -2,7 +2,7 @@
 
 The steps: :func:`plan_segment_file` (scan + plan one segment: independent, parallel),
 :func:`replay_partition` (producer state across the segments: sequential, small), :func:`stage_segment`
-and :func:`install_segment` (atomic publishing). :mod:`indexlib.engine` assembles them into the runs the
+and :func:`install_segment` (atomic publishing). :mod:`indexlib.engine.run` assembles them into the runs the
 command lines and the Spark job make. :func:`plan_partition` and :func:`rebuild_partition` keep a whole
 partition's summaries and plans in memory: the library API for one partition, and the tests' reference.
 """
@@ -15,21 +15,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .layout import INDEX_SUFFIXES, LOG_SUFFIX, parse_partition_dir, segment_base_offsets, segment_file
-from .producer_state import initial_state_for, read_log_start_offset, relevant_events, replay_segment
-from .publish import (
-    discard,
-    fsync_path,
-    install,
-    keep_backup,
-    stage_offset_index,
-    stage_time_index,
-    stage_transaction_index,
-)
-from .rebuild import PlanSummary, SegmentPlan, plan_segment
-from .records import ScanProblem
-from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, check_index_setting
-from .summary import (
+from ..format.layout import INDEX_SUFFIXES, LOG_SUFFIX, parse_partition_dir, segment_base_offsets, segment_file
+from ..format.records import ScanProblem
+from ..format.values import AbortedTxn
+from ..recovery.entry_plan import PlanSummary, SegmentPlan, plan_segment
+from ..recovery.log_scan import (
     EVENT_TXN_DATA,
     NO_PROBES,
     ExistingIndex,
@@ -40,7 +30,17 @@ from .summary import (
     summarize_log,
     unreadable_summary,
 )
-from .values import AbortedTxn
+from ..recovery.producer_state import initial_state_for, read_log_start_offset, relevant_events, replay_segment
+from ..recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, check_index_setting
+from ..storage.publish import (
+    discard,
+    fsync_path,
+    install,
+    keep_backup,
+    stage_offset_index,
+    stage_time_index,
+    stage_transaction_index,
+)
 
 
 @dataclass
@@ -202,7 +202,7 @@ def stage_segment(
     tag: str | None = None,
 ) -> dict[str, str]:
     """Stage the chosen index files of one rebuilt segment beside their final names (see
-    :mod:`indexlib.publish`); returns ``{final: staged}`` in ``INDEX_SUFFIXES`` order. Kafka sees nothing
+    :mod:`indexlib.storage.publish`); returns ``{final: staged}`` in ``INDEX_SUFFIXES`` order. Kafka sees nothing
     until :func:`install_segment`. ``.index``/``.timeindex`` need a full :class:`SegmentPlan`; ``.txnindex``
     is staged only when there are aborted transactions or ``stale_txn`` (an existing one, which becomes 0
     bytes as Kafka does). Never call this for a segment whose plan is fatal. On failure nothing is left."""

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import crc32c
 import numpy as np
 
-from .layout import LOG_SUFFIX, segment_name
+from ..format.layout import LOG_SUFFIX, segment_name
 
 __all__ = [
     "encode_batch_v2",

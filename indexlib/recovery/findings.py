@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .layout import INDEX_SUFFIXES, segment_file
+from ..format.layout import INDEX_SUFFIXES, segment_file
 
 ERROR = "error"
 INFO = "info"
@@ -201,7 +201,7 @@ class Finding:
     def __post_init__(self) -> None:
         registered = KINDS.get(self.kind)
         if registered is None:
-            raise ValueError(f"finding kind {self.kind!r} is not registered in indexlib.findings")
+            raise ValueError(f"finding kind {self.kind!r} is not registered in indexlib.recovery.findings")
         if self.severity and self.severity != registered.severity:
             raise ValueError(f"finding kind {self.kind!r} has severity {registered.severity}, not {self.severity}")
         object.__setattr__(self, "severity", registered.severity)

@@ -40,11 +40,8 @@ from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from . import records
-from .discovery import Discovery, Partition
-from .findings import CUT_TAIL, Finding, files_to_rebuild, kind
-from .interrupts import deferred_signals
-from .layout import (
+from ..format import records
+from ..format.layout import (
     INDEX_SUFFIXES,
     LOG_START_OFFSET_CHECKPOINT,
     partition_name,
@@ -54,15 +51,24 @@ from .layout import (
     staged_by_run,
     staged_run_id,
 )
+from ..format.records import ScanProblem
+from ..format.values import AbortedTxn
+from ..recovery.checks import (
+    check_partition_transactions,
+    check_segment_files,
+    directory_findings,
+    fatal_finding,
+    log_findings,
+)
+from ..recovery.entry_plan import PlanSummary, SegmentPlan
+from ..recovery.findings import CUT_TAIL, Finding, files_to_rebuild, kind
+from ..recovery.log_scan import NO_PROBES, probes_for, read_existing_indexes
+from ..recovery.producer_state import read_log_start_offset
+from ..recovery.settings import IndexSettings
+from ..storage.discovery import Discovery, Partition
+from ..storage.publish import discard, fsync_path, keep_backup, lock_is_held, log_dir_is_locked
+from .interrupts import deferred_signals
 from .partition import install_segment, plan_segment_file, replay_partition, stage_segment
-from .producer_state import read_log_start_offset
-from .publish import discard, fsync_path, keep_backup, lock_is_held, log_dir_is_locked
-from .rebuild import PlanSummary, SegmentPlan
-from .records import ScanProblem
-from .settings import IndexSettings
-from .summary import NO_PROBES, probes_for, read_existing_indexes
-from .values import AbortedTxn
-from .verify import check_partition_transactions, check_segment_files, directory_findings, fatal_finding, log_findings
 
 MODES = ("verify", "rebuild", "repair")
 #: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
@@ -157,7 +163,7 @@ def backup_root(options: RunOptions) -> str | None:
 
 def check_backups_unused(options: RunOptions) -> None:
     """``ValueError`` when ``<backup root>/<run id>/`` already holds a file: an earlier writing run with this
-    run id may have replaced files. An existing backup is never overwritten (:func:`indexlib.publish.keep_backup`),
+    run id may have replaced files. An existing backup is never overwritten (:func:`indexlib.storage.publish.keep_backup`),
     so a second run under that id would replace files and keep no copy of them. Empty directories are no
     evidence (a failed staging leaves them); a generated run id is new by construction."""
     root = backup_root(options)
@@ -777,7 +783,7 @@ def cut_log_tail(
 
 def sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
     """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
-    superseded after staging). Only names this run made (see :func:`indexlib.layout.staged_by_run`)."""
+    superseded after staging). Only names this run made (see :func:`indexlib.format.layout.staged_by_run`)."""
     for target in sorted({t.target_dir for t in tasks if t.stage != "none" and t.target_dir}):
         try:
             names = os.listdir(target)

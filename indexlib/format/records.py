@@ -1,7 +1,7 @@
 """Record-batch reader over a memory-mapped ``.log`` segment, with Kafka's exact iteration rules.
 
 The walk (:func:`scan_log`) is one tight loop that only reads what it must to advance and validate each
-batch (size, magic, CRC): a fast path for well-formed v2 batches (compiled: ``indexlib._kernel.walk_v2``;
+batch (size, magic, CRC): a fast path for well-formed v2 batches (compiled: ``indexlib.format._kernel.walk_v2``;
 the same loop in Python where the extension is not built or ``KAFKA_INDEX_PURE_PYTHON=1``), and a general
 step with every rule for anything else. Every other header field is then gathered for all batches at once with numpy. Nothing of
 the file is copied into Python bytes, and nothing at or past ``end`` is read. Compressed payloads are never
@@ -58,13 +58,13 @@ MARKER_COMMIT = 1
 
 _compiled: ModuleType | None
 try:
-    import indexlib._kernel as _compiled
+    import indexlib.format._kernel as _compiled
 except ImportError as exc:  # pragma: no cover - built without a C compiler, or its CRC self-test failed
     _compiled = None
     import warnings
 
     warnings.warn(
-        f"indexlib: the compiled scan kernel (indexlib._kernel) cannot be loaded ({exc}), so segments are scanned "
+        f"indexlib: the compiled scan kernel (indexlib.format._kernel) cannot be loaded ({exc}), so segments are scanned "
         "in pure Python, several times slower; reinstall with a C compiler (gcc or clang) present",
         RuntimeWarning,
         stacklevel=2,

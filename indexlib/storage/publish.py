@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from .layout import LOG_DIR_LOCK, staged_path
-from .offset_index import OffsetIndex
-from .time_index import TimeIndex
-from .transaction_index import TransactionIndex
-from .values import AbortedTxn
+from ..format.layout import LOG_DIR_LOCK, staged_path
+from ..format.offset_index import OffsetIndex
+from ..format.time_index import TimeIndex
+from ..format.transaction_index import TransactionIndex
+from ..format.values import AbortedTxn
 
 
 def lock_is_held(path: str, lockers: tuple[Callable[[int, int], Any], ...] = (fcntl.lockf, fcntl.flock)) -> bool:

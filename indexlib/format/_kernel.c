@@ -1,5 +1,5 @@
 /*
- * indexlib._kernel: the compiled inner loop of indexlib.records.scan_buffer.
+ * indexlib.format._kernel: the compiled inner loop of indexlib.format.records.scan_buffer.
  *
  * walk_v2(buffer, pos, end) -> (positions: bytes of native int64, pos)
  *   Accepts, from byte `pos` on, every batch of the common case only: a magic-2 batch whose whole
@@ -1100,13 +1100,13 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "indexlib._kernel", "The compiled inner loop of indexlib.records.scan_buffer.", -1, methods,
+    PyModuleDef_HEAD_INIT, "indexlib.format._kernel", "The compiled inner loop of indexlib.format.records.scan_buffer.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC PyInit__kernel(void) {
     if (crc_init() < 0) {
-        PyErr_SetString(PyExc_ImportError, "indexlib._kernel: its CRC tables give wrong known answers (a miscompiled build)");
+        PyErr_SetString(PyExc_ImportError, "indexlib.format._kernel: its CRC tables give wrong known answers (a miscompiled build)");
         return NULL;
     }
     PyObject *m = PyModule_Create(&module);

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .abstract_index import DEFAULT_MAX_INDEX_SIZE, INT32_MAX
+from ..format.abstract_index import DEFAULT_MAX_INDEX_SIZE, INT32_MAX
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_INDEX_BYTES = DEFAULT_MAX_INDEX_SIZE  # Kafka's segment.index.bytes default, 10 MiB

@@ -6,9 +6,9 @@ producer events the replay needs (:func:`compact_events`) and the existing index
 
 Two ways make the same summary, field for field:
 
-* :func:`summarize_log` with the compiled kernel (``indexlib._kernel.scan_segment``): one streaming walk
+* :func:`summarize_log` with the compiled kernel (``indexlib.format._kernel.scan_segment``): one streaming walk
   through a reused read buffer (``pread``: a file that shrinks meanwhile is an ``OSError``, never SIGBUS);
-* :func:`summarize` over a :class:`~indexlib.records.LogScan`'s columns with numpy: the readable reference,
+* :func:`summarize` over a :class:`~indexlib.format.records.LogScan`'s columns with numpy: the readable reference,
   and the fallback where the extension is not built or ``KAFKA_INDEX_PURE_PYTHON=1`` (it keeps the
   columns, so its memory grows with the batches).
 
@@ -30,15 +30,23 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import records
-from .abstract_index import INT32_MAX, AbstractIndex
-from .errors import describe_error
-from .index_file import read_snapshot
-from .layout import segment_file
-from .offset_index import OffsetIndex
-from .records import ATTR_CONTROL, ATTR_TRANSACTIONAL, MARKER_ABORT, MARKER_COMMIT, LogScan, ScanProblem, StopReason
+from ..format import records
+from ..format.abstract_index import INT32_MAX, AbstractIndex
+from ..format.errors import describe_error
+from ..format.index_file import read_snapshot
+from ..format.layout import segment_file
+from ..format.offset_index import OffsetIndex
+from ..format.records import (
+    ATTR_CONTROL,
+    ATTR_TRANSACTIONAL,
+    MARKER_ABORT,
+    MARKER_COMMIT,
+    LogScan,
+    ScanProblem,
+    StopReason,
+)
+from ..format.time_index import TimeIndex
 from .settings import check_index_setting
-from .time_index import TimeIndex
 
 #: "no such offset" in the int64 columns (no v2 batch yet, no previous batch, a probe outside the data)
 NO_OFFSET = int(np.iinfo(np.int64).min)
@@ -273,7 +281,7 @@ def compact_events(events: np.ndarray) -> np.ndarray:
     """Drop the data events the replay cannot notice: a data event whose producer's previous event in
     the segment has the same kind (both transactional or both not).
 
-    Lossless for :func:`indexlib.producer_state.replay_segment` from any starting state: after a
+    Lossless for :func:`indexlib.recovery.producer_state.replay_segment` from any starting state: after a
     transactional batch the producer's transaction is open, so a second one changes nothing; after a
     non-transactional batch it is not open (or the replay already stopped there), so a second one is
     harmless too. Markers are all kept. Bounds the events per segment by producers x transactions,
@@ -310,8 +318,8 @@ def summarize_log(
     compiled: bool | None = None,
 ) -> LogSummary:
     """The summary of a ``.log`` file: one streaming pass of the compiled kernel, or (``compiled=False``,
-    or the kernel not in use, see :data:`indexlib.records.KERNEL`) :func:`summarize` over
-    :func:`~indexlib.records.scan_log`. Never modifies the file. Raises ``OSError``/``ValueError`` when
+    or the kernel not in use, see :data:`indexlib.format.records.KERNEL`) :func:`summarize` over
+    :func:`~indexlib.format.records.scan_log`. Never modifies the file. Raises ``OSError``/``ValueError`` when
     it cannot be read."""
     path = os.fspath(path)
     kernel = records.KERNEL if compiled is None else (records.compiled_kernel() if compiled else None)

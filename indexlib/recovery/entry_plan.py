@@ -1,10 +1,10 @@
 """Kafka's ``LogSegment.recover``, offline: the index entries a rebuild writes for one segment.
 
-:func:`plan_segment` is pure: from a :class:`~indexlib.summary.LogSummary` (one pass over the ``.log``
+:func:`plan_segment` is pure: from a :class:`~indexlib.recovery.log_scan.LogSummary` (one pass over the ``.log``
 with the topic's ``index.interval.bytes``) and ``segment.index.bytes`` it computes the ``.index`` and ``.timeindex`` entries Kafka's recovery writes,
 the transactional events the cross-segment replay needs, and the first point where Kafka's recovery
 would throw instead of finishing. Segments can be planned in parallel; only the transaction replay
-(:mod:`indexlib.producer_state`) is sequential per partition.
+(:mod:`indexlib.recovery.producer_state`) is sequential per partition.
 
 Rules (kafka-index-format.md 2.3-2.4): a batch gets an entry when the bytes from the start of the last
 indexed batch to its own start exceed the interval (strict; so the first batch never does); the offset
@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .abstract_index import round_down_to_multiple
-from .records import ScanProblem
+from ..format.abstract_index import round_down_to_multiple
+from ..format.records import ScanProblem
+from .log_scan import NO_OFFSET, LogSummary
 from .settings import DEFAULT_SEGMENT_INDEX_BYTES, check_index_setting
-from .summary import NO_OFFSET, LogSummary
 
 
 @dataclass
@@ -74,7 +74,7 @@ class SegmentPlan:
 class PlanSummary:
     """A :class:`SegmentPlan` less its entry arrays: small (no per-batch data beyond :func:`compact_events`),
     so it can travel from a Spark executor to the driver. Enough for the producer-state replay
-    (:func:`indexlib.partition.replay_partition`) and the ``.txnindex`` checks; not for writing."""
+    (:func:`indexlib.engine.partition.replay_partition`) and the ``.txnindex`` checks; not for writing."""
 
     base_offset: int
     valid_bytes: int

@@ -1,5 +1,5 @@
 /*
- * CRC-32C (Castagnoli) and CRC32 (IEEE) for indexlib._kernel: static functions only, no Python, so that a
+ * CRC-32C (Castagnoli) and CRC32 (IEEE) for indexlib.format._kernel: static functions only, no Python, so that a
  * standalone C program (tests/indexlib/crc32c_check.c) can check them on any CPU, an emulated one included.
  *
  * crc_init() must run once before any other function: it builds the tables and checks them (the slicing

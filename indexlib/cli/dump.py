@@ -29,10 +29,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from .errors import CorruptIndexError
-from .layout import parse_segment_name
-from .offset_index import OffsetIndex
-from .records import (
+from ..format.errors import CorruptIndexError
+from ..format.layout import parse_segment_name
+from ..format.offset_index import OffsetIndex
+from ..format.records import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
     ATTR_LOG_APPEND_TIME,
@@ -43,8 +43,8 @@ from .records import (
     ScanProblem,
     scan_log,
 )
-from .time_index import TimeIndex
-from .transaction_index import ABORTED_TXN_VERSION, TransactionIndex
+from ..format.time_index import TimeIndex
+from ..format.transaction_index import ABORTED_TXN_VERSION, TransactionIndex
 
 __all__ = [
     "FileDump",
