@@ -1,5 +1,5 @@
 """Benchmark of the compiled streaming scan (``indexlib.format._kernel.scan_segment`` behind
-``indexlib.recovery.log_scan.summarize_log``) against the pure-Python scan, as users run a rebuild and a verify: whole
+``indexlib.storage.partition_files.summarize_log``) against the pure-Python scan, as users run a rebuild and a verify: whole
 ``python -m indexlib`` processes timed from outside (issue 11).
 
 Run: ``.venv/bin/python benchmarks/bench_kernel.py [--runs R] [--cases 170,170p,4k,16k] [--scale S] [--json FILE]
@@ -88,7 +88,7 @@ from indexlib.engine.partition import publish_segment  # noqa: E402
 from indexlib.format import records  # noqa: E402
 from indexlib.format.records import open_log  # noqa: E402
 from indexlib.recovery.entry_plan import plan_segment  # noqa: E402
-from indexlib.recovery.log_scan import summarize_log  # noqa: E402
+from indexlib.storage.partition_files import summarize_log  # noqa: E402
 from indexlib.testing.generate import write_uniform_segment  # noqa: E402
 
 try:

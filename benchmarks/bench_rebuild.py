@@ -16,7 +16,7 @@ Per run, in one process (this one), in this order:
 * scan only: ``indexlib.format.records.scan_log``; plan only: ``indexlib.recovery.entry_plan.plan_segment`` on that scan;
 * rebuild: ``indexlib.engine.partition.rebuild_partition(partition_dir, output_dir=<another temp dir>)``
   (scan + plan + publish of ``.index``/``.timeindex`` with fsync; the output is deleted after each run);
-* verify: ``indexlib.recovery.checks.verify_partition(partition_dir, 4096, 10485760)`` of the partition holding
+* verify: ``indexlib.engine.partition.verify_partition(partition_dir, 4096, 10485760)`` of the partition holding
   correct index files (copied in once from a warm-up rebuild); ``.healthy`` must be True. The
   verify/rebuild ratio is taken per run, then the median of the ratios is reported.
 
@@ -374,10 +374,10 @@ def main(argv: list[str] | None = None) -> None:
     for c in cases:
         c.total_bytes = max(1 << 20, int(c.total_bytes * args.scale))
     try:
-        from indexlib.recovery.checks import verify_partition
+        from indexlib.engine.partition import verify_partition
     except ImportError:
         verify_partition = None
-        print("indexlib.recovery.checks.verify_partition is not available: verify is skipped", file=sys.stderr)
+        print("indexlib.engine.partition.verify_partition is not available: verify is skipped", file=sys.stderr)
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
     with tempfile.TemporaryDirectory(prefix="bench-rebuild-", dir=parent) as root:
         for c in cases:

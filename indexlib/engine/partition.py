@@ -12,13 +12,16 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..format.layout import INDEX_SUFFIXES, LOG_SUFFIX, parse_partition_dir, segment_base_offsets, segment_file
 from ..format.records import ScanProblem
 from ..format.values import AbortedTxn
+from ..recovery.checks import check_partition_transactions, check_segment_files, directory_findings, has_invalid_tail
 from ..recovery.entry_plan import PlanSummary, SegmentPlan, plan_segment
+from ..recovery.findings import ERROR, Finding, files_to_rebuild
 from ..recovery.log_scan import (
     EVENT_TXN_DATA,
     NO_PROBES,
@@ -26,12 +29,19 @@ from ..recovery.log_scan import (
     LogSummary,
     Probes,
     probes_for,
-    read_existing_indexes,
-    summarize_log,
     unreadable_summary,
 )
-from ..recovery.producer_state import initial_state_for, read_log_start_offset, relevant_events, replay_segment
+from ..recovery.producer_state import relevant_events, replay_segment
 from ..recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, check_index_setting
+from ..storage.partition_files import (
+    initial_state_for,
+    partition_file_names,
+    read_existing_indexes,
+    read_existing_txn_index,
+    read_log_start_offset,
+    summarize_log,
+    tail_is_zero,
+)
 from ..storage.publish import (
     discard,
     fsync_path,
@@ -56,6 +66,7 @@ class SegmentRebuild:
     written: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
     existing: dict[str, ExistingIndex] | None = None  # the .index/.timeindex as read (verify reads them)
+    zero_tail: bool = False  # the .log's invalid tail is all zeros
 
 
 @dataclass
@@ -101,8 +112,67 @@ def plan_partition(
         fatals = [p for p in (plan.fatal, replay_fatal) if p is not None]
         fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
         log_path = segment_file(partition_dir, base, LOG_SUFFIX)
-        segments.append(SegmentRebuild(base, log_path, summary, plan, aborted, fatal, existing=indexes))
+        zero_tail = has_invalid_tail(summary) and tail_is_zero(log_path, summary.valid_bytes)
+        segments.append(
+            SegmentRebuild(base, log_path, summary, plan, aborted, fatal, existing=indexes, zero_tail=zero_tail)
+        )
     return PartitionRebuild(partition_dir, topic, partition, log_start, segments)
+
+
+@dataclass
+class SegmentVerify:
+    """Findings for one segment; ``identical[suffix]``: the file equals the rebuild (``None``: the file
+    is absent and the rebuild writes none, or the segment cannot be rebuilt)."""
+
+    base_offset: int
+    log_path: str
+    active: bool
+    findings: list[Finding]
+    identical: dict[str, bool | None]
+    rebuild: SegmentRebuild | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def damaged_files(self) -> list[str]:
+        """Suffixes of this segment's index files that have an error finding (what a repair rewrites)."""
+        return files_to_rebuild(os.path.dirname(self.log_path), self.base_offset, self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base_offset": self.base_offset,
+            "log_path": self.log_path,
+            "active": self.active,
+            "identical": dict(self.identical),
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+
+@dataclass
+class PartitionVerify:
+    """The verify report of one partition directory."""
+
+    partition_dir: str
+    topic: str
+    partition: int
+    segments: list[SegmentVerify]
+    findings: list[Finding]  # partition-level: orphan and unexpected files
+
+    @property
+    def all_findings(self) -> list[Finding]:
+        return self.findings + [f for s in self.segments for f in s.findings]
+
+    @property
+    def healthy(self) -> bool:
+        return not any(f.severity == ERROR for f in self.all_findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "partition_dir": self.partition_dir,
+            "topic": self.topic,
+            "partition": self.partition,
+            "healthy": self.healthy,
+            "findings": [f.to_dict() for f in self.findings],
+            "segments": [s.to_dict() for s in self.segments],
+        }
 
 
 def plan_segment_file(
@@ -189,6 +259,56 @@ def rebuild_partition(
                 target, seg.base_offset, seg.plan, seg.aborted, INDEX_SUFFIXES, stale_txn, segment_index_bytes, backup
             )
     return result
+
+
+def verify_partition(
+    partition_dir: str | os.PathLike[str],
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+) -> PartitionVerify:
+    """Verify every segment's index files against its ``.log`` (:mod:`indexlib.recovery.checks`)."""
+    planned = plan_partition(partition_dir, index_interval_bytes, segment_index_bytes, read_indexes=True)
+    return verify_planned(planned)
+
+
+def verify_planned(planned: PartitionRebuild) -> PartitionVerify:
+    """:func:`verify_partition` on an already planned partition (planned with ``read_indexes=True``)."""
+    segs = planned.segments
+    last_base = segs[-1].base_offset if segs else None
+    per_file = [
+        check_segment_files(
+            s.log_path, s.base_offset, s.summary, s.plan, s.base_offset == last_base, s.existing, s.zero_tail
+        )
+        for s in segs
+    ]
+    txn = check_partition_transactions(
+        [s.log_path for s in segs],
+        [s.base_offset for s in segs],
+        [s.plan for s in segs],
+        [(s.aborted, s.fatal if s.fatal is not s.plan.fatal else None) for s in segs],
+        [
+            read_existing_txn_index(segment_file(planned.partition_dir, s.base_offset, ".txnindex"), s.base_offset)
+            for s in segs
+        ],
+    )
+    segments = []
+    for seg, (findings, identical), (txn_findings, txn_identical) in zip(segs, per_file, txn, strict=True):
+        identical[".txnindex"] = txn_identical
+        if seg.fatal is not None and seg.fatal is not seg.plan.fatal:  # the replay failed: no rebuild
+            identical = dict.fromkeys(INDEX_SUFFIXES)
+        segments.append(
+            SegmentVerify(
+                seg.base_offset, seg.log_path, seg.base_offset == last_base, findings + txn_findings, identical, seg
+            )
+        )
+    names = partition_file_names(planned.partition_dir)
+    return PartitionVerify(
+        planned.partition_dir,
+        planned.topic,
+        planned.partition,
+        segments,
+        directory_findings(planned.partition_dir, names),
+    )
 
 
 def stage_segment(

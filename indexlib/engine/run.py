@@ -58,14 +58,21 @@ from ..recovery.checks import (
     check_segment_files,
     directory_findings,
     fatal_finding,
+    has_invalid_tail,
     log_findings,
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.findings import CUT_TAIL, Finding, files_to_rebuild, kind
-from ..recovery.log_scan import NO_PROBES, probes_for, read_existing_indexes
-from ..recovery.producer_state import read_log_start_offset
+from ..recovery.log_scan import NO_PROBES, probes_for
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
+from ..storage.partition_files import (
+    partition_file_names,
+    read_existing_indexes,
+    read_existing_txn_index,
+    read_log_start_offset,
+    tail_is_zero,
+)
 from ..storage.publish import discard, fsync_path, keep_backup, lock_is_held, log_dir_is_locked
 from .interrupts import deferred_signals
 from .partition import install_segment, plan_segment_file, replay_partition, stage_segment
@@ -474,10 +481,13 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
         task.segment_index_bytes,
         probes_for(existing, task.base_offset) if existing is not None else NO_PROBES,
     )
+    zero_tail = has_invalid_tail(summary) and tail_is_zero(task.log_path, summary.valid_bytes)
     if task.check:
-        findings, identical = check_segment_files(task.log_path, task.base_offset, summary, plan, task.active, existing)
+        findings, identical = check_segment_files(
+            task.log_path, task.base_offset, summary, plan, task.active, existing, zero_tail
+        )
     else:
-        findings, identical = log_findings(task.log_path, summary, plan.fatal), {}
+        findings, identical = log_findings(task.log_path, summary, plan.fatal, zero_tail), {}
     sizes: dict[str, int | None] = {}
     for suffix in INDEX_SUFFIXES:
         try:
@@ -620,7 +630,9 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
     findings: list[Finding] = []
     if check:
         findings = [
-            f for f in directory_findings(partition.path) if not staged_by_run(os.path.basename(f.file), run_id)
+            f
+            for f in directory_findings(partition.path, partition_file_names(partition.path))
+            if not staged_by_run(os.path.basename(f.file), run_id)
         ]
     if not outcomes:
         return PartitionReplay(findings, [])
@@ -634,7 +646,8 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
     plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]
     replays = replay_partition(partition.path, bases, plans, log_start)
     if check:
-        txn = check_partition_transactions([o.task.log_path for o in outcomes], bases, plans, replays)
+        txn_files = [read_existing_txn_index(segment_file(partition.path, base, ".txnindex"), base) for base in bases]
+        txn = check_partition_transactions([o.task.log_path for o in outcomes], bases, plans, replays, txn_files)
     else:
         txn = [
             ([fatal_finding(o.task.log_path, fatal)] if fatal else [], None)

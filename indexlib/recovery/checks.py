@@ -3,7 +3,7 @@
 Indexes written live by real brokers may differ from a rebuild and still be right (restarts, follower
 appends, record-level time-index offsets of Kafka <= 3.6), so verify checks the invariants that make
 Kafka's lookups correct (design.md, "Semantic verify"), and separately says whether each file is
-byte-identical to what :func:`indexlib.engine.partition.rebuild_partition` would write.
+byte-identical to what a rebuild would write.
 
 Invariants checked (a violation is a :class:`Finding` with severity ``"error"``):
 
@@ -30,13 +30,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from ..engine.partition import PartitionRebuild, SegmentRebuild, plan_partition
-from ..format.errors import CorruptIndexError, describe_error
 from ..format.layout import (
     INDEX_SUFFIXES,
     LOG_SUFFIX,
@@ -44,113 +41,29 @@ from ..format.layout import (
     is_kafka_transient,
     is_staged_name,
     parse_segment_name,
-    segment_file,
     segment_name,
 )
 from ..format.offset_index import OffsetIndex
-from ..format.records import ScanProblem, StopReason, open_segment
+from ..format.records import ScanProblem, StopReason
 from ..format.time_index import TimeIndex
 from ..format.transaction_index import TransactionIndex
 from ..format.values import AbortedTxn
 from .entry_plan import PlanSummary, SegmentPlan
-from .findings import ERROR, Finding, files_to_rebuild
+from .findings import Finding
 from .log_scan import EVENT_ABORT, ExistingIndex, LogSummary
-from .settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
 
 
-@dataclass
-class SegmentVerify:
-    """Findings for one segment; ``identical[suffix]``: the file equals the rebuild (``None``: the file
-    is absent and the rebuild writes none, or the segment cannot be rebuilt)."""
+@dataclass(frozen=True)
+class ExistingTxnIndex:
+    """A ``.txnindex`` as verify reads it: its records and length; ``exists`` False when there is no such
+    file; ``bad_version`` or ``error`` when it could not be read (why)."""
 
-    base_offset: int
-    log_path: str
-    active: bool
-    findings: list[Finding]
-    identical: dict[str, bool | None]
-    rebuild: SegmentRebuild | None = field(default=None, repr=False, compare=False)
-
-    @property
-    def damaged_files(self) -> list[str]:
-        """Suffixes of this segment's index files that have an error finding (what a repair rewrites)."""
-        return files_to_rebuild(os.path.dirname(self.log_path), self.base_offset, self.findings)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "base_offset": self.base_offset,
-            "log_path": self.log_path,
-            "active": self.active,
-            "identical": dict(self.identical),
-            "findings": [f.to_dict() for f in self.findings],
-        }
-
-
-@dataclass
-class PartitionVerify:
-    """The verify report of one partition directory."""
-
-    partition_dir: str
-    topic: str
-    partition: int
-    segments: list[SegmentVerify]
-    findings: list[Finding]  # partition-level: orphan and unexpected files
-
-    @property
-    def all_findings(self) -> list[Finding]:
-        return self.findings + [f for s in self.segments for f in s.findings]
-
-    @property
-    def healthy(self) -> bool:
-        return not any(f.severity == ERROR for f in self.all_findings)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "partition_dir": self.partition_dir,
-            "topic": self.topic,
-            "partition": self.partition,
-            "healthy": self.healthy,
-            "findings": [f.to_dict() for f in self.findings],
-            "segments": [s.to_dict() for s in self.segments],
-        }
-
-
-def verify_partition(
-    partition_dir: str | os.PathLike[str],
-    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
-    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
-) -> PartitionVerify:
-    """Verify every segment's index files against its ``.log`` (see the module docstring)."""
-    planned = plan_partition(partition_dir, index_interval_bytes, segment_index_bytes, read_indexes=True)
-    return verify_planned(planned)
-
-
-def verify_planned(planned: PartitionRebuild) -> PartitionVerify:
-    """:func:`verify_partition` on an already planned partition (planned with ``read_indexes=True``)."""
-    segs = planned.segments
-    last_base = segs[-1].base_offset if segs else None
-    per_file = [
-        check_segment_files(s.log_path, s.base_offset, s.summary, s.plan, s.base_offset == last_base, s.existing)
-        for s in segs
-    ]
-    txn = check_partition_transactions(
-        [s.log_path for s in segs],
-        [s.base_offset for s in segs],
-        [s.plan for s in segs],
-        [(s.aborted, s.fatal if s.fatal is not s.plan.fatal else None) for s in segs],
-    )
-    segments = []
-    for seg, (findings, identical), (txn_findings, txn_identical) in zip(segs, per_file, txn, strict=True):
-        identical[".txnindex"] = txn_identical
-        if seg.fatal is not None and seg.fatal is not seg.plan.fatal:  # the replay failed: no rebuild
-            identical = dict.fromkeys(INDEX_SUFFIXES)
-        segments.append(
-            SegmentVerify(
-                seg.base_offset, seg.log_path, seg.base_offset == last_base, findings + txn_findings, identical, seg
-            )
-        )
-    return PartitionVerify(
-        planned.partition_dir, planned.topic, planned.partition, segments, directory_findings(planned.partition_dir)
-    )
+    path: str
+    exists: bool
+    records: npt.NDArray[np.void] = field(default_factory=lambda: np.empty(0, TransactionIndex.DTYPE))
+    length: int = 0
+    bad_version: str | None = None
+    error: str | None = None
 
 
 def check_partition_transactions(
@@ -158,22 +71,25 @@ def check_partition_transactions(
     bases: list[int],
     plans: list[SegmentPlan | PlanSummary],
     replays: list[tuple[list[AbortedTxn], ScanProblem | None]],
+    existing: list[ExistingTxnIndex],
 ) -> list[tuple[list[Finding], bool | None]]:
-    """:func:`check_transaction_file` for every segment of a partition, in order. After an unreadable
-    segment the replay has a gap, so later files are checked but not compared with the rebuild."""
+    """:func:`check_transaction_file` for every segment of a partition, in order, each with its ``.txnindex``
+    as read. After an unreadable segment the replay has a gap, so later files are checked but not compared
+    with the rebuild."""
     trusted = True
     out = []
-    for log_path, base, plan, (aborted, replay_fatal) in zip(log_paths, bases, plans, replays, strict=True):
-        out.append(check_transaction_file(log_path, base, plan, aborted, replay_fatal, trusted))
+    for log_path, base, plan, (aborted, replay_fatal), txn in zip(
+        log_paths, bases, plans, replays, existing, strict=True
+    ):
+        out.append(check_transaction_file(log_path, base, plan, aborted, replay_fatal, txn, trusted))
         if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
             trusted = False
     return out
 
 
-def directory_findings(partition_dir: str) -> list[Finding]:
-    """Orphan index files (no ``.log``) are errors; skipped (``.deleted``/``.cleaned``/``.swap``),
-    leftover temporary and unknown files are reported as info."""
-    names = sorted(os.listdir(partition_dir))
+def directory_findings(partition_dir: str, names: list[str]) -> list[Finding]:
+    """The findings on a partition directory's ``names``: orphan index files (no ``.log``) are errors;
+    skipped (``.deleted``/``.cleaned``/``.swap``), leftover temporary and unknown files are info."""
     parsed = {name: parse_segment_name(name) for name in names}
     bases = {p[0] for p in parsed.values() if p is not None and p[1] == LOG_SUFFIX}
     findings = []
@@ -216,11 +132,13 @@ def check_segment_files(
     plan: SegmentPlan,
     active: bool,
     existing: dict[str, ExistingIndex] | None,
+    zero_tail: bool = False,
 ) -> tuple[list[Finding], dict[str, bool | None]]:
-    """The per-segment part of verify (parallel): the ``.log``, and the ``.index`` and ``.timeindex`` as
-    read before the scan (``existing``; the summary answers their probes, see
-    :func:`indexlib.recovery.log_scan.probes_for`). Returns the findings and, per file, whether it equals the rebuild."""
-    findings = log_findings(log_path, summary, plan.fatal)
+    """The per-segment part of verify (parallel): the ``.log`` (``zero_tail``: see :func:`log_findings`), and
+    the ``.index`` and ``.timeindex`` as read before the scan (``existing``; the summary answers their probes,
+    see :func:`indexlib.recovery.log_scan.probes_for`). Returns the findings and, per file, whether it equals
+    the rebuild."""
+    findings = log_findings(log_path, summary, plan.fatal, zero_tail)
     if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
         return findings, {".index": None, ".timeindex": None}
     if existing is None:
@@ -268,32 +186,43 @@ def check_transaction_file(
     plan: SegmentPlan | PlanSummary,
     aborted: list[AbortedTxn],
     replay_fatal: ScanProblem | None,
+    existing: ExistingTxnIndex,
     compare: bool = True,
 ) -> tuple[list[Finding], bool | None]:
-    """The per-partition part of verify (after the sequential replay): the ``.txnindex``, and the
-    replay's fatal problem if any. ``compare=False`` skips the comparison with the rebuild (used when
-    the replay could not start from the partition's beginning)."""
+    """The per-partition part of verify (after the sequential replay): the ``.txnindex`` (``existing``, as
+    read), and the replay's fatal problem if any. ``compare=False`` skips the comparison with the rebuild
+    (used when the replay could not start from the partition's beginning)."""
     findings = []
     if replay_fatal is not None:
         findings.append(fatal_finding(log_path, replay_fatal))
-    path = segment_file(os.path.dirname(log_path), base, ".txnindex")
     if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
         return findings, None
     txn_findings, identical = _check_txn_index(
-        path, base, plan, aborted, compare and plan.fatal is None and replay_fatal is None
+        existing, base, plan, aborted, compare and plan.fatal is None and replay_fatal is None
     )
     return findings + txn_findings, identical
 
 
 # ------------------------------------------------------------------------------------------ .log
-def log_findings(log_path: str, summary: LogSummary, fatal: ScanProblem | None) -> list[Finding]:
-    """The ``.log``'s invalid tail and any point where Kafka's recovery would refuse the segment."""
+def has_invalid_tail(summary: LogSummary) -> bool:
+    """Whether the ``.log`` has an invalid tail that may be all zeros (what :func:`log_findings` then asks)."""
+    problem = summary.problem
+    return (problem is not None and problem.kind != "invalid_marker") or (
+        problem is None and summary.stop is StopReason.SHORT_TAIL
+    )
+
+
+def log_findings(
+    log_path: str, summary: LogSummary, fatal: ScanProblem | None, zero_tail: bool = False
+) -> list[Finding]:
+    """The ``.log``'s invalid tail and any point where Kafka's recovery would refuse the segment.
+    ``zero_tail``: the invalid tail is all zeros (read by the caller where :func:`has_invalid_tail`)."""
     findings = []
     last_valid = summary.last_offset
     cut = f"Kafka's recovery would truncate the last {summary.invalid_bytes} bytes (from byte {summary.valid_bytes}"
     cut += f"; last valid offset {last_valid})" if last_valid is not None else "; no valid batch)"
     if summary.problem is not None and summary.problem.kind != "invalid_marker":
-        kind = "log_zero_tail" if _all_zero(log_path, summary.valid_bytes) else f"log_{summary.problem.kind}"
+        kind = "log_zero_tail" if zero_tail else f"log_{summary.problem.kind}"
         findings.append(
             Finding(
                 kind,
@@ -316,7 +245,7 @@ def log_findings(log_path: str, summary: LogSummary, fatal: ScanProblem | None) 
             )
         )
     elif summary.stop is StopReason.SHORT_TAIL:
-        kind = "log_zero_tail" if _all_zero(log_path, summary.valid_bytes) else "log_short_tail"
+        kind = "log_zero_tail" if zero_tail else "log_short_tail"
         findings.append(
             Finding(
                 kind,
@@ -340,28 +269,6 @@ def fatal_finding(log_path: str, fatal: ScanProblem) -> Finding:
         fatal.position,
         detail=f"{fatal.detail}; Kafka's recovery would fail here, so no index is rebuilt for this segment",
     )
-
-
-def _all_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
-    """Whether every byte of the file from ``start`` on is zero (and there is one); read in chunks with
-    ``pread``, so a file that shrinks meanwhile is just "no"."""
-    try:
-        fd = open_segment(path)
-    except (OSError, ValueError):
-        return False
-    try:
-        size = os.fstat(fd).st_size
-        if start >= size:
-            return False
-        for at in range(start, size, chunk):
-            data = os.pread(fd, min(chunk, size - at), at)
-            if not data or data.count(0) != len(data):
-                return False
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
 
 
 # ------------------------------------------------------------------------------------ index files
@@ -606,12 +513,13 @@ def _check_time_index(
 
 
 def _check_txn_index(
-    path: str, base: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn], compare: bool
+    existing: ExistingTxnIndex, base: int, plan: SegmentPlan | PlanSummary, aborted: list[AbortedTxn], compare: bool
 ) -> tuple[list[Finding], bool | None]:
-    """Findings for the ``.txnindex`` and whether it equals the rebuild's (see :class:`SegmentVerify`)."""
+    """Findings for the ``.txnindex`` and whether it equals the rebuild's (``identical`` of a segment)."""
+    path = existing.path
     expected = {(t.producer_id, t.first_offset, t.last_offset) for t in aborted}
     expected_bytes = _txn_index_bytes(aborted) if compare else None
-    if not os.path.lexists(path):
+    if not existing.exists:
         if compare and expected:
             return [
                 Finding(
@@ -623,15 +531,11 @@ def _check_txn_index(
                 )
             ], False
         return [], None
-    try:
-        with TransactionIndex(path, base, writable=False) as index:
-            length = index.length
-            records = index.to_numpy()
-    except CorruptIndexError as exc:
-        return [Finding("txn_bad_version", path, detail=str(exc))], False if compare else None
-    except (OSError, ValueError) as exc:
-        reason = describe_error(exc)
-        return [Finding("unreadable_file", path, detail=f"cannot read {path}: {reason}")], False if compare else None
+    if existing.bad_version is not None:
+        return [Finding("txn_bad_version", path, detail=existing.bad_version)], False if compare else None
+    if existing.error is not None:
+        return [Finding("unreadable_file", path, detail=existing.error)], False if compare else None
+    length, records = existing.length, existing.records
     size = TransactionIndex.RECORD_SIZE
     findings = _length_findings(path, length, size)
     pid = records["producer_id"].astype(np.int64)

@@ -6,7 +6,7 @@ producer events the replay needs (:func:`compact_events`) and the existing index
 
 Two ways make the same summary, field for field:
 
-* :func:`summarize_log` with the compiled kernel (``indexlib.format._kernel.scan_segment``): one streaming walk
+* :func:`indexlib.storage.partition_files.summarize_log` with the compiled kernel (``indexlib.format._kernel.scan_segment``): one streaming walk
   through a reused read buffer (``pread``: a file that shrinks meanwhile is an ``OSError``, never SIGBUS);
 * :func:`summarize` over a :class:`~indexlib.format.records.LogScan`'s columns with numpy: the readable reference,
   and the fallback where the extension is not built or ``KAFKA_INDEX_PURE_PYTHON=1`` (it keeps the
@@ -23,7 +23,6 @@ entry (bytes since the last indexed batch's start > ``index.interval.bytes``; ne
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ..format import records
-from ..format.abstract_index import INT32_MAX, AbstractIndex
+from ..format.abstract_index import INT32_MAX
 from ..format.errors import describe_error
-from ..format.index_file import read_snapshot
-from ..format.layout import segment_file
-from ..format.offset_index import OffsetIndex
 from ..format.records import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
@@ -45,7 +41,6 @@ from ..format.records import (
     ScanProblem,
     StopReason,
 )
-from ..format.time_index import TimeIndex
 from .settings import check_index_setting
 
 #: "no such offset" in the int64 columns (no v2 batch yet, no previous batch, a probe outside the data)
@@ -309,42 +304,7 @@ def compact_events(events: np.ndarray) -> np.ndarray:
     return events[~repeat]
 
 
-# ------------------------------------------------------------------------------------ from a file
-def summarize_log(
-    path: str | os.PathLike[str],
-    base_offset: int,
-    index_interval_bytes: int,
-    probes: Probes = NO_PROBES,
-    compiled: bool | None = None,
-) -> LogSummary:
-    """The summary of a ``.log`` file: one streaming pass of the compiled kernel, or (``compiled=False``,
-    or the kernel not in use, see :data:`indexlib.format.records.KERNEL`) :func:`summarize` over
-    :func:`~indexlib.format.records.scan_log`. Never modifies the file. Raises ``OSError``/``ValueError`` when
-    it cannot be read."""
-    path = os.fspath(path)
-    kernel = records.KERNEL if compiled is None else (records.compiled_kernel() if compiled else None)
-    if kernel is None or not hasattr(kernel, "scan_segment"):
-        return summarize(records.scan_log(path), base_offset, index_interval_bytes, probes)
-    check_index_setting("summarize_log", "index_interval_bytes", index_interval_bytes)
-    fd = records.open_segment(path)
-    try:
-        size = os.fstat(fd).st_size
-        raw = kernel.scan_segment(
-            fd,
-            size,
-            base_offset,
-            index_interval_bytes,
-            probes.positions.tobytes(),
-            probes.offsets.tobytes(),
-            records.marker_type_or_error,
-            1 << 20,
-            records.READ_AHEAD,
-        )
-    finally:
-        os.close(fd)
-    return from_kernel(raw, path, size, base_offset, index_interval_bytes, probes)
-
-
+# ------------------------------------------------------------------------------- the kernel's result
 def from_kernel(
     raw: dict[str, Any], path: str, file_size: int, base_offset: int, index_interval_bytes: int, probes: Probes
 ) -> LogSummary:
@@ -404,37 +364,6 @@ class ExistingIndex:
     error: str | None = None
     sparse_entries: int = 0
     changed: bool = False
-
-
-def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingIndex:
-    """Read an index file read-only (a copy, never a mapping; its trailing hole skipped), never failing."""
-    if not os.path.lexists(path):
-        return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
-    es = cls.ENTRY_SIZE
-    try:
-        fd = records.open_segment(path)
-        try:
-            snapshot = read_snapshot(fd)
-        finally:
-            os.close(fd)
-    except (OSError, ValueError) as exc:
-        return ExistingIndex(path, True, np.empty(0, cls.DTYPE), 0, f"cannot read {path}: {describe_error(exc)}")
-    whole = snapshot.length // es
-    stored = np.frombuffer(snapshot.data, np.uint8)
-    read = min(whole, len(stored) // es)
-    data = stored[: read * es]
-    if read < whole and len(stored) > read * es:  # a stored partial entry before the hole: zero-padded
-        data = np.concatenate((stored[: (read + 1) * es], np.zeros((read + 1) * es - len(stored), np.uint8)))
-        read += 1
-    return ExistingIndex(path, True, data.view(cls.DTYPE), snapshot.length, None, whole - read, snapshot.changed)
-
-
-def read_existing_indexes(directory: str, base_offset: int) -> dict[str, ExistingIndex]:
-    """The segment's existing ``.index`` and ``.timeindex``."""
-    return {
-        ".index": read_existing_index(OffsetIndex, segment_file(directory, base_offset, ".index")),
-        ".timeindex": read_existing_index(TimeIndex, segment_file(directory, base_offset, ".timeindex")),
-    }
 
 
 def probes_for(existing: dict[str, ExistingIndex], base_offset: int) -> Probes:

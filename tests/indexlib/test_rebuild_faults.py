@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from indexlib import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine.partition import rebuild_partition, verify_partition
 from indexlib.format.records import StopReason, scan_log
-from indexlib.recovery.checks import verify_partition
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.log_scan import summarize
 from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition

@@ -26,10 +26,9 @@ from indexlib.recovery.log_scan import (
     Probes,
     compact_events,
     probes_for,
-    read_existing_indexes,
     summarize,
-    summarize_log,
 )
+from indexlib.storage.partition_files import read_existing_indexes, summarize_log
 from indexlib.testing.generate import encode_batch_v2, encode_control_batch, generate_partition, write_uniform_segment
 
 from ..conftest import KAFKA_REAL
@@ -168,13 +167,13 @@ def test_compaction_is_prefix_stable(pairs, k):
 READ_AHEAD_PROBE = """
 import os, sys
 from indexlib.format import records
-from indexlib.recovery import log_scan
+from indexlib.storage import partition_files
 threads, parse = [], records.marker_type_or_error
 def parser(batch, count):
     threads.append(len(os.listdir("/proc/self/task")))  # mid-walk: is the read-ahead thread there?
     return parse(batch, count)
 records.marker_type_or_error = parser
-s = log_scan.summarize_log(sys.argv[1], 0, 4096)
+s = partition_files.summarize_log(sys.argv[1], 0, 4096)
 print(records.READ_AHEAD, s.batch_count, len(s.events), max(threads))
 """
 

@@ -1,0 +1,175 @@
+"""The reads of a partition's files for a run: a ``.log`` summarized by one pass of the scan, the existing
+index files as verify reads them, the zero tail of a ``.log``, the directory's names, the producer snapshots
+and the log start offset. Read-only: nothing here writes, and nothing raises on bad file contents where a
+finding can say it (the result carries the reason).
+
+Reads never go through a mapping that a broker could shrink under them (SIGBUS): the kernel and the index
+reads use ``pread``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..format import records
+from ..format.abstract_index import AbstractIndex
+from ..format.checkpoint import parse_offset_checkpoint
+from ..format.errors import CorruptIndexError, describe_error
+from ..format.index_file import read_snapshot
+from ..format.layout import LOG_START_OFFSET_CHECKPOINT, SNAPSHOT_SUFFIX, parse_segment_name, segment_file
+from ..format.offset_index import OffsetIndex
+from ..format.producer_snapshot import SnapshotError, parse_snapshot
+from ..format.time_index import TimeIndex
+from ..format.transaction_index import TransactionIndex
+from ..recovery.checks import ExistingTxnIndex
+from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, Probes, from_kernel, summarize
+from ..recovery.settings import check_index_setting
+
+
+# ------------------------------------------------------------------------------------------ the .log
+def summarize_log(
+    path: str | os.PathLike[str],
+    base_offset: int,
+    index_interval_bytes: int,
+    probes: Probes = NO_PROBES,
+    compiled: bool | None = None,
+) -> LogSummary:
+    """The summary of a ``.log`` file: one streaming pass of the compiled kernel, or (``compiled=False``,
+    or the kernel not in use, see :data:`indexlib.format.records.KERNEL`) :func:`~indexlib.recovery.log_scan.summarize`
+    over :func:`~indexlib.format.records.scan_log`. Never modifies the file. Raises ``OSError``/``ValueError``
+    when it cannot be read."""
+    path = os.fspath(path)
+    kernel = records.KERNEL if compiled is None else (records.compiled_kernel() if compiled else None)
+    if kernel is None or not hasattr(kernel, "scan_segment"):
+        return summarize(records.scan_log(path), base_offset, index_interval_bytes, probes)
+    check_index_setting("summarize_log", "index_interval_bytes", index_interval_bytes)
+    fd = records.open_segment(path)
+    try:
+        size = os.fstat(fd).st_size
+        raw = kernel.scan_segment(
+            fd,
+            size,
+            base_offset,
+            index_interval_bytes,
+            probes.positions.tobytes(),
+            probes.offsets.tobytes(),
+            records.marker_type_or_error,
+            1 << 20,
+            records.READ_AHEAD,
+        )
+    finally:
+        os.close(fd)
+    return from_kernel(raw, path, size, base_offset, index_interval_bytes, probes)
+
+
+def tail_is_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
+    """Whether every byte of the file from ``start`` on is zero (and there is one); read in chunks with
+    ``pread``, so a file that shrinks meanwhile is just "no"."""
+    try:
+        fd = records.open_segment(path)
+    except (OSError, ValueError):
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        if start >= size:
+            return False
+        for at in range(start, size, chunk):
+            data = os.pread(fd, min(chunk, size - at), at)
+            if not data or data.count(0) != len(data):
+                return False
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------------ the existing indexes
+def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingIndex:
+    """Read an index file read-only (a copy, never a mapping; its trailing hole skipped), never failing."""
+    if not os.path.lexists(path):
+        return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
+    es = cls.ENTRY_SIZE
+    try:
+        fd = records.open_segment(path)
+        try:
+            snapshot = read_snapshot(fd)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError) as exc:
+        return ExistingIndex(path, True, np.empty(0, cls.DTYPE), 0, f"cannot read {path}: {describe_error(exc)}")
+    whole = snapshot.length // es
+    stored = np.frombuffer(snapshot.data, np.uint8)
+    read = min(whole, len(stored) // es)
+    data = stored[: read * es]
+    if read < whole and len(stored) > read * es:  # a stored partial entry before the hole: zero-padded
+        data = np.concatenate((stored[: (read + 1) * es], np.zeros((read + 1) * es - len(stored), np.uint8)))
+        read += 1
+    return ExistingIndex(path, True, data.view(cls.DTYPE), snapshot.length, None, whole - read, snapshot.changed)
+
+
+def read_existing_indexes(directory: str, base_offset: int) -> dict[str, ExistingIndex]:
+    """The segment's existing ``.index`` and ``.timeindex``."""
+    return {
+        ".index": read_existing_index(OffsetIndex, segment_file(directory, base_offset, ".index")),
+        ".timeindex": read_existing_index(TimeIndex, segment_file(directory, base_offset, ".timeindex")),
+    }
+
+
+def read_existing_txn_index(path: str, base_offset: int) -> ExistingTxnIndex:
+    """Read a ``.txnindex`` read-only, never failing: its records, or why they cannot be read."""
+    if not os.path.lexists(path):
+        return ExistingTxnIndex(path, False)
+    try:
+        with TransactionIndex(path, base_offset, writable=False) as index:
+            return ExistingTxnIndex(path, True, index.to_numpy(), index.length)
+    except CorruptIndexError as exc:
+        return ExistingTxnIndex(path, True, bad_version=str(exc))
+    except (OSError, ValueError) as exc:
+        return ExistingTxnIndex(path, True, error=f"cannot read {path}: {describe_error(exc)}")
+
+
+# ------------------------------------------------------------------------------------ the directory
+def partition_file_names(partition_dir: str) -> list[str]:
+    """The names in a partition directory, sorted."""
+    return sorted(os.listdir(partition_dir))
+
+
+def snapshot_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
+    """Offsets of the ``<offset>.snapshot`` files in a partition directory, ascending."""
+    parsed = (parse_segment_name(name) for name in os.listdir(partition_dir))
+    return sorted(p[0] for p in parsed if p is not None and p[1] == SNAPSHOT_SUFFIX)
+
+
+def read_producer_snapshot(path: str | os.PathLike[str]) -> dict[int, int]:
+    """The open transactions of a ``.snapshot`` file (:func:`indexlib.format.producer_snapshot.parse_snapshot`)."""
+    path = os.fspath(path)
+    return parse_snapshot(Path(path).read_bytes(), path)
+
+
+def initial_state_for(
+    partition_dir: str | os.PathLike[str], base_offset: int, log_start_offset: int
+) -> tuple[dict[int, int], int | None]:
+    """State of the first segment with ``base > L``: the newest valid snapshot with
+    ``L < offset <= base``, skipping invalid ones as Kafka does. Returns (state, snapshot offset used)."""
+    for offset in reversed(snapshot_offsets(partition_dir)):
+        if log_start_offset < offset <= base_offset:
+            try:
+                return read_producer_snapshot(segment_file(os.fspath(partition_dir), offset, SNAPSHOT_SUFFIX)), offset
+            except (SnapshotError, OSError):
+                continue
+    return {}, None
+
+
+def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition: int) -> int:
+    """The partition's log start offset from ``<log_dir>/log-start-offset-checkpoint`` (0 when absent).
+    Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when it is malformed."""
+    path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return 0
+    return parse_offset_checkpoint(text, path).get((topic, partition), 0)
