@@ -36,7 +36,7 @@ Per run, in this order:
 * the indexlib core alone, in this process: ``rebuild_partition(p, output_dir=<temp>)`` and
   ``verify_partition(p)`` over every partition of the log dir, one after the other;
 * the parallel ceiling of the machine without Spark: the pipeline's executor function
-  (``indexlib.engine.run.process_segment``, verify work) over all segments in this process, and split by bytes
+  (``indexlib.engine.segment_task.process_segment``, verify work) over all segments in this process, and split by bytes
   over two forked, warmed-up processes (``multiprocessing``); the ratio is what two processes give at all;
 * Spark: for each master (``local[1]``, ``local[2]``) and each Spark conf ("as shipped": the conf of
   ``conf/defaults.yaml``, which enables ``spark.python.unix.domain.socket.enabled``, Unix domain sockets
@@ -90,8 +90,9 @@ sys.path.insert(0, TREE)
 # a package once imported stays the one every later import of its modules uses
 import indexlib  # noqa: E402
 import jobs  # noqa: E402
+from indexlib.engine.options import RunOptions  # noqa: E402
 from indexlib.engine.partition import rebuild_partition, verify_partition  # noqa: E402
-from indexlib.engine.run import RunOptions, plan_tasks, process_segment  # noqa: E402
+from indexlib.engine.segment_task import plan_tasks, process_segment  # noqa: E402
 from indexlib.format.layout import segment_file  # noqa: E402
 from indexlib.storage.discovery import discover  # noqa: E402
 from indexlib.testing.generate import write_uniform_segment  # noqa: E402
@@ -125,7 +126,7 @@ DATASETS = [
 # One Spark job over several log dirs: key -> the DATASETS keys it takes. A+B is the job the issue names.
 COMBINED = {"A+B": ("A", "B")}
 KEYS = [d[0] for d in DATASETS] + list(COMBINED)
-PHASES = ("scan", "replay", "commit")  # indexlib.engine.run.RunReport.phase_seconds
+PHASES = ("scan", "replay", "commit")  # indexlib.engine.runner.RunReport.phase_seconds
 
 
 def med(values):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 import pyarrow as pa
 
-from indexlib.engine.run import RunOptions, RunReport, SegmentResult
+from indexlib.engine import RunOptions, RunReport, SegmentResult
 
 from .config import Settings
 from .pipeline import TOOL_VERSION

@@ -23,8 +23,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, NoReturn, TextIO, TypeVar
 
-from indexlib.engine.interrupts import received, stdout_closed, stop_on_signals, stopped_by
-from indexlib.format.errors import describe_error, error_line
+from indexlib.engine import received, stdout_closed, stop_on_signals, stopped_by
+from indexlib.format import describe_error, error_line
 
 from .config import Settings, conf_dir
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
-    from indexlib.engine.run import RunOptions, RunReport
+    from indexlib.engine import RunOptions, RunReport
 
     from .journal import AuditJournal
 
@@ -326,9 +326,9 @@ def run_job(args: argparse.Namespace) -> int:
     from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 
-    from indexlib.cli.report import check_json_target, print_report, write_json
-    from indexlib.engine.run import LockedLogDirError, RunOptions, check_run, new_run_id
-    from indexlib.storage.discovery import discover, is_partition_dir, parse_partition_filter
+    from indexlib.cli import check_json_target, print_report, write_json
+    from indexlib.engine import LockedLogDirError, RunOptions, check_run, new_run_id
+    from indexlib.storage import discover, is_partition_dir, parse_partition_filter
 
     from .config import resolve_settings
     from .pipeline import SparkJobError, run
@@ -541,7 +541,7 @@ def _first_line(exc: BaseException) -> str:
 
 def _check_run_id_unused(run_id: str, settings: Settings) -> None:
     """UsageError when a writing run's ``--run-id`` was used by an earlier run that may have replaced files,
-    by the jobs' evidence (its backup dir is the engine's, :func:`indexlib.engine.run.check_backups_unused`):
+    by the jobs' evidence (its backup dir is the engine's, :func:`indexlib.engine.options.check_backups_unused`):
     the run's audit journal, or rows of the audit table that record files written. A table that does not
     exist is no evidence; one that cannot be read gets a warning (its write will fail the same way, and the
     rows then wait in the journal)."""
@@ -656,7 +656,7 @@ def _check_dir_can_exist(path: str, option: str) -> None:
 # ------------------------------------------------------------------------------ dump / lookup
 def run_dump(args: argparse.Namespace) -> int:
     """``kafka-index dump``: :func:`indexlib.cli.dump.write_dump`, as ``python -m indexlib dump``."""
-    from indexlib.cli.dump import write_dump
+    from indexlib.cli import write_dump
 
     try:
         return write_dump(args.file, args.as_json, sys.stdout)
@@ -668,7 +668,7 @@ def run_dump(args: argparse.Namespace) -> int:
 
 
 def run_lookup(args: argparse.Namespace) -> int:
-    from indexlib.cli.lookup import check_target, lookup, print_lookup
+    from indexlib.cli import check_target, lookup, print_lookup
 
     try:
         check_target(args.offset, args.timestamp)
@@ -718,7 +718,7 @@ def run_audit(args: argparse.Namespace) -> int:
                 raise UsageError(f"--until: {args.until!r} leaves no 7-day window after year 1; give --since too")
             sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing")
         elif args.partition:
-            from indexlib.format.layout import parse_partition_dir_name
+            from indexlib.format import parse_partition_dir_name
 
             named = parse_partition_dir_name(args.partition)
             if named is None:
@@ -738,7 +738,7 @@ def run_audit(args: argparse.Namespace) -> int:
     if args.as_json:
         print(json.dumps(rows, indent=2, default=str))
     else:
-        from indexlib.cli.report import format_table
+        from indexlib.cli import format_table
 
         print(format_table(result.column_names, [[_short(r[c]) for c in result.column_names] for r in rows]))
         print(f"({len(rows)} rows)")

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexlib.format.errors import describe_error
-from indexlib.recovery.settings import (
+from indexlib.format import describe_error
+from indexlib.recovery import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
     IndexSettings,

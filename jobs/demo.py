@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
-from indexlib.engine.partition import rebuild_partition
-from indexlib.format.layout import segment_base_offsets, segment_file
-from indexlib.testing.generate import generate_partition
+from indexlib.engine import rebuild_partition
+from indexlib.format import segment_base_offsets, segment_file
+from indexlib.testing import generate_partition
 
 from .cli import main as kafka_index
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from indexlib.engine.run import Decision, RunOptions, SegmentOutcome, SegmentResult, files_to_replace
-from indexlib.storage.publish import fsync_path
+from indexlib.engine import Decision, RunOptions, SegmentOutcome, SegmentResult, files_to_replace
+from indexlib.storage import fsync_path
 
 from . import audit
 
@@ -44,7 +44,7 @@ def journal_path(journal_dir: str, run_id: str) -> str:
 
 
 class AuditJournal:
-    """The journal of one run (an :class:`indexlib.engine.run.CommitObserver`). Nothing is created until
+    """The journal of one run (an :class:`indexlib.engine.runner.CommitObserver`). Nothing is created until
     there is something to record."""
 
     def __init__(self, journal_dir: str, table: str, run_id: str, options: RunOptions) -> None:

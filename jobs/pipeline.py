@@ -1,9 +1,9 @@
-"""The Spark driver of the segment engine (:mod:`indexlib.engine.run`): what is Spark's and nothing else.
+"""The Spark driver of the segment engine (:mod:`indexlib.engine`): what is Spark's and nothing else.
 
 The engine plans, replays, decides and commits on the driver; this module supplies its map step as ONE
 Spark job: the segment tasks go out in bins balanced by bytes (:func:`task_count` bins, one per
 ``bytes_per_task`` of ``.log``, at least one per slot), each executor runs
-:func:`indexlib.engine.run.process_segment` on its bin (staged names tagged with the task attempt, so a
+:func:`indexlib.engine.segment_task.process_segment` on its bin (staged names tagged with the task attempt, so a
 speculative or zombie attempt never touches another's files), and accumulators feed the progress bar.
 Executors and driver use the log dirs by path, so all of them must see them (local mode, or the same
 mount on every node).
@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from indexlib import __version__
-from indexlib.engine.run import (
+from indexlib.engine import (
     CommitObserver,
     MapSegments,
     RunOptions,
@@ -28,9 +28,9 @@ from indexlib.engine.run import (
     SegmentTask,
     process_segment,
 )
-from indexlib.engine.run import run as run_engine
-from indexlib.format.errors import describe_error
-from indexlib.storage.discovery import Discovery
+from indexlib.engine import run as run_engine
+from indexlib.format import describe_error
+from indexlib.storage import Discovery
 
 from .config import Settings
 

@@ -1,17 +1,45 @@
-"""design.md's layering: ``indexlib`` imports nothing from ``jobs`` (and no Spark); the DAGs import neither."""
+"""design.md's layering, and indexlib's folders by stage (README, "Architecture"):
+
+* ``indexlib`` imports nothing from ``jobs`` (and no Spark); the DAGs import neither;
+* inside indexlib the stages point one way: format <- recovery <- storage <- engine <- cli (``testing`` sits on
+  ``format``);
+* ``jobs`` uses indexlib only through its public names: ``indexlib`` and each stage's package (its
+  ``__init__``), never a module inside a stage;
+* ``recovery`` does no file I/O: it computes over what ``storage`` read.
+"""
 
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 
 from .conftest import PROJECT_ROOT
 
+INDEXLIB = PROJECT_ROOT / "indexlib"
+#: each stage and the stages it may import (itself included)
+MAY_IMPORT = {
+    "format": {"format"},
+    "recovery": {"format", "recovery"},
+    "storage": {"format", "recovery", "storage"},
+    "engine": {"format", "recovery", "storage", "engine"},
+    "cli": {"format", "recovery", "storage", "engine", "cli"},
+    "testing": {"format", "testing"},
+}
+#: what recovery may use of ``os``: path arithmetic on strings, nothing that touches a file
+PURE_OS = {"os.fspath", "os.PathLike", "os.path.join", "os.path.basename", "os.path.dirname", "os.path.normpath"}
+IO_MODULES = {"mmap", "fcntl", "shutil", "pathlib", "glob", "io", "tempfile", "subprocess"}
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((PROJECT_ROOT / package).rglob("*.py"))
+
 
 def imported_modules(package: str) -> dict[str, set[str]]:
+    """Top-level names of the absolute imports of every module of ``package``."""
     found: dict[str, set[str]] = {}
-    for path in sorted((PROJECT_ROOT / package).rglob("*.py")):
+    for path in sources(package):
         names = set()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
@@ -20,6 +48,26 @@ def imported_modules(package: str) -> dict[str, set[str]]:
                 names.add(node.module.split(".")[0])
         found[str(path.relative_to(PROJECT_ROOT))] = names
     return found
+
+
+def indexlib_imports(path: Path) -> set[str]:
+    """The indexlib modules ``path`` imports, as dotted names (``indexlib.format.records``), relative imports
+    resolved; ``from X import name`` counts X.name when that is a module."""
+    package = list(path.relative_to(PROJECT_ROOT).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            for alias in node.names:
+                candidate = f"{module}.{alias.name}"
+                is_module = (PROJECT_ROOT / candidate.replace(".", "/")).with_suffix(".py").exists() or (
+                    PROJECT_ROOT / candidate.replace(".", "/")
+                ).is_dir()
+                found.add(candidate if is_module else module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name == "indexlib" or name.startswith("indexlib.")}
 
 
 @pytest.mark.parametrize(
@@ -33,3 +81,46 @@ def test_layers(package, forbidden):
     modules = imported_modules(package)
     assert len(modules) > 2
     assert {name: sorted(names & forbidden) for name, names in modules.items() if names & forbidden} == {}
+
+
+def test_every_stage_imports_only_the_stages_below_it():
+    wrong = {}
+    for stage, allowed in MAY_IMPORT.items():
+        assert (INDEXLIB / stage / "__init__.py").exists(), stage
+        for path in sources(f"indexlib/{stage}"):
+            stages = {name.split(".")[1] for name in indexlib_imports(path) if name.count(".") >= 1}
+            if stages - allowed:
+                wrong[str(path.relative_to(PROJECT_ROOT))] = sorted(stages - allowed)
+    assert wrong == {}
+    top = {p.name for p in INDEXLIB.glob("*.py")}
+    assert top == {"__init__.py", "__main__.py"}, "every module lives in a stage's folder"
+
+
+def test_jobs_use_only_indexlibs_public_names():
+    deep = {
+        str(path.relative_to(PROJECT_ROOT)): sorted(name for name in indexlib_imports(path) if name.count(".") > 1)
+        for path in sources("jobs")
+    }
+    assert {path: names for path, names in deep.items() if names} == {}
+
+
+def test_recovery_does_no_file_io():
+    used = {}
+    for path in sources("indexlib/recovery"):
+        tree = ast.parse(path.read_text())
+        bad = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                bad.update(a.name for a in node.names if a.name.split(".")[0] in IO_MODULES)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                if node.module.split(".")[0] in IO_MODULES or (node.module == "os" and node.names):
+                    bad.add(f"from {node.module} import ...")
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+                bad.add("open()")
+            elif isinstance(node, ast.Attribute) and ast.unparse(node).startswith("os."):
+                name = ast.unparse(node)
+                if name not in PURE_OS and not any(p.startswith(name + ".") for p in PURE_OS):
+                    bad.add(name)
+        if bad:
+            used[str(path.relative_to(PROJECT_ROOT))] = sorted(bad)
+    assert used == {}

@@ -1,4 +1,43 @@
 """The front ends: ``python -m indexlib`` (``main``), its reports (``report``), and the tools that read one file
-(``dump``, ``lookup``).
+(``dump``, ``segment_lookup``).
 
 Imports anything of indexlib."""
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .dump import write_dump
+    from .main import main
+    from .report import check_json_target, format_table, print_report, write_json
+    from .segment_lookup import check_target, lookup, print_lookup
+
+#: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
+_PUBLIC = {
+    "main": "main",
+    "write_dump": "dump",
+    "check_target": "segment_lookup",
+    "lookup": "segment_lookup",
+    "print_lookup": "segment_lookup",
+    "check_json_target": "report",
+    "format_table": "report",
+    "print_report": "report",
+    "write_json": "report",
+}
+__all__ = [
+    "check_json_target",
+    "check_target",
+    "format_table",
+    "lookup",
+    "main",
+    "print_lookup",
+    "print_report",
+    "write_dump",
+    "write_json",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{_PUBLIC[name]}", __name__), name)

@@ -12,7 +12,7 @@ machine.
     python -m indexlib lookup  --segment PATH.log (--offset N | --timestamp MS) [--ceiling] [--json]
 
 Each PATH is a partition dir (``<log dir>/<topic>-<partition>``) or a whole log dir. Both commands run the
-segment engine (:mod:`indexlib.engine.run`) with a local process pool of ``--jobs`` processes (default: the
+segment engine (:mod:`indexlib.engine`) with a local process pool of ``--jobs`` processes (default: the
 cores), as the Spark jobs run it on a cluster.
 
 Exit codes: 0 healthy / done; 1 verify found errors, a rebuild could not rebuild a segment (Kafka's
@@ -37,8 +37,8 @@ import sys
 from typing import TextIO
 
 from .. import __version__
+from ..engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
 from ..engine.interrupts import stdout_closed, stop_on_signals, stopped_by
-from ..engine.run import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
 from ..format.errors import error_line
 from ..format.layout import (
     INDEX_SUFFIXES,
@@ -58,8 +58,8 @@ from ..recovery.settings import (
 )
 from ..storage.discovery import Discovery, discover, discover_partition_dir
 from ..storage.publish import log_dir_is_locked
-from .lookup import check_target, lookup, print_lookup
 from .report import check_json_target, print_report, write_json
+from .segment_lookup import check_target, lookup, print_lookup
 
 PROG = "python -m indexlib"
 EXIT_OK = 0

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from ..engine.run import RunReport, summary_rows
+from ..engine import RunReport, summary_rows
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

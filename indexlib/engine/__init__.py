@@ -1,5 +1,46 @@
-"""The one engine every command runs: a run over discovered partitions (``run``: plan, map each segment,
-replay each partition, commit), the partition-level calls of it (``partition``), and how a run stops on a
-signal (``interrupts``).
+"""The one engine every command runs: a run over discovered partitions (:func:`run`: plan the segment tasks,
+map them, replay each partition, decide and commit each segment), and the partition-level calls of it.
 
-Imports ``format``, ``recovery`` and ``storage``."""
+Modules, one stage each: ``options`` (a run's options and the checks before it touches anything), ``locks``
+(run locks, the broker's lock), ``segment_task`` (one segment's scan, plan, checks and staging, anywhere),
+``pool`` (the map step on one machine), ``replay`` (producer state per partition, on the driver), ``commit``
+(decide and commit one segment), ``runner`` (a whole run and its report), ``partition`` (one partition in
+memory), ``interrupts`` (how a command stops on a signal).
+
+Imports ``format``, ``recovery`` and ``storage``. The names below are the engine's door for the command
+lines and the Spark job."""
+
+from .commit import Decision, SegmentResult, files_to_replace
+from .interrupts import received, stdout_closed, stop_on_signals, stopped_by
+from .locks import LockedLogDirError
+from .options import MODES, RunOptions, check_run, new_run_id
+from .partition import rebuild_partition, verify_partition
+from .pool import map_locally
+from .runner import CommitObserver, RunReport, run, summary_rows
+from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segment
+
+__all__ = [
+    "MODES",
+    "CommitObserver",
+    "Decision",
+    "LockedLogDirError",
+    "MapSegments",
+    "RunOptions",
+    "RunReport",
+    "SegmentOutcome",
+    "SegmentResult",
+    "SegmentTask",
+    "check_run",
+    "files_to_replace",
+    "map_locally",
+    "new_run_id",
+    "process_segment",
+    "rebuild_partition",
+    "received",
+    "run",
+    "stdout_closed",
+    "stop_on_signals",
+    "stopped_by",
+    "summary_rows",
+    "verify_partition",
+]

@@ -2,7 +2,7 @@
 
 The steps: :func:`plan_segment_file` (scan + plan one segment: independent, parallel),
 :func:`replay_partition` (producer state across the segments: sequential, small), :func:`stage_segment`
-and :func:`install_segment` (atomic publishing). :mod:`indexlib.engine.run` assembles them into the runs the
+and :func:`install_segment` (atomic publishing). :mod:`indexlib.engine.runner` assembles them into the runs the
 command lines and the Spark job make. :func:`plan_partition` and :func:`rebuild_partition` keep a whole
 partition's summaries and plans in memory: the library API for one partition, and the tests' reference.
 """

@@ -5,3 +5,8 @@ and the errors the library raises (``errors``).
 
 Imports nothing else of indexlib. It knows bytes and how one index file is mapped or read, nothing about
 partitions, runs or what a verdict is."""
+
+from .errors import describe_error, error_line
+from .layout import parse_partition_dir_name, segment_base_offsets, segment_file
+
+__all__ = ["describe_error", "error_line", "parse_partition_dir_name", "segment_base_offsets", "segment_file"]

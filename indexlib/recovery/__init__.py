@@ -4,3 +4,21 @@ what a rebuild needs (``log_scan``), the entries a rebuild writes (``entry_plan`
 settings both take (``settings``).
 
 Imports ``format`` only."""
+
+from .settings import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    INDEX_SETTINGS,
+    IndexSettings,
+    SettingError,
+    check_index_setting,
+)
+
+__all__ = [
+    "DEFAULT_INDEX_INTERVAL_BYTES",
+    "DEFAULT_SEGMENT_INDEX_BYTES",
+    "INDEX_SETTINGS",
+    "IndexSettings",
+    "SettingError",
+    "check_index_setting",
+]

@@ -154,3 +154,15 @@ def stage_transaction_index(final: str, base_offset: int, aborted: list[AbortedT
         if not os.path.lexists(staged):  # nothing appended: create the empty file explicitly
             open(staged, "wb").close()
     return staged
+
+
+def discard_staged(staged: dict[str, str], backups: list[str]) -> None:
+    """Drop staged files and the backups made of the files they would have replaced (in place: the
+    list is emptied of them). Any other backup (a cut ``.log`` tail) is kept: it may be the only copy."""
+    names = {os.path.basename(final) for final in staged}
+    for path in staged.values():
+        discard(path)
+    for path in [b for b in backups if os.path.basename(b) in names]:
+        discard(path)
+    backups[:] = [b for b in backups if os.path.basename(b) not in names]
+    staged.clear()

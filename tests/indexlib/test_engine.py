@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from indexlib.engine.options import RunOptions
 from indexlib.engine.partition import plan_partition, rebuild_partition, replay_partition
-from indexlib.engine.run import RunOptions, _discard_staged, plan_tasks, process_segment
+from indexlib.engine.segment_task import plan_tasks, process_segment
 from indexlib.format.layout import segment_file
 from indexlib.recovery.settings import IndexSettings
 from indexlib.storage.discovery import discover
+from indexlib.storage.publish import discard_staged
 from indexlib.testing.generate import encode_batch_v2, encode_control_batch, generate_partition
 
 BATCHES = 20_000
@@ -131,7 +133,7 @@ def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_p
     index_copy.write_bytes(b"old index")
     outcome.backups = [str(index_copy), str(tail)]
     staged = list(outcome.staged.values())
-    _discard_staged(outcome.staged, outcome.backups)
+    discard_staged(outcome.staged, outcome.backups)
     assert outcome.staged == {} and outcome.backups == [str(tail)]
     assert tail.read_bytes() == b"cut bytes" and not index_copy.exists()
     assert not any(os.path.exists(p) for p in staged)
@@ -148,7 +150,8 @@ def outcome_with(part, mode, findings=(), error=None, **options):
 
 
 def test_the_decision_is_a_pure_function_of_outcome_replay_and_options(busy_partition):
-    from indexlib.engine.run import Decision, SegmentReplay, decide
+    from indexlib.engine.commit import Decision, decide
+    from indexlib.engine.replay import SegmentReplay
     from indexlib.format.records import ScanProblem
     from indexlib.recovery.findings import Finding
 
@@ -198,7 +201,8 @@ def test_an_interrupted_commit_keeps_the_backup_of_a_file_it_replaced(tmp_path, 
     """Ctrl-C between the two renames of one segment: the .index is already replaced, so its backup is
     the only copy of the old file and must stay; nothing staged is left."""
     from indexlib.engine import partition as partition_module
-    from indexlib.engine.run import map_locally, run
+    from indexlib.engine.pool import map_locally
+    from indexlib.engine.runner import run
 
     logs = damaged_log_dir(tmp_path)
     old_index = Path(segment_file(str(logs / "t-0"), 0, ".index")).read_bytes()
@@ -222,7 +226,7 @@ def test_an_interrupted_commit_keeps_the_backup_of_a_file_it_replaced(tmp_path, 
 
 
 def test_one_partition_given_twice_is_refused(tmp_path):
-    from indexlib.engine.run import check_run
+    from indexlib.engine.options import check_run
 
     logs = damaged_log_dir(tmp_path)
     twice = discover([str(logs), str(logs) + "/"])
@@ -235,7 +239,7 @@ def test_an_output_or_backup_dir_at_or_inside_a_log_dir_is_refused(tmp_path):
     """--output-dir or the backup root naming the log dir, a partition dir, or a dir inside either would
     replace the broker's files with no backup or add dirs it reads as partitions: refused before anything is
     written; a dir beside the log dir is fine."""
-    from indexlib.engine.run import check_run
+    from indexlib.engine.options import check_run
 
     logs = damaged_log_dir(tmp_path)
     found = discover([str(logs)])
@@ -259,7 +263,7 @@ def test_a_writing_run_removes_the_staged_files_of_dead_runs_only(tmp_path, caps
     removes those whose run holds no lock any more, and says so; a live run's (its lock held by another
     open of the lock file, as a running process holds it) and verify's read-only runs leave them alone."""
     from indexlib.cli.main import main
-    from indexlib.engine.run import run_is_alive, run_locks
+    from indexlib.engine.locks import run_is_alive, run_locks
     from indexlib.format.layout import staged_path
 
     logs = tmp_path / "logs"
@@ -293,7 +297,7 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
     import sys
     import time
 
-    from indexlib.engine.run import run_is_alive, run_locks
+    from indexlib.engine.locks import run_is_alive, run_locks
 
     from ..conftest import PROJECT_ROOT, descendants, identities, running
 
@@ -301,7 +305,7 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
     for p in range(60):
         generate_partition(logs / f"orders-{p}", segments=2, batches_per_segment=40, seed=p)
     holder = subprocess.Popen(  # a live run of another id writing in the same log dir
-        [sys.executable, "-c", "import sys; from indexlib.engine.run import run_locks\n"
+        [sys.executable, "-c", "import sys; from indexlib.engine.locks import run_locks\n"
          f"with run_locks([{str(logs)!r}], 'live-run'):\n    print('held', flush=True); sys.stdin.read()"],
         cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -355,7 +359,7 @@ def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypa
     every core scanning, its initializer turns it off in the workers (and only there)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from indexlib.engine.run import pool_reads_ahead, pool_worker
+    from indexlib.engine.pool import pool_reads_ahead, pool_worker
     from indexlib.format import records
 
     cores = len(os.sched_getaffinity(0))
@@ -378,7 +382,8 @@ def test_a_partition_that_could_not_be_listed_makes_the_run_unhealthy(tmp_path):
     nothing replayed or read in it, a summary row, exit 1, in a run whose other partitions are checked."""
     from dataclasses import replace
 
-    from indexlib.engine.run import map_locally, run, summary_rows
+    from indexlib.engine.pool import map_locally
+    from indexlib.engine.runner import run, summary_rows
 
     logs = damaged_log_dir(tmp_path)
     found = discover([str(logs)])

@@ -33,7 +33,8 @@ def test_the_scan_is_one_named_job_in_the_runs_group_with_task_progress(spark, t
     """The Spark UI and the status tracker see the run: a job group named after the run id with a
     description, a stage named for what it does, and task counts the progress polls (driver-side, so the
     same in cluster mode)."""
-    from indexlib.engine.run import RunOptions, plan_tasks
+    from indexlib.engine.options import RunOptions
+    from indexlib.engine.segment_task import plan_tasks
     from indexlib.recovery.settings import IndexSettings
     from indexlib.storage.discovery import discover
     from indexlib.testing.generate import generate_partition

@@ -1,0 +1,169 @@
+"""Deciding and committing one segment: :func:`decide` (pure) turns an outcome, its replay and the options
+into a :class:`Decision`; :func:`commit_segment` applies it (renames, the ``.txnindex``, a ``.log`` tail cut)
+and returns the :class:`SegmentResult` the report and the audit read."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass, field, fields
+
+from ..format.layout import (
+    INDEX_SUFFIXES,
+    segment_file,
+    staged_by_run,
+)
+from ..format.values import AbortedTxn
+from ..recovery.findings import CUT_TAIL, files_to_rebuild, kind
+from ..storage.publish import discard, discard_staged, fsync_path, keep_backup
+from .options import RunOptions
+from .partition import install_segment, stage_segment
+from .replay import SegmentReplay
+from .segment_task import SegmentFacts, SegmentOutcome, SegmentTask
+
+
+# ------------------------------------------------------------------------------------------- decide
+@dataclass(frozen=True)
+class Decision:
+    """What the commit does for one segment. ``action``: ``none``, ``rebuilt``, ``repaired``,
+    ``would_rebuild``, ``would_repair`` (dry run), ``cannot_rebuild`` (Kafka's recovery would refuse the
+    segment: nothing is written, what was staged is dropped) or ``failed`` (staging failed)."""
+
+    action: str
+    install: bool = False  # rename the staged .index/.timeindex into place
+    write_txn: bool = False  # write the .txnindex (from the replay)
+    cut_tail_at: int | None = None  # cut the .log to this many bytes (after saving the rest)
+
+
+def decide(outcome: SegmentOutcome, replay: SegmentReplay, options: RunOptions) -> Decision:
+    """Pure: the action for one segment from its outcome, its replay and the run's options."""
+    if outcome.error is not None:
+        return Decision("failed")
+    if outcome.plan.fatal is not None or replay.fatal is not None:
+        return Decision("cannot_rebuild")
+    if options.mode == "verify":
+        return Decision("none")
+    if options.mode == "rebuild":
+        write_txn, cut = True, None
+    else:
+        t = outcome.task
+        findings = outcome.findings + replay.findings
+        rebuild = files_to_rebuild(t.partition_dir, t.base_offset, findings)
+        wants_cut = any(f.file == t.log_path and kind(f.kind).triggers == CUT_TAIL for f in findings)
+        write_txn = ".txnindex" in rebuild
+        cut = outcome.valid_bytes if options.truncate_corrupt_tail and wants_cut else None
+        if not (rebuild or cut is not None):
+            return Decision("none")
+    done, would = ("rebuilt", "would_rebuild") if options.mode == "rebuild" else ("repaired", "would_repair")
+    if options.dry_run:
+        return Decision(would)
+    return Decision(done, install=True, write_txn=write_txn, cut_tail_at=cut)
+
+
+# ------------------------------------------------------------------------------------------- commit
+@dataclass
+class SegmentResult(SegmentFacts):
+    """One segment at the end of a run: what was found, decided and done (the report's and audit's row)."""
+
+    aborted: list[AbortedTxn]
+    action: str
+    written: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)
+    error: str | None = None
+
+
+def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision) -> SegmentResult:
+    """Apply one decision: stage the ``.txnindex`` (with its backup), cut the ``.log`` tail (saved
+    first), rename every staged file into place. Anything not installed is discarded with the backups
+    made for it; a saved ``.log`` tail is never discarded. Directories are not fsynced here (the caller
+    does it once per directory)."""
+    t = outcome.task
+    identical = dict(outcome.identical)
+    if t.check:
+        identical[".txnindex"] = replay.txn_identical
+        if replay.fatal is not None:
+            identical = dict.fromkeys(INDEX_SUFFIXES)
+    facts = {f.name: getattr(outcome, f.name) for f in fields(SegmentFacts)}
+    facts.update(findings=outcome.findings + replay.findings, identical=identical)
+    result = SegmentResult(**facts, aborted=replay.aborted, action=decision.action, error=outcome.error)
+    # the commit owns what was staged from here on: whoever cleans up after it must not touch those files
+    staged, backups = outcome.staged, outcome.backups
+    outcome.staged, outcome.backups = {}, []
+    if not decision.install:
+        discard_staged(staged, backups)
+        return result
+    target_dir = t.target_dir or t.partition_dir
+    try:
+        if decision.write_txn:
+            stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
+            os.makedirs(target_dir, exist_ok=True)
+            staged_txn = stage_segment(
+                target_dir, t.base_offset, outcome.plan, replay.aborted, (".txnindex",), stale, t.segment_index_bytes,
+                t.run_id,
+            )  # fmt: skip
+            staged.update(staged_txn)
+            if t.backup_dir is not None:
+                backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
+        if decision.cut_tail_at is not None:  # from here on the saved tail is the only copy of those bytes
+            cut_log_tail(t.log_path, decision.cut_tail_at, t.backup_dir, result.written, result.backups)
+        installing, staged = staged, {}  # from here on a backup may be the only copy of a replaced file
+        install_segment(installing, sync_dir=False, written=result.written)  # backups were kept when staging
+    except (OSError, ValueError) as exc:
+        result.error = f"{segment_file(target_dir, t.base_offset, '')}: {exc}"
+        result.action = "failed"
+    finally:
+        if staged:  # failed before anything was replaced: drop what was staged and backed up for it
+            discard_staged(staged, backups)
+    result.backups = backups + result.backups
+    return result
+
+
+def cut_log_tail(
+    log_path: str, valid_bytes: int, backup_dir: str | None, written: list[str], backups: list[str]
+) -> None:
+    """Save ``log_path[valid_bytes:]`` to ``backup_dir`` (fsynced), then truncate the ``.log`` there.
+    Appends to ``backups`` once the saved tail is durable and to ``written`` once the ``.log`` is cut,
+    so the report stays true if a later step fails."""
+    if backup_dir is None:
+        raise ValueError(f"{log_path}: cutting a corrupt tail needs a backup dir")
+    os.makedirs(backup_dir, exist_ok=True)
+    saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
+    try:
+        with open(log_path, "rb") as src, open(saved, "wb") as dst:
+            src.seek(valid_bytes)
+            shutil.copyfileobj(src, dst, 1 << 20)
+            dst.flush()
+            os.fsync(dst.fileno())
+    except BaseException:  # the .log is not cut yet: a partial copy is worth nothing
+        discard(saved)
+        raise
+    fsync_path(backup_dir)
+    backups.append(saved)
+    os.truncate(log_path, valid_bytes)
+    written.append(log_path)
+    fsync_path(log_path)
+
+
+def sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
+    """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
+    superseded after staging). Only names this run made (see :func:`indexlib.format.layout.staged_by_run`)."""
+    for target in sorted({t.target_dir for t in tasks if t.stage != "none" and t.target_dir}):
+        try:
+            names = os.listdir(target)
+        except OSError:
+            continue
+        for name in names:
+            if staged_by_run(name, run_id):
+                discard(os.path.join(target, name))
+
+
+def files_to_replace(outcome: SegmentOutcome, decision: Decision) -> list[str]:
+    """The final paths a commit of ``decision`` may replace or create."""
+    t = outcome.task
+    target = t.target_dir or t.partition_dir
+    files = list(outcome.staged)
+    if decision.write_txn:
+        files.append(segment_file(target, t.base_offset, ".txnindex"))
+    if decision.cut_tail_at is not None:
+        files.append(t.log_path)
+    return files

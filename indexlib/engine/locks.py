@@ -1,0 +1,160 @@
+"""Run locks: a ``.kafka-index-run-<id>.lock`` per directory a run writes, held with ``fcntl`` for the run's
+life, so two runs never write the same place and a dead run's leftovers are told from a live run's; and the
+broker's own ``.lock``, which an in-place write respects."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+
+from ..format.layout import (
+    run_lock_name,
+    run_lock_run_id,
+    staged_run_id,
+)
+from ..storage.discovery import Partition
+from ..storage.publish import lock_is_held, log_dir_is_locked
+
+
+class LockedLogDirError(RuntimeError):
+    """An in-place write was asked for in a log dir that a running broker holds."""
+
+
+class RunInUseError(LockedLogDirError):
+    """Another process is running with the same run id and writes under the same dir."""
+
+
+#: the run lock descriptors this process holds (see :func:`run_locks`)
+_HELD_RUN_LOCKS: set[int] = set()
+
+
+def _close_run_locks_in_child() -> None:
+    """After a fork: close the child's copies of the run locks (a ``flock`` belongs to the open file, which
+    the copies share). A forked pool worker that outlives its run (the run SIGKILLed) must not keep that
+    dead run's lock held, which would keep its staged files and lock file from ever being swept. Closing a
+    copy does not release the parent's lock."""
+    for fd in _HELD_RUN_LOCKS:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _HELD_RUN_LOCKS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_close_run_locks_in_child)
+
+
+def _is_file_at(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (not unlinked or replaced meanwhile)."""
+    try:
+        opened, named = os.fstat(fd), os.stat(path)
+    except FileNotFoundError:
+        return False
+    return (opened.st_dev, opened.st_ino) == (named.st_dev, named.st_ino)
+
+
+@contextlib.contextmanager
+def run_locks(directories: list[str], run_id: str) -> Iterator[None]:
+    """Hold ``<dir>/.kafka-index-run-<run id>.lock`` (``flock``) in each of ``directories`` for the block:
+    a second run with the same id, which would stage and sweep the same file names, is refused
+    (:class:`RunInUseError`) while the first holds them. The files are removed on release; the kernel
+    drops a dead process's lock, so a killed run never blocks its id, and a later writing run removes the
+    file it left (:func:`sweep_dead_run_locks`)."""
+    held: list[tuple[int, str]] = []
+    try:
+        for directory in sorted(set(directories)):
+            os.makedirs(directory, exist_ok=True)
+            path = os.path.join(directory, run_lock_name(run_id))
+            while True:  # lock the file that is at the path (a releasing run or a sweep may unlink it meanwhile)
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    removed = not _is_file_at(fd, path)  # held by a run releasing it, or by a sweep removing it
+                    os.close(fd)
+                    if removed:
+                        continue
+                    raise RunInUseError(
+                        f"{path}: another run with run id {run_id!r} is writing here; wait for it, or use "
+                        "another --run-id"
+                    ) from None
+                if _is_file_at(fd, path):
+                    held.append((fd, path))
+                    _HELD_RUN_LOCKS.add(fd)
+                    break
+                os.close(fd)
+        yield
+    finally:
+        for fd, path in reversed(held):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            _HELD_RUN_LOCKS.discard(fd)
+            os.close(fd)
+
+
+def sweep_dead_run_locks(directories: list[str], run_id: str) -> list[str]:
+    """Remove the run lock files (:func:`run_locks`) that killed runs left in ``directories``: those no
+    process holds. Each is locked before it is unlinked, so a run taking that lock at the same moment either
+    finds it held and takes the new file, or holds it and the file stays. Returns what was removed."""
+    removed = []
+    for directory in sorted(set(directories)):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            owner = run_lock_run_id(name)
+            if owner is None or owner == run_id:
+                continue
+            path = os.path.join(directory, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:  # gone meanwhile, or not ours to open
+                continue
+            try:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:  # a live run's
+                    continue
+                if _is_file_at(fd, path):
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                        removed.append(path)
+            finally:
+                os.close(fd)
+    return removed
+
+
+def run_is_alive(directory: str, run_id: str) -> bool:
+    """Whether a process holds run ``run_id``'s lock in ``directory`` (see :func:`run_locks`)."""
+    return lock_is_held(os.path.join(directory, run_lock_name(run_id)), (fcntl.flock,))
+
+
+def sweep_dead_runs(partition_dirs: list[str], run_id: str) -> list[str]:
+    """Remove the staged files other runs left in ``partition_dirs`` when no process holds their run lock
+    (killed runs: a staged file was never installed, and Kafka never reads one). A live run holds its lock
+    from before it stages until after it sweeps, so its files are never touched. Returns what was removed."""
+    removed = []
+    for directory in sorted(set(partition_dirs)):
+        try:
+            names = sorted(os.listdir(directory))
+        except OSError:
+            continue
+        for name in names:
+            owner = staged_run_id(name)
+            if owner is None or owner == run_id or run_is_alive(os.path.dirname(directory), owner):
+                continue
+            path = os.path.join(directory, name)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(path)
+    return removed
+
+
+def check_locks(partitions: list[Partition], force: bool) -> None:
+    for log_dir in sorted({p.log_dir for p in partitions}):
+        if log_dir_is_locked(log_dir) and not force:
+            raise LockedLogDirError(
+                f"{log_dir}: the log dir's .lock is held (a running broker?); stop the broker, or pass --force"
+            )

@@ -1,0 +1,167 @@
+"""A run's options and the checks a run passes before it touches anything: the mode, the run id, where
+it writes and keeps backups (never under a log dir, never over an earlier run's backups), and whether it can
+write there."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ..storage.discovery import Discovery, Partition
+
+MODES = ("verify", "rebuild", "repair")
+
+#: A run id names a backup dir and tags staged files: no '/', whitespace, control characters or '~'
+#: ('~' separates the task attempt in staged names), no leading '.', at most 200 characters.
+RUN_ID = re.compile(r"[^/\s.~\x00-\x1f][^/\s~\x00-\x1f]{0,199}")
+
+
+# ------------------------------------------------------------------------------------------- options
+@dataclass(frozen=True)
+class RunOptions:
+    """What a run does. ``backup_root``: where a writing run keeps replaced files, under
+    ``<backup_root>/<run id>/<topic>-<partition>/`` (repair always; an in-place rebuild only when set)."""
+
+    mode: str
+    run_id: str | None = None
+    output_dir: str | None = None
+    dry_run: bool = False
+    truncate_corrupt_tail: bool = False
+    force: bool = False
+    backup_root: str | None = None
+
+    @property
+    def read_only(self) -> bool:
+        """Verify and every dry run write nothing: no staged file, backup, rename or tail cut."""
+        return self.mode == "verify" or self.dry_run
+
+    @property
+    def checks(self) -> bool:
+        """Verify and repair check the existing files; a rebuild rewrites them all without looking."""
+        return self.mode in ("verify", "repair")
+
+    def target_dir(self, p: Partition) -> str:
+        """Where a partition's files are written: the partition dir, or ``<output dir>/<topic>-<partition>``."""
+        return p.path if self.output_dir is None else os.path.join(self.output_dir, p.name)
+
+    def in_place(self, p: Partition) -> bool:
+        """Whether this run writes into the partition dir itself (an ``--output-dir`` is never a log dir or
+        inside one: :func:`check_run` refuses it)."""
+        return not self.read_only and self.output_dir is None
+
+
+def new_run_id(mode: str) -> str:
+    return f"{mode}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
+
+
+def check_run(discovery: Discovery, options: RunOptions) -> None:
+    """Refuse, before anything runs, what a run cannot do safely (``ValueError`` with the reason): an
+    unknown mode; a malformed run id; a partition given twice (two paths to one dir); one partition name
+    in two log dirs when writing (its backup dir, or its ``--output-dir`` dir, is named by the partition
+    alone); a writing run whose run id already has backups (:func:`check_backups_unused`)."""
+    if options.mode not in MODES:
+        raise ValueError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})")
+    if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
+        raise ValueError(
+            f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
+            "or leading '.', at most 200 characters"
+        )
+    seen: dict[str, str] = {}
+    for p in discovery.partitions:
+        real = os.path.realpath(p.path)
+        if real in seen:
+            raise ValueError(f"{p.path}: the same partition dir as {seen[real]}; give each partition once")
+        seen[real] = p.path
+    if options.read_only:
+        return
+    _refuse_writes_under_log_dirs(discovery, options)
+    _refuse_unwritable_targets(discovery, options)
+    where: dict[str, str] = {}
+    for p in discovery.partitions:
+        if where.setdefault(p.name, p.log_dir) != p.log_dir:
+            raise ValueError(
+                f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
+                f"named by partition, so {options.mode} these log dirs in separate runs"
+            )
+    check_backups_unused(options)
+
+
+def backup_root(options: RunOptions) -> str | None:
+    """The root a writing run keeps replaced files under (``./kafka-index-backups`` for a repair when none
+    is given); None when it keeps none (a read-only run, a rebuild without a backup root)."""
+    if options.read_only or not (options.backup_root or options.mode == "repair"):
+        return None
+    return options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
+
+
+def check_backups_unused(options: RunOptions) -> None:
+    """``ValueError`` when ``<backup root>/<run id>/`` already holds a file: an earlier writing run with this
+    run id may have replaced files. An existing backup is never overwritten (:func:`indexlib.storage.publish.keep_backup`),
+    so a second run under that id would replace files and keep no copy of them. Empty directories are no
+    evidence (a failed staging leaves them); a generated run id is new by construction."""
+    root = backup_root(options)
+    if root is None or options.run_id is None:
+        return
+    run_dir = os.path.join(root, options.run_id)
+    first = next((os.path.join(d, n) for d, _, names in os.walk(run_dir) for n in names), None)
+    if first is not None:
+        raise ValueError(
+            f"{run_dir}: run id {options.run_id!r} was used by an earlier run that may have replaced files (its backups "
+            f"are here: {os.path.relpath(first, run_dir)}); a re-run under that id would keep no copy of the files "
+            "it replaces: give a new --run-id"
+        )
+
+
+def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> None:
+    """``--output-dir`` and the backup root must lie outside every log dir the run reads (and so outside its
+    partition dirs): there they would replace the broker's files with no backup, or add dirs the broker
+    reads as partitions. ``ValueError`` naming both paths."""
+    log_dirs = {os.path.realpath(d): d for d in discovery.log_dirs}
+    log_dirs.update({os.path.realpath(p.log_dir): p.log_dir for p in discovery.partitions})
+    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
+        if directory is None:
+            continue
+        real = os.path.realpath(directory)
+        for real_log_dir, log_dir in log_dirs.items():
+            if real == real_log_dir or real.startswith(real_log_dir.rstrip(os.sep) + os.sep):
+                where = "is the log dir" if real == real_log_dir else "lies inside the log dir"
+                raise ValueError(
+                    f"{option} {directory} {where} {log_dir}: the broker's own files would be replaced or its dir "
+                    f"filled; choose a dir outside every log dir"
+                )
+
+
+def _why_unwritable(directory: str) -> str | None:
+    """Why files cannot be created in ``directory`` (an existing dir), or None."""
+    if os.access(directory, os.W_OK | os.X_OK):
+        return None
+    with contextlib.suppress(OSError):
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "Read-only file system"
+    return "Permission denied"
+
+
+def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> None:
+    """Before any work, both command lines alike: every dir a writing run writes into must be writable (an
+    in-place partition dir; ``--output-dir`` and the backup root, or the nearest dir above them that exists,
+    which must be a dir). ``ValueError`` naming the dir and why."""
+    for p in discovery.partitions:
+        if options.in_place(p) and p.unreadable is None and (why := _why_unwritable(p.path)):
+            hint = " (rebuild elsewhere with --output-dir DIR)" if options.mode == "rebuild" else ""
+            raise ValueError(
+                f"{p.path}: {why}: cannot write the {options.mode}'s index files into this directory{hint}"
+            )
+    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
+        if directory is None:
+            continue
+        probe = os.path.abspath(directory)
+        while not os.path.lexists(probe):
+            probe = os.path.dirname(probe)
+        if not os.path.isdir(probe):
+            raise ValueError(f"{directory}: {option} must be a directory, but {probe} is a file")
+        if why := _why_unwritable(probe):
+            raise ValueError(f"{directory}: {option}: {why}: cannot create or write {probe}")

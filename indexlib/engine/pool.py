@@ -1,0 +1,91 @@
+"""The map step on one machine: segments in this process or a pool of processes, stopped as a whole on a
+signal or a failure."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from typing import Any
+
+from ..format import records
+from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segment
+
+
+def map_locally(jobs: int = 1) -> MapSegments:
+    """A map step on this machine: in this process (``jobs=1``) or a pool of ``jobs`` processes. The
+    staged files' tag is the run id (each segment is staged by exactly one process). If the map is
+    interrupted (SIGINT, SIGTERM) or fails, the pool's workers are stopped before the error goes on, so
+    nothing stages a file after the run has swept its own."""
+
+    def map_segments(tasks: list[SegmentTask], run_id: str) -> list[SegmentOutcome]:
+        if jobs <= 1 or len(tasks) <= 1:
+            return [process_segment(t, run_id) for t in tasks]
+        ordered = sorted(tasks, key=lambda t: -t.size)  # big segments first: the pool ends together
+        from concurrent.futures import ProcessPoolExecutor  # here: a pool is rare, its import costs ~10 ms
+
+        workers = min(jobs, len(tasks))
+        pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker, initargs=(pool_reads_ahead(workers),))
+        try:
+            return list(pool.map(process_segment, ordered, [run_id] * len(ordered)))
+        except BaseException:
+            _stop_workers(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    return map_segments
+
+
+def _stop_workers(pool: Any) -> None:
+    """SIGTERM every worker of a ``ProcessPoolExecutor`` (``shutdown`` then joins them): a worker
+    would otherwise finish its segment, and a shut-down pool would still run every queued one."""
+    terminate = getattr(pool, "terminate_workers", None)  # Python >= 3.14
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(Exception):
+            process.terminate()
+
+
+def pool_worker(read_ahead: bool = True) -> None:
+    """A pool worker's initializer. The parent alone decides when the run stops: SIGINT, which a terminal
+    sends to the whole process group, is ignored here, and SIGTERM kills (the fork copied the parent's
+    handler, which would raise). On Linux a worker dies with its parent instead of waiting forever for work
+    that will not come. Without ``read_ahead`` its scans read synchronously (:func:`pool_reads_ahead`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent()
+    if not read_ahead:
+        scan_without_read_ahead()
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    pr_set_pdeathsig = 1
+    if prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0) == 0 and os.getppid() != parent:
+        os._exit(1)  # the parent died before the request took effect
+
+
+def pool_reads_ahead(workers: int) -> bool:
+    """Whether a pool of ``workers`` scanning processes keeps the kernel's read-ahead thread: only while a
+    core is left over for it. With every core scanning, the thread only moves each worker's copy onto a core
+    another worker needs (benchmarks/bench_logdir.py: 3-8 % slower)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return workers < cores
+
+
+def scan_without_read_ahead() -> None:
+    """A pool worker's initializer: its scans read synchronously (``records.READ_AHEAD``)."""
+    records.READ_AHEAD = False

@@ -1,0 +1,86 @@
+"""The driver's replay of producer state over one partition's outcomes, in order: each segment's aborted
+transactions, its ``.txnindex`` findings, and whether Kafka's recovery would refuse it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..format.layout import (
+    LOG_START_OFFSET_CHECKPOINT,
+    segment_file,
+    staged_by_run,
+)
+from ..format.records import ScanProblem
+from ..format.values import AbortedTxn
+from ..recovery.checks import (
+    check_partition_transactions,
+    directory_findings,
+    fatal_finding,
+)
+from ..recovery.entry_plan import PlanSummary, SegmentPlan
+from ..recovery.findings import Finding
+from ..storage.discovery import Partition
+from ..storage.partition_files import (
+    partition_file_names,
+    read_existing_txn_index,
+    read_log_start_offset,
+)
+from .partition import replay_partition
+from .segment_task import SegmentOutcome
+
+
+# ------------------------------------------------------------------------------------------- replay
+@dataclass(frozen=True)
+class SegmentReplay:
+    """The partition-side facts about one segment: from the producer-state replay and the ``.txnindex``."""
+
+    aborted: list[AbortedTxn]
+    fatal: ScanProblem | None  # Kafka's recovery would stop here (found only by the replay)
+    findings: list[Finding]  # the .txnindex's, and the replay's fatal problem
+    txn_identical: bool | None
+
+
+@dataclass(frozen=True)
+class PartitionReplay:
+    findings: list[Finding]  # partition-level: directory contents, a bad log start checkpoint
+    segments: list[SegmentReplay]  # in the order of the partition's outcomes (ascending base offset)
+
+
+def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check: bool, run_id: str) -> PartitionReplay:
+    """Replay producer state over one partition's outcomes (ascending base offset) and, when ``check``,
+    check its ``.txnindex`` files and directory (this run's own staged files are not leftovers)."""
+    if partition.unreadable is not None:
+        detail = f"{partition.unreadable}; nothing in it was verified or written"
+        return PartitionReplay([Finding("unreadable_partition", partition.path, detail=detail)], [])
+    findings: list[Finding] = []
+    if check:
+        findings = [
+            f
+            for f in directory_findings(partition.path, partition_file_names(partition.path))
+            if not staged_by_run(os.path.basename(f.file), run_id)
+        ]
+    if not outcomes:
+        return PartitionReplay(findings, [])
+    try:
+        log_start = read_log_start_offset(partition.log_dir, partition.topic, partition.partition)
+    except (OSError, ValueError) as exc:
+        checkpoint = os.path.join(partition.log_dir, LOG_START_OFFSET_CHECKPOINT)
+        findings.append(Finding("bad_log_start_checkpoint", checkpoint, detail=f"{exc}; assuming log start offset 0"))
+        log_start = 0
+    bases = [o.task.base_offset for o in outcomes]
+    plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]
+    replays = replay_partition(partition.path, bases, plans, log_start)
+    if check:
+        txn_files = [read_existing_txn_index(segment_file(partition.path, base, ".txnindex"), base) for base in bases]
+        txn = check_partition_transactions([o.task.log_path for o in outcomes], bases, plans, replays, txn_files)
+    else:
+        txn = [
+            ([fatal_finding(o.task.log_path, fatal)] if fatal else [], None)
+            for o, (_, fatal) in zip(outcomes, replays, strict=True)
+        ]
+    segments = [
+        SegmentReplay(aborted, fatal, txn_findings, txn_identical)
+        for (aborted, fatal), (txn_findings, txn_identical) in zip(replays, txn, strict=True)
+    ]
+    return PartitionReplay(findings, segments)

@@ -1,0 +1,196 @@
+"""The segment engine: one verify, rebuild or repair run over a broker's partitions, for every driver.
+
+A run, in order (:func:`run`):
+
+1. **Plan** (driver, metadata only): one :class:`SegmentTask` per segment, saying what to check, what to
+   stage, where to stage it and where backups go (:func:`plan_tasks`).
+2. **Map** (anywhere, in parallel): :func:`process_segment` scans, plans and checks one segment, and
+   *stages* the ``.index``/``.timeindex`` the run will write (fsynced under hidden names beside the final
+   ones, old files copied to the backup dir first). It returns a small :class:`SegmentOutcome`: a plan
+   summary, never the scan. The driver chooses how tasks are mapped: :func:`map_locally` (this process or
+   a process pool) or a Spark job (``jobs.pipeline``).
+3. **Replay** (driver, per partition, sequential and small): producer state is replayed over the
+   outcomes' events (:func:`replay_outcomes`), giving each segment's aborted transactions, the
+   ``.txnindex`` findings and whether Kafka's recovery would refuse it.
+4. **Decide** (pure): :func:`decide` turns an outcome, its replay and the run's options into a
+   :class:`Decision`: the action, whether to write the ``.txnindex``, where to cut the ``.log``.
+5. **Commit** (driver): :func:`commit_segment` applies one decision (renames, the ``.txnindex``, the tail
+   cut) and returns the :class:`SegmentResult` the report and the audit read; what a run staged and did
+   not install is swept (:func:`sweep_staged`), also after a failure.
+
+Invariants: verify and every dry run write nothing; a repair rewrites only files whose findings the
+registry marks "rebuild the file" (and cuts a ``.log`` tail only when asked, after saving the cut bytes);
+Kafka never sees a file of a segment its recovery would refuse; every file is either the old one or the
+whole new one at any moment; in-place writes refuse a log dir whose ``.lock`` is held unless forced.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from ..format.layout import (
+    partition_name,
+)
+from ..recovery.findings import Finding
+from ..recovery.settings import IndexSettings
+from ..storage.discovery import Discovery, Partition
+from ..storage.publish import discard_staged, fsync_path
+from .commit import Decision, SegmentResult, commit_segment, decide, sweep_staged
+from .interrupts import deferred_signals
+from .locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
+from .options import RunOptions, check_run, new_run_id
+from .replay import replay_outcomes
+from .segment_task import MapSegments, SegmentOutcome, plan_tasks
+
+
+# ---------------------------------------------------------------------------------------------- run
+@dataclass
+class RunReport:
+    run_id: str
+    mode: str
+    started: datetime
+    finished: datetime
+    options: RunOptions
+    segments: list[SegmentResult]
+    partition_findings: dict[str, list[Finding]]  # partition dir -> partition-level findings
+    skipped: list[tuple[str, str]]
+    partitions: list[Partition]
+    log_dirs: list[str]
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # "scan" (the map), "replay", "commit"
+    swept: list[str] = field(default_factory=list)  # staged files of dead runs this run removed
+
+    @property
+    def remaining_findings(self) -> list[Finding]:
+        """Error findings not fixed by this run's writes."""
+        left = [f for fs in self.partition_findings.values() for f in fs if f.severity == "error"]
+        for s in self.segments:
+            fixed = set(s.written) if s.error is None else set()
+            left += [f for f in s.findings if f.severity == "error" and f.file not in fixed]
+        return left
+
+    @property
+    def failed(self) -> bool:
+        return any(s.error for s in self.segments)
+
+    @property
+    def exit_code(self) -> int:
+        """0 done and healthy; 1 findings remain (verify, a dry-run repair, a repair that could not fix
+        everything) or a segment could not be rebuilt or written."""
+        if self.mode == "rebuild":
+            return 1 if self.failed or any(s.action in ("cannot_rebuild", "failed") for s in self.segments) else 0
+        return 1 if (self.remaining_findings or self.failed) else 0
+
+
+class CommitObserver(Protocol):
+    """Told about every segment commit that writes (a journal of the run): :meth:`before_commit` returns
+    only once what it records is durable, before the first rename; :meth:`after_commit` follows the
+    renames. So a process killed in the commit leaves a record of every file it may have replaced."""
+
+    def before_commit(self, outcome: SegmentOutcome, decision: Decision) -> None: ...
+
+    def after_commit(self, result: SegmentResult) -> None: ...
+
+
+def run(
+    discovery: Discovery,
+    options: RunOptions,
+    index_settings: Callable[[str], IndexSettings],
+    map_segments: MapSegments,
+    observer: CommitObserver | None = None,
+) -> RunReport:
+    """One verify/rebuild/repair over the discovered partitions (see the module docstring); ``observer``
+    is told about every commit that writes."""
+    started = datetime.now(UTC)
+    check_run(discovery, options)
+    run_id = options.run_id or new_run_id(options.mode)
+    check_locks([p for p in discovery.partitions if options.in_place(p)], options.force)
+    # the dirs a writing run writes under: each in-place partition's log dir, or the output dir
+    lock_dirs = [
+        p.log_dir if options.in_place(p) else os.path.dirname(options.target_dir(p))
+        for p in discovery.partitions
+        if not options.read_only
+    ]
+    swept: list[str] = []
+    with run_locks(lock_dirs, run_id):
+        if not options.read_only:
+            swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
+            sweep_dead_run_locks(lock_dirs, run_id)
+        clock = time.perf_counter()
+        phases: dict[str, float] = {}
+        tasks = plan_tasks(discovery, options, run_id, index_settings)
+        outcomes: list[SegmentOutcome] = []
+        results: list[SegmentResult] = []
+        partition_findings: dict[str, list[Finding]] = {}
+        touched: set[str] = set()
+        try:
+            outcomes = map_segments(tasks, run_id) if tasks else []
+            phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
+            by_partition: dict[str, list[SegmentOutcome]] = {}
+            for o in sorted(outcomes, key=lambda o: o.task.base_offset):
+                by_partition.setdefault(o.task.partition_dir, []).append(o)
+            replays = {}
+            for p in discovery.partitions:
+                replays[p.path] = replay_outcomes(p, by_partition.get(p.path, []), options.checks, run_id)
+                partition_findings[p.path] = replays[p.path].findings
+            phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
+            for p in discovery.partitions:
+                for outcome, replay in zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True):
+                    decision = decide(outcome, replay, options)
+                    # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
+                    # renames and row
+                    with deferred_signals():
+                        if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
+                            touched.add(outcome.task.target_dir or outcome.task.partition_dir)
+                            if observer is not None:
+                                observer.before_commit(outcome, decision)
+                        result = commit_segment(outcome, replay, decision)
+                        if decision.install and observer is not None:
+                            observer.after_commit(result)
+                        results.append(result)
+            phases["commit"] = time.perf_counter() - clock
+        finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
+            for directory in sorted(touched):
+                fsync_path(directory)
+            for o in outcomes:
+                discard_staged(o.staged, o.backups)
+            sweep_staged(tasks, run_id)
+    results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
+    return RunReport(
+        run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
+        discovery.partitions, discovery.log_dirs, phases, swept,
+    )  # fmt: skip
+
+
+def summary_rows(report: RunReport) -> list[dict[str, Any]]:
+    """One dict per partition: the final summary table."""
+    rows: dict[str, dict[str, Any]] = {}
+    for s in report.segments:
+        t = s.task
+        row = rows.setdefault(
+            t.partition_dir,
+            {"partition": partition_name(t.topic, t.partition), "log_dir": t.log_dir, "segments": 0, "bytes": 0,
+             "findings": 0, "kinds": set(), "written": 0, "actions": set()},
+        )  # fmt: skip
+        errors = [f for f in s.findings if f.severity == "error"]
+        row["segments"] += 1
+        row["bytes"] += s.file_size
+        row["findings"] += len(errors)
+        row["kinds"].update(f.kind for f in errors)
+        row["written"] += len(s.written)
+        if s.action != "none":
+            row["actions"].add(s.action)
+    for path, findings in report.partition_findings.items():
+        errors = [f for f in findings if f.severity == "error"]
+        if errors and path not in rows:  # a partition with no segment read (an unreadable dir)
+            p = next(p for p in report.partitions if p.path == path)
+            rows[path] = {"partition": p.name, "log_dir": p.log_dir, "segments": 0, "bytes": 0, "findings": 0,
+                          "kinds": set(), "written": 0, "actions": set()}  # fmt: skip
+        if errors:
+            rows[path]["findings"] += len(errors)
+            rows[path]["kinds"].update(f.kind for f in errors)
+    return list(rows.values())

@@ -1,0 +1,186 @@
+"""One segment's share of a run, anywhere (this process, a pool worker, a Spark executor): the task the
+driver plans (:func:`plan_tasks`) and :func:`process_segment`, which scans, plans, checks and stages it
+and returns a small :class:`SegmentOutcome` (never the scan)."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..format.layout import (
+    INDEX_SUFFIXES,
+    segment_file,
+)
+from ..recovery.checks import (
+    check_segment_files,
+    has_invalid_tail,
+    log_findings,
+)
+from ..recovery.entry_plan import PlanSummary
+from ..recovery.findings import Finding, files_to_rebuild
+from ..recovery.log_scan import NO_PROBES, probes_for
+from ..recovery.settings import IndexSettings
+from ..storage.discovery import Discovery, Partition
+from ..storage.partition_files import (
+    read_existing_indexes,
+    tail_is_zero,
+)
+from ..storage.publish import discard_staged, keep_backup
+from .options import RunOptions, backup_root
+from .partition import plan_segment_file, stage_segment
+
+#: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
+STAGED_BY_EXECUTORS = (".index", ".timeindex")
+
+
+# --------------------------------------------------------------------------------------------- plan
+@dataclass(frozen=True)
+class SegmentTask:
+    """One segment's work: where it is, its index settings, what to check and stage, where to put things."""
+
+    log_dir: str
+    partition_dir: str
+    topic: str
+    partition: int
+    base_offset: int
+    log_path: str
+    size: int
+    active: bool
+    index_interval_bytes: int
+    segment_index_bytes: int
+    check: bool  # run the semantic verify of the existing files
+    stage: str = "none"  # which .index/.timeindex to stage: "all", "damaged" (to rebuild) or "none"
+    target_dir: str | None = None  # where files are written (the partition dir, or under --output-dir)
+    backup_dir: str | None = None  # copy the files to be replaced here first
+    run_id: str | None = None  # tags staged file names
+
+
+def plan_tasks(
+    discovery: Discovery, options: RunOptions, run_id: str, index_settings: Callable[[str], IndexSettings]
+) -> list[SegmentTask]:
+    """One task per segment, with what to check and stage for this run's mode (``index_settings``: a
+    topic's settings)."""
+    stage = "none" if options.read_only else {"rebuild": "all", "repair": "damaged"}[options.mode]
+    tasks = []
+    for p in discovery.partitions:
+        settings = index_settings(p.topic)
+        target = options.target_dir(p)
+        backup = _backup_dir(options, run_id, p)
+        for s in p.segments:
+            tasks.append(
+                SegmentTask(
+                    p.log_dir,
+                    p.path,
+                    p.topic,
+                    p.partition,
+                    s.base_offset,
+                    s.log_path,
+                    s.size,
+                    s.active,
+                    settings.index_interval_bytes,
+                    settings.segment_index_bytes,
+                    options.checks,
+                    stage,
+                    target,
+                    backup,
+                    run_id,
+                )
+            )
+    return tasks
+
+
+def _backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
+    """``<backup root>/<run id>/<topic>-<partition>``: always for repair (default root
+    ``./kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
+    run or an ``--output-dir`` elsewhere."""
+    root = backup_root(options)
+    if root is not None and (options.mode == "repair" or options.in_place(p)):
+        return os.path.join(root, run_id, p.name)
+    return None
+
+
+# ---------------------------------------------------------------------------------------------- map
+@dataclass
+class SegmentFacts:
+    """What the scan and the checks found about one segment (small: a plan summary, no scan columns)."""
+
+    task: SegmentTask
+    plan: PlanSummary
+    batches: int
+    file_size: int
+    valid_bytes: int
+    invalid_bytes: int
+    findings: list[Finding]
+    identical: dict[str, bool | None]
+    index_sizes: dict[str, int | None]
+    seconds: float
+
+
+@dataclass
+class SegmentOutcome(SegmentFacts):
+    """What the map step returns for one segment: its facts and what it staged."""
+
+    staged: dict[str, str] = field(default_factory=dict)  # final path -> staged path, not installed yet
+    backups: list[str] = field(default_factory=list)  # copies of the files the staged ones will replace
+    error: str | None = None  # staging failed (nothing is left staged)
+
+
+def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome:
+    """Scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and ``.timeindex``;
+    stage the ``.index``/``.timeindex`` the run will write (``task.stage``; staged names carry ``tag``,
+    default the run id), backing up the old ones. A staging failure is recorded in ``error`` with
+    nothing left staged. ``seconds`` covers all of it."""
+    started = time.perf_counter()
+    existing = read_existing_indexes(task.partition_dir, task.base_offset) if task.check else None
+    summary, plan = plan_segment_file(
+        task.log_path,
+        task.base_offset,
+        task.index_interval_bytes,
+        task.segment_index_bytes,
+        probes_for(existing, task.base_offset) if existing is not None else NO_PROBES,
+    )
+    zero_tail = has_invalid_tail(summary) and tail_is_zero(task.log_path, summary.valid_bytes)
+    if task.check:
+        findings, identical = check_segment_files(
+            task.log_path, task.base_offset, summary, plan, task.active, existing, zero_tail
+        )
+    else:
+        findings, identical = log_findings(task.log_path, summary, plan.fatal, zero_tail), {}
+    sizes: dict[str, int | None] = {}
+    for suffix in INDEX_SUFFIXES:
+        try:
+            sizes[suffix] = os.stat(segment_file(task.partition_dir, task.base_offset, suffix)).st_size
+        except OSError:
+            sizes[suffix] = None
+    outcome = SegmentOutcome(
+        task, plan.summary(), summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
+        identical, sizes, 0.0,
+    )  # fmt: skip
+    if task.stage == "all":
+        suffixes: tuple[str, ...] = STAGED_BY_EXECUTORS
+    elif task.stage == "damaged":
+        suffixes = tuple(
+            s for s in files_to_rebuild(task.partition_dir, task.base_offset, findings) if s in STAGED_BY_EXECUTORS
+        )
+    else:
+        suffixes = ()
+    if suffixes and plan.fatal is None:
+        target_dir = task.target_dir or task.partition_dir
+        try:
+            os.makedirs(target_dir, exist_ok=True)
+            outcome.staged = stage_segment(
+                target_dir, task.base_offset, plan, [], suffixes, False, task.segment_index_bytes, tag or task.run_id
+            )
+            if task.backup_dir is not None:
+                outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
+        except (OSError, ValueError) as exc:
+            discard_staged(outcome.staged, outcome.backups)
+            outcome.staged, outcome.backups = {}, []
+            outcome.error = f"{segment_file(target_dir, task.base_offset, '')}: {exc}"
+    outcome.seconds = time.perf_counter() - started
+    return outcome
+
+
+MapSegments = Callable[[list[SegmentTask], str], list[SegmentOutcome]]
