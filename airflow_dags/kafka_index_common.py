@@ -1,7 +1,7 @@
 """Shared by the kafka-index DAGs: their settings, the ``spark-submit`` arguments of the jobs, and the operator
 that submits them.
 
-No index logic lives here: the DAGs only submit ``jobs/<mode>.py`` and read the JSON report it writes.
+No index logic lives here: the DAGs only submit ``jobs/spark_job.py MODE`` and read the JSON report it writes.
 Settings: ``conf/airflow.yaml``, overridden key by key by the Airflow Variable ``kafka_index_rebuild`` (JSON),
 read at two moments:
 
@@ -114,10 +114,9 @@ def require_log_dirs(settings: dict[str, Any]) -> list[str]:
     return [str(d) for d in settings["log_dirs"]]
 
 
-def application(settings: dict[str, Any], mode: str) -> str:
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    return os.path.join(settings["project_dir"], "jobs", f"{mode}.py")
+def application(settings: dict[str, Any]) -> str:
+    """The Spark job every DAG submits (its first argument is the mode)."""
+    return os.path.join(settings["project_dir"], "jobs", "spark_job.py")
 
 
 def job_arguments(
@@ -132,14 +131,16 @@ def job_arguments(
     truncate_corrupt_tail: bool = False,
     exit_zero_on_findings: bool = False,
 ) -> list[str]:
-    """The ``jobs/<mode>.py`` arguments (same spelling as ``kafka-index``), but ``--run-id``: each try has its
+    """The ``jobs/spark_job.py`` arguments: the mode, then ``kafka-index``'s options, but ``--run-id``: each try has its
     own, added by :class:`JobSubmitOperator`. A dry run exits 0 on findings (they are its answer); a run that
     could not do its work (a segment not staged or written, bad usage) still fails."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if not log_dirs:
         raise ValueError("at least one log dir is needed")
     if truncate_corrupt_tail and mode != "repair":  # a combination the job cannot honour: refuse, never drop it
         raise ValueError(f"truncate_corrupt_tail applies to repair only, not to {mode}")
-    args: list[str] = []
+    args: list[str] = [mode]
     for d in log_dirs:
         args += ["--log-dir", d]
     if topics:

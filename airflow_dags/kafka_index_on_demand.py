@@ -2,7 +2,7 @@
 
 The Params schema validates the form; a small task, ``build_arguments``, reads the run's settings (see
 kafka_index_common: what is read while parsing, what by this task) and turns the form into the
-``spark-submit`` call of ``jobs/<mode>.py`` (no index logic here). The job's exit code is the task's
+``spark-submit`` call of ``jobs/spark_job.py MODE`` (no index logic here). The job's exit code is the task's
 outcome: a verify, rebuild or repair that leaves findings, or that could not do its work, fails the run; a
 dry run's findings are its answer (it fails only when it could not do its work). The JSON report is kept
 under the report dir. Each try of the job has its own run id (``<Airflow run id>-<mode>-try<N>``): the job
@@ -84,7 +84,7 @@ with DAG(
 
     @task(task_id="build_arguments", multiple_outputs=True)
     def build_arguments() -> dict[str, Any]:
-        """The job file, its arguments (``--run-id``: per try, by the operator) and Spark conf for this run's
+        """The job's arguments (the mode first; ``--run-id``: per try, by the operator) and Spark conf for this run's
         (already validated) Params and its settings, read now (a task can read the Variable; the parse may not
         have); creates the run's report dir (the job writes its --json there and never creates directories)."""
         context = get_current_context()
@@ -93,7 +93,6 @@ with DAG(
         report = report_path(settings, DAG_ID, context["run_id"], p["mode"])
         os.makedirs(os.path.dirname(report), exist_ok=True)
         return {
-            "application": application(settings, p["mode"]),
             "args": job_arguments(
                 settings,
                 mode=p["mode"],
@@ -111,7 +110,7 @@ with DAG(
     JobSubmitOperator(
         task_id="run_job",
         name="kafka-index-on-demand",
-        application=arguments["application"],
+        application=application(SETTINGS),
         application_args=arguments["args"],
         conf=arguments["conf"],
         job_run_id="{{ run_id | safe_name }}-{{ params.mode }}-try{{ ti.try_number }}",

@@ -70,15 +70,20 @@ with DAG(
         }
 
     arguments = build_arguments()
-    verify = JobSubmitOperator(
-        task_id="verify",
-        name="kafka-index-verify",
-        application=application(SETTINGS, "verify"),
-        application_args=arguments["verify"],
-        conf=arguments["conf"],
-        job_run_id="{{ run_id | safe_name }}-verify-try{{ ti.try_number }}",  # a retry is a new run: new id
-        **submit_options(SETTINGS),
-    )
+
+    def submit(mode: str) -> JobSubmitOperator:
+        """The job in ``mode`` with this run's arguments; a retry is a new run, with a new run id."""
+        return JobSubmitOperator(
+            task_id=mode,
+            name=f"kafka-index-{mode}",
+            application=application(SETTINGS),
+            application_args=arguments[mode],
+            conf=arguments["conf"],
+            job_run_id=f"{{{{ run_id | safe_name }}}}-{mode}-try{{{{ ti.try_number }}}}",
+            **submit_options(SETTINGS),
+        )
+
+    verify = submit("verify")
 
     @task.branch(task_id="decide")
     def decide(report: str, repair_enabled: bool) -> str:
@@ -92,15 +97,7 @@ with DAG(
     def findings_left(report: str) -> None:
         raise AirflowFailException(f"verify found {findings_in(report)} problems and repair is disabled; see {report}")
 
-    repair = JobSubmitOperator(
-        task_id="repair",
-        name="kafka-index-repair",
-        application=application(SETTINGS, "repair"),
-        application_args=arguments["repair"],
-        conf=arguments["conf"],
-        job_run_id="{{ run_id | safe_name }}-repair-try{{ ti.try_number }}",  # a retry is a new run: new id
-        **submit_options(SETTINGS),
-    )
+    repair = submit("repair")
     healthy = EmptyOperator(task_id="healthy")
 
     branch = decide(arguments["verify_report"], arguments["repair_enabled"])

@@ -10,7 +10,7 @@ segments of 256 MiB of 16 KiB batches (2 GiB, as ``bench_jobs.py``'s large corpu
 correct index files first (``rebuild_partition``), so the verify is a healthy one (exit 0 checked).
 
 The two ways, the order alternating between runs, each a whole process timed from outside:
-* **local**: ``spark-submit --master local[2] jobs/verify.py --log-dir DIR --audit-table none``;
+* **local**: ``spark-submit --master local[2] jobs/spark_job.py verify --log-dir DIR --audit-table none``;
 * **cluster**: a master and 2 workers of 1 core on 127.0.0.1 (``tools/standalone_cluster.py``, started once
   for all runs, not timed), ``spark-submit --master spark://... --archives
   dist/kafka-index-executor-env.tar.gz#env`` (the README's command; every application ships and unpacks

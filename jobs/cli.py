@@ -1,6 +1,6 @@
 """``kafka-index``: the command line of the Spark jobs and of the everyday tools.
 
-Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submit jobs/<mode>.py``),
+Subcommands: ``verify``, ``rebuild``, ``repair`` (Spark jobs; also ``spark-submit jobs/spark_job.py MODE``),
 ``dump``, ``lookup`` (one file, no Spark) and ``audit`` (queries of the Delta audit table, no Spark).
 Exit codes: 0 healthy / done, 1 findings or failures (also a Spark session or job that died), 2 bad usage or
 bad input, 3 the work is done but its audit rows could not be merged into the table (they are kept in the
@@ -800,11 +800,6 @@ def main(argv: list[str] | None = None) -> int:
         return stdout_closed()
     except KeyboardInterrupt as exc:  # SIGINT or SIGTERM outside a run's scan and commit
         return _stopped(exc)
-
-
-def job_main(mode: str, argv: list[str] | None = None) -> int:
-    """Entry of ``jobs/<mode>.py`` (``spark-submit jobs/verify.py --log-dir ...``)."""
-    return main([mode] + list(sys.argv[1:] if argv is None else argv))
 
 
 if __name__ == "__main__":

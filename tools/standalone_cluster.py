@@ -117,7 +117,7 @@ def _wait_registered(root: Path, workers: int, timeout: float = 60) -> None:
 def spark_submit(
     master: str, job: str, *args: object, archive: Path = ARCHIVE, conf: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``spark-submit jobs/<job>.py ARGS`` as the README shows it for a standalone cluster (``master`` may
+    """``spark-submit jobs/spark_job.py JOB ARGS`` as the README shows it for a standalone cluster (``master`` may
     also be ``local[N]``: then no archive is needed, and none is passed)."""
     argv = submit_argv(master, job, *args, archive=archive, conf=conf)
     return subprocess.run(argv, cwd=PROJECT_ROOT, env=spark_env(), capture_output=True, text=True, timeout=1200)
@@ -139,5 +139,5 @@ def submit_argv(
     ]
     for key, value in (conf or {}).items():
         argv += ["--conf", f"{key}={value}"]
-    argv += [str(PROJECT_ROOT / "jobs" / f"{job}.py"), *map(str, args)]
+    argv += [str(PROJECT_ROOT / "jobs" / "spark_job.py"), job, *map(str, args)]
     return argv

@@ -63,6 +63,7 @@ payload = json.loads(sys.argv[3])
 context = {"run_id": "manual__2026-11-23T16:34:09+00:00", "params": payload}
 facts["on_demand_arguments"] = build_arguments(on_demand, context)
 facts["on_demand_run_id"] = run_id_of(on_demand.get_task("run_job"), context)
+facts["on_demand_application"] = on_demand.get_task("run_job").application
 
 import kafka_index_common  # noqa: E402  (airflow_dags/ is on sys.path once the DagBag has loaded it)
 

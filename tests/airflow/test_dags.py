@@ -143,9 +143,10 @@ def test_on_demand_dag_params_schema(facts):
 def test_spark_submit_arguments_built_at_run_time(facts):
     """The build_arguments tasks, run as a task would: the jobs' arguments and conf from the settings read then."""
     scheduled = facts["scheduled_arguments"]
-    assert facts["scheduled_applications"] == {m: str(ROOT / "jobs" / f"{m}.py") for m in ("verify", "repair")}
+    assert facts["scheduled_applications"] == {m: str(ROOT / "jobs" / "spark_job.py") for m in ("verify", "repair")}
     verify_report = f"{facts['reports']}/kafka_index_scheduled/scheduled__2026-11-21T00_00_00_00_00/verify.json"
     assert scheduled["verify"] == [
+        "verify",
         "--log-dir",
         "/data/a",
         "--log-dir",
@@ -155,6 +156,7 @@ def test_spark_submit_arguments_built_at_run_time(facts):
         "--exit-zero-on-findings",
     ]
     assert scheduled["repair"] == [
+        "repair",
         "--log-dir",
         "/data/a",
         "--log-dir",
@@ -165,8 +167,9 @@ def test_spark_submit_arguments_built_at_run_time(facts):
     assert scheduled["verify_report"] == verify_report and scheduled["repair_enabled"] is True
     assert scheduled["conf"] == facts["spark_conf_local"]
     on_demand = facts["on_demand_arguments"]
-    assert on_demand["application"] == str(ROOT / "jobs" / "repair.py")
+    assert facts["on_demand_application"] == str(ROOT / "jobs" / "spark_job.py")
     assert on_demand["args"] == [
+        "repair",
         "--log-dir",
         "/x",
         "--topics",

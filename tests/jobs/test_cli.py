@@ -263,7 +263,7 @@ def test_the_venvs_spark_submit_runs_a_job_from_a_shell_without_the_venv(tmp_pat
     done = subprocess.run(
         [str(submit), "--master", "local[1]",
          "--conf", f"spark.driver.extraJavaOptions=-Dlog4j2.configurationFile={PROJECT_ROOT}/conf/log4j2.properties",
-         "jobs/verify.py", "--log-dir", str(logs), "--audit-table", "none", "--no-progress"],
+         "jobs/spark_job.py", "verify", "--log-dir", str(logs), "--audit-table", "none", "--no-progress"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
         env=shell_env,
     )  # fmt: skip

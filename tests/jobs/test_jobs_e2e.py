@@ -347,7 +347,7 @@ def test_audit_queries(spark, copy_set, tmp_path, capsys):
 
 
 def test_spark_submit_runs_the_job_file_as_is(tmp_path):
-    """``spark-submit jobs/verify.py`` (a real spark-submit, its own JVM) on a generated log dir."""
+    """``spark-submit jobs/spark_job.py verify`` (a real spark-submit, its own JVM) on a generated log dir."""
     from indexlib.testing.generate import generate_partition
 
     spark_submit = Path(sys.executable).with_name("spark-submit")
@@ -356,7 +356,7 @@ def test_spark_submit_runs_the_job_file_as_is(tmp_path):
     logs = tmp_path / "logs"
     generate_partition(logs / "orders-0", segments=2, batches_per_segment=30, seed=1)
     rebuild_partition(logs / "orders-0")
-    job = Path(__file__).resolve().parents[2] / "jobs" / "verify.py"
+    job = Path(__file__).resolve().parents[2] / "jobs" / "spark_job.py"
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
     done = subprocess.run(
         [
@@ -364,6 +364,7 @@ def test_spark_submit_runs_the_job_file_as_is(tmp_path):
             "--master",
             "local[1]",
             str(job),
+            "verify",
             "--log-dir",
             str(logs),
             "--audit-table",

@@ -1,4 +1,5 @@
-"""`spark-submit jobs/repair.py --log-dir DIR ...`: the repair job (same options as `kafka-index repair`)."""
+"""`spark-submit jobs/spark_job.py MODE --log-dir DIR ...`: the Spark job. MODE is verify, rebuild or repair,
+and the options are `kafka-index MODE`'s (it is the same command line, submitted)."""
 
 import os
 import sys
@@ -9,12 +10,7 @@ if __name__ == "__main__" and __package__ in (None, ""):
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     sys.path.insert(0, os.path.dirname(here))
 
-from jobs.cli import job_main  # noqa: E402
-
-
-def main(argv: list[str] | None = None) -> int:
-    return job_main("repair", argv)
-
+from jobs.cli import main  # noqa: E402
 
 if __name__ == "__main__":
     raise SystemExit(main())
