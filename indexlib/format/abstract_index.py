@@ -34,7 +34,7 @@ from typing import ClassVar, Generic, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .errors import IndexOffsetOverflowError
+from .errors import ClosedIndexError, IndexArgumentError, IndexInUseError, IndexOffsetOverflowError
 from .index_file import IndexFile, read_snapshot
 
 #: Kafka's default ``segment.index.bytes``.
@@ -59,12 +59,12 @@ def round_down_to_multiple(number: int, factor: int) -> int:
 
 
 def as_int64_array(values: npt.ArrayLike, path: str, what: str) -> npt.NDArray[np.int64]:
-    """``values`` as a 1-D int64 array; ValueError naming the file for non-integers or values beyond int64."""
+    """``values`` as a 1-D int64 array; :class:`IndexArgumentError` naming the file for non-integers or values beyond int64."""
     array = np.asarray(values)
     if array.size and array.dtype.kind not in "iu":
-        raise ValueError(f"{path}: {what} must be integers, got {array.dtype}")
+        raise IndexArgumentError(f"{path}: {what} must be integers, got {array.dtype}")
     if array.dtype.kind == "u" and array.size and int(array.max()) > 2**63 - 1:
-        raise ValueError(f"{path}: {what} exceed the int64 range")
+        raise IndexArgumentError(f"{path}: {what} exceed the int64 range")
     return array.astype(np.int64, copy=False).reshape(-1)
 
 
@@ -131,10 +131,10 @@ class AbstractIndex(IndexFile, Generic[E]):
         es = self.ENTRY_SIZE
         newly_created = False
         if self._max_index_size > INT32_MAX:
-            raise ValueError(f"{self._path}: max index size {self._max_index_size} exceeds 2^31-1 bytes")
+            raise IndexArgumentError(f"{self._path}: max index size {self._max_index_size} exceeds 2^31-1 bytes")
         if self._writable:
             if not os.path.exists(self._path) and self._max_index_size < es:
-                raise ValueError(
+                raise IndexArgumentError(
                     f"{self._path}: invalid max index size {self._max_index_size}: below one {es}-byte entry"
                 )
             try:
@@ -189,7 +189,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         mapped (``_map`` maps any non-empty file), so only a closed index has none here."""
         mm = self._mm
         if mm is None:
-            raise ValueError(f"{self._path}: index is closed")
+            raise ClosedIndexError(f"{self._path}: index is closed")
         return mm
 
     # ------------------------------------------------------------------------------------ properties
@@ -246,10 +246,12 @@ class AbstractIndex(IndexFile, Generic[E]):
         raise NotImplementedError
 
     def entry(self, n: int) -> E:
-        """The ``n``-th live entry (0-based); ``ValueError`` outside ``0 <= n < entries``."""
+        """The ``n``-th live entry (0-based); :class:`IndexArgumentError` outside ``0 <= n < entries``."""
         self._check_open()
         if n < 0 or n >= self._entries:
-            raise ValueError(f"{self._path}: attempt to fetch entry {n} of an index with {self._entries} entries")
+            raise IndexArgumentError(
+                f"{self._path}: attempt to fetch entry {n} of an index with {self._entries} entries"
+            )
         return self._parse_entry(n)
 
     def __iter__(self) -> Iterator[E]:
@@ -370,12 +372,14 @@ class AbstractIndex(IndexFile, Generic[E]):
         if self._length == rounded:
             return False
         if rounded < self._entries * self.ENTRY_SIZE:
-            raise ValueError(f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries")
+            raise IndexArgumentError(
+                f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries"
+            )
         if rounded < self._view_extent and isinstance(self._mm, mmap.mmap):
             try:
                 self._mm.close()
             except BufferError:
-                raise BufferError(
+                raise IndexInUseError(
                     f"{self._path}: cannot shrink to {rounded} bytes while arrays from to_numpy() still "
                     f"view {self._view_extent} bytes of it; release them first"
                 ) from None

@@ -8,7 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .abstract_index import INT32_MAX, AbstractIndex, as_int64_array, first_true
-from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from .errors import CorruptIndexError, IndexArgumentError, IndexFullError, InvalidOffsetError
 from .values import OffsetPosition
 
 
@@ -92,7 +92,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
             )
         relative = self._relative_offset(offset)
         if position < 0 or position > INT32_MAX:
-            raise ValueError(f"{self._path}: position {position} is outside 0..2^31-1")
+            raise IndexArgumentError(f"{self._path}: position {position} is outside 0..2^31-1")
         self._write_entry(self._entries, relative, position)
         self._entries += 1
         self._last_offset = offset
@@ -107,7 +107,9 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         offsets = as_int64_array(offsets, self._path, "offsets")
         positions = as_int64_array(positions, self._path, "positions")
         if offsets.shape != positions.shape:
-            raise ValueError(f"{self._path}: append_many got {len(offsets)} offsets and {len(positions)} positions")
+            raise IndexArgumentError(
+                f"{self._path}: append_many got {len(offsets)} offsets and {len(positions)} positions"
+            )
         n = len(offsets)
         if n == 0:
             return
@@ -152,7 +154,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 )
             if not 0 <= offset - self._base_offset <= INT32_MAX:
                 self._relative_offset(offset)  # raises IndexOffsetOverflowError naming the offset
-            raise ValueError(
+            raise IndexArgumentError(
                 f"{self._path}: position {int(positions[first_error])} (element {first_error}) is outside 0..2^31-1"
             )
         self._store_columns(relative, positions)

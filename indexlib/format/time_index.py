@@ -8,7 +8,13 @@ import numpy as np
 import numpy.typing as npt
 
 from .abstract_index import INT32_MAX, AbstractIndex, as_int64_array, first_true
-from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError, InvalidTimestampError
+from .errors import (
+    CorruptIndexError,
+    IndexArgumentError,
+    IndexFullError,
+    InvalidOffsetError,
+    InvalidTimestampError,
+)
 from .values import TimestampOffset
 
 #: Kafka's ``RecordBatch.NO_TIMESTAMP``.
@@ -120,7 +126,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         t = as_int64_array(timestamps, self._path, "timestamps")
         o = as_int64_array(offsets, self._path, "offsets")
         if t.shape != o.shape:
-            raise ValueError(f"{self._path}: append_many got {len(t)} timestamps and {len(o)} offsets")
+            raise IndexArgumentError(f"{self._path}: append_many got {len(t)} timestamps and {len(o)} offsets")
         n = len(t)
         if n == 0:
             return 0
