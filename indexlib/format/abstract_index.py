@@ -104,6 +104,10 @@ class AbstractIndex(IndexFile, Generic[E]):
     _VALUE_STRUCT: ClassVar[struct.Struct]
     _VALUE_FIELD_OFFSET: ClassVar[int]
     _VALUE_IS_RELATIVE: ClassVar[bool]
+    #: ``append_many``'s two columns, in the one-entry append's argument order (named in its messages)
+    _COLUMNS: ClassVar[tuple[str, str]]
+    #: the last entry (Kafka's ``lastEntry``): the last live slot's, or an empty index's (:meth:`_empty_entry`)
+    _last_entry: E
 
     def __init__(
         self,
@@ -181,8 +185,13 @@ class AbstractIndex(IndexFile, Generic[E]):
             with contextlib.suppress(BufferError):
                 mm.close()
 
+    def _empty_entry(self) -> E:
+        """The last entry of an empty index (Kafka's ``lastEntry`` with no entries)."""
+        raise NotImplementedError
+
     def _load_last_entry(self) -> None:
-        """Re-read the cached last entry (subclasses keep what their append rule needs)."""
+        """Re-read the cached last entry: the last live slot's, or an empty index's."""
+        self._last_entry = self._parse_entry(self._entries - 1) if self._entries else self._empty_entry()
 
     def _mapping(self) -> mmap.mmap | memoryview:
         """The mapping, to read or write a slot below ``max_entries``: an open index with a slot is always
@@ -218,6 +227,12 @@ class AbstractIndex(IndexFile, Generic[E]):
     @property
     def is_full(self) -> bool:
         return self._entries >= self._max_entries
+
+    @property
+    def last_entry(self) -> E:
+        """The last entry, or an empty index's: ``(base_offset, 0)`` for an offset index, ``(-1, base_offset)``
+        for a time index (Kafka's ``lastEntry``)."""
+        return self._last_entry
 
     @property
     def closed(self) -> bool:
@@ -360,6 +375,39 @@ class AbstractIndex(IndexFile, Generic[E]):
         view[second_name] = second
         del view  # release the export so the mapping can be resized or closed
         self._entries += count
+
+    def _entries_written(
+        self, first: npt.NDArray[np.int64], second: npt.NDArray[np.int64], relative: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_] | None:
+        """For :meth:`_append_many`: raise the error that appending the block entry by entry would raise first,
+        else say which entries those appends would write (None: all). ``relative``: the block's offsets minus
+        the base offset."""
+        raise NotImplementedError
+
+    def _append_many(self, first: npt.ArrayLike, second: npt.ArrayLike) -> int:
+        """``append_many`` of both indexes: a block of entries given as two columns in the one-entry append's
+        argument order, checked by :meth:`_entries_written`, then stored with one vectorised store per column.
+        All or nothing; returns the number of entries written."""
+        self._check_writable()
+        first_name, second_name = self._COLUMNS
+        a = as_int64_array(first, self._path, first_name)
+        b = as_int64_array(second, self._path, second_name)
+        if a.shape != b.shape:
+            raise IndexArgumentError(f"{self._path}: append_many got {len(a)} {first_name} and {len(b)} {second_name}")
+        if len(a) == 0:
+            return 0
+        relative = (a if self._OFFSET_IS_KEY else b) - self._base_offset
+        written = self._entries_written(a, b, relative)
+        if written is not None:
+            a, b, relative = a[written], b[written], relative[written]
+            if len(a) == 0:
+                return 0
+        if self._OFFSET_IS_KEY:
+            self._store_columns(relative, b)
+        else:
+            self._store_columns(a, relative)
+        self._load_last_entry()
+        return len(a)
 
     def resize(self, new_size: int) -> bool:
         """Set the file length to ``new_size`` rounded down to whole entries and remap.
