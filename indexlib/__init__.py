@@ -16,13 +16,20 @@ if "numpy" not in _sys.modules:
 
 from .format.abstract_index import DEFAULT_MAX_INDEX_SIZE, AbstractIndex
 from .format.errors import (
+    ClosedIndexError,
     CorruptIndexError,
+    FileNameError,
+    IndexArgumentError,
     IndexFullError,
+    IndexInUseError,
     IndexOffsetOverflowError,
     InvalidOffsetError,
+    InvalidRecordError,
     InvalidTimestampError,
     KafkaIndexError,
+    NotARegularFileError,
     ReadOnlyIndexError,
+    ShortWriteError,
 )
 from .format.lazy_index import LazyIndex
 from .format.offset_index import OffsetIndex
@@ -35,18 +42,25 @@ __version__ = "0.1.0"
 __all__ = [
     "AbortedTxn",
     "AbstractIndex",
+    "ClosedIndexError",
     "CorruptIndexError",
     "DEFAULT_MAX_INDEX_SIZE",
+    "FileNameError",
+    "IndexArgumentError",
     "IndexFullError",
+    "IndexInUseError",
     "IndexOffsetOverflowError",
     "InvalidOffsetError",
+    "InvalidRecordError",
     "InvalidTimestampError",
     "KafkaIndexError",
     "LazyIndex",
     "NO_TIMESTAMP",
+    "NotARegularFileError",
     "OffsetIndex",
     "OffsetPosition",
     "ReadOnlyIndexError",
+    "ShortWriteError",
     "TimeIndex",
     "TimestampOffset",
     "TransactionIndex",

@@ -9,22 +9,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .dump import write_dump
     from .main import main
-    from .report import check_json_target, format_table, print_report, write_json
-    from .segment_lookup import check_target, lookup, print_lookup
+    from .report import JsonTargetError, check_json_target, format_table, print_report, write_json
+    from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
 
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
     "main": "main",
     "write_dump": "dump",
+    "LookupTargetError": "segment_lookup",
     "check_target": "segment_lookup",
     "lookup": "segment_lookup",
     "print_lookup": "segment_lookup",
+    "JsonTargetError": "report",
     "check_json_target": "report",
     "format_table": "report",
     "print_report": "report",
     "write_json": "report",
 }
 __all__ = [
+    "JsonTargetError",
+    "LookupTargetError",
     "check_json_target",
     "check_target",
     "format_table",

@@ -29,7 +29,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from ..format.errors import CorruptIndexError
+from ..format.errors import CorruptIndexError, FileNameError, NotARegularFileError
 from ..format.layout import parse_segment_name
 from ..format.offset_index import OffsetIndex
 from ..format.records import (
@@ -64,10 +64,10 @@ _ROW_CHUNK = 65536
 
 
 def parse_segment_file_name(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """``(base_offset, suffix)`` of ``<20 digits>.<index|timeindex|txnindex|log>``; ValueError naming the file."""
+    """``(base_offset, suffix)`` of ``<20 digits>.<index|timeindex|txnindex|log>``; :class:`FileNameError` naming the file."""
     parsed = parse_segment_name(os.path.basename(os.fspath(path)))
     if parsed is None or parsed[1] not in KINDS:
-        raise ValueError(
+        raise FileNameError(
             f"{os.fspath(path)}: not a Kafka segment file name (expected <20-digit base offset> followed by "
             f"one of {', '.join(KINDS)}, e.g. 00000000000000000000.index)"
         )
@@ -138,7 +138,7 @@ def _check_regular(path: str) -> os.stat_result:
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(21, "is a directory, not a segment file", path)
     if not stat.S_ISREG(st.st_mode):
-        raise ValueError(f"{path}: not a regular file")
+        raise NotARegularFileError(f"{path}: not a regular file")
     return st
 
 

@@ -39,7 +39,7 @@ from typing import TextIO
 from .. import __version__
 from ..engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
 from ..engine.interrupts import stdout_closed, stop_on_signals, stopped_by
-from ..format.errors import error_line
+from ..format.errors import KafkaIndexError, error_line
 from ..format.layout import (
     INDEX_SUFFIXES,
     LOG_DIR_LOCK,
@@ -67,7 +67,7 @@ EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
 
 
-class InputError(Exception):
+class InputError(KafkaIndexError):
     """Bad usage or bad input: reported as one line, exit code 2."""
 
 

@@ -9,6 +9,11 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from ..engine import RunReport, summary_rows
+from ..format.errors import KafkaIndexError
+
+
+class JsonTargetError(KafkaIndexError, ValueError):
+    """A ``--json`` target a report cannot be written to (a directory, or in a directory that does not exist)."""
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -143,15 +148,15 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
 
 
 def check_json_target(target: str | None) -> None:
-    """ValueError naming ``target`` unless a report can be written there, checked before a run starts:
+    """:class:`JsonTargetError` naming ``target`` unless a report can be written there, checked before a run starts:
     ``-`` (stdout), or a file (replaced if it exists) in a directory that exists; never creates one."""
     if target is None or target == "-":
         return
     if os.path.isdir(target):
-        raise ValueError(f"{target}: --json names a directory; give a file name")
+        raise JsonTargetError(f"{target}: --json names a directory; give a file name")
     parent = os.path.dirname(os.path.abspath(target))
     if not os.path.isdir(parent):
-        raise ValueError(f"{target}: --json: the directory {parent} does not exist")
+        raise JsonTargetError(f"{target}: --json: the directory {parent} does not exist")
 
 
 def write_json(report: RunReport, target: str) -> None:

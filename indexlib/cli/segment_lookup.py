@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ..format.errors import FileNameError, KafkaIndexError
 from ..format.layout import LOG_SUFFIX, parse_segment_name, segment_file
 from ..format.offset_index import OffsetIndex
 from ..format.records import scan_log
@@ -18,24 +19,30 @@ from ..format.time_index import TimeIndex
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
+class LookupTargetError(KafkaIndexError, ValueError):
+    """A lookup with no target, a target no segment can hold, or a segment whose files are missing."""
+
+
 def check_target(offset: int | None = None, timestamp: int | None = None) -> None:
-    """``ValueError`` naming the option unless ``offset`` is an offset Kafka can hold (0 to 2^63-1) and
+    """:class:`LookupTargetError` naming the option unless ``offset`` is an offset Kafka can hold (0 to 2^63-1) and
     ``timestamp`` a Java long."""
     if offset is not None and not 0 <= offset <= LONG_MAX:
-        raise ValueError(f"--offset {offset}: an offset is 0 to {LONG_MAX} (Kafka's offsets are non-negative longs)")
+        raise LookupTargetError(
+            f"--offset {offset}: an offset is 0 to {LONG_MAX} (Kafka's offsets are non-negative longs)"
+        )
     if timestamp is not None and not LONG_MIN <= timestamp <= LONG_MAX:
-        raise ValueError(f"--timestamp {timestamp}: a timestamp is a Java long ({LONG_MIN} to {LONG_MAX})")
+        raise LookupTargetError(f"--timestamp {timestamp}: a timestamp is a Java long ({LONG_MIN} to {LONG_MAX})")
 
 
 def lookup(
     segment: str, offset: int | None = None, timestamp: int | None = None, ceiling: bool = False
 ) -> dict[str, Any]:
     """The index entries used and the exact batch found for an offset or timestamp in one segment
-    (``ValueError`` for a target no segment can hold, :func:`check_target`)."""
+    (:class:`LookupTargetError` for a target no segment can hold, :func:`check_target`)."""
     check_target(offset, timestamp)
     parsed = parse_segment_name(os.path.basename(segment))
     if parsed is None or parsed[1] != LOG_SUFFIX:
-        raise ValueError(f"{segment}: not a segment file (expected <20-digit base offset>.log)")
+        raise FileNameError(f"{segment}: not a segment file (expected <20-digit base offset>.log)")
     base = parsed[0]
     directory = os.path.dirname(segment) or "."
     needed = [segment, segment_file(directory, base, ".index")]
@@ -43,7 +50,7 @@ def lookup(
         needed.append(segment_file(directory, base, ".timeindex"))
     for path in needed:  # name the file that is missing (an OSError's message names none)
         if not os.path.exists(path):
-            raise ValueError(f"{path}: no such file (a lookup reads the segment's .log and its index files)")
+            raise LookupTargetError(f"{path}: no such file (a lookup reads the segment's .log and its index files)")
     scan = scan_log(segment)
     answer: dict[str, Any] = {"segment": segment, "base_offset": base}
     if timestamp is not None:
@@ -61,7 +68,7 @@ def lookup(
         elif offset is not None:
             target_offset = offset
         else:
-            raise ValueError(f"{segment}: nothing to look up: give an offset or a timestamp")
+            raise LookupTargetError(f"{segment}: nothing to look up: give an offset or a timestamp")
         entry = index.lookup_ceiling(target_offset) if (ceiling and timestamp is None) else index.lookup(target_offset)
         answer["index_entry"] = None if entry is None else {"offset": entry.offset, "position": entry.position}
     start = entry.position if entry is not None else 0

@@ -12,8 +12,8 @@ lines and the Spark job."""
 
 from .commit import Decision, SegmentResult, files_to_replace
 from .interrupts import received, stdout_closed, stop_on_signals, stopped_by
-from .locks import LockedLogDirError
-from .options import MODES, RunOptions, check_run, new_run_id
+from .locks import LockedLogDirError, RunInUseError
+from .options import MODES, RunOptionError, RunOptions, TargetDirError, check_run, new_run_id
 from .partition import rebuild_partition, verify_partition
 from .pool import map_locally
 from .runner import CommitObserver, RunReport, run, summary_rows
@@ -25,11 +25,14 @@ __all__ = [
     "Decision",
     "LockedLogDirError",
     "MapSegments",
+    "RunInUseError",
+    "RunOptionError",
     "RunOptions",
     "RunReport",
     "SegmentOutcome",
     "SegmentResult",
     "SegmentTask",
+    "TargetDirError",
     "check_run",
     "files_to_replace",
     "map_locally",

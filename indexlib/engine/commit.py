@@ -16,7 +16,7 @@ from ..format.layout import (
 from ..format.values import AbortedTxn
 from ..recovery.findings import CUT_TAIL, files_to_rebuild, kind
 from ..storage.publish import discard, discard_staged, fsync_path, keep_backup
-from .options import RunOptions
+from .options import RunOptions, TargetDirError
 from .partition import install_segment, stage_segment
 from .replay import SegmentReplay
 from .segment_task import SegmentFacts, SegmentOutcome, SegmentTask
@@ -125,7 +125,7 @@ def cut_log_tail(
     Appends to ``backups`` once the saved tail is durable and to ``written`` once the ``.log`` is cut,
     so the report stays true if a later step fails."""
     if backup_dir is None:
-        raise ValueError(f"{log_path}: cutting a corrupt tail needs a backup dir")
+        raise TargetDirError(f"{log_path}: cutting a corrupt tail needs a backup dir")
     os.makedirs(backup_dir, exist_ok=True)
     saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
     try:

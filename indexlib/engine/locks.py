@@ -9,6 +9,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 
+from ..format.errors import KafkaIndexError
 from ..format.layout import (
     run_lock_name,
     run_lock_run_id,
@@ -18,7 +19,7 @@ from ..storage.discovery import Partition
 from ..storage.publish import lock_is_held, log_dir_is_locked
 
 
-class LockedLogDirError(RuntimeError):
+class LockedLogDirError(KafkaIndexError, RuntimeError):
     """An in-place write was asked for in a log dir that a running broker holds."""
 
 

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ..format.errors import KafkaIndexError
 from ..storage.discovery import Discovery, Partition
 
 MODES = ("verify", "rebuild", "repair")
@@ -18,6 +19,16 @@ MODES = ("verify", "rebuild", "repair")
 #: A run id names a backup dir and tags staged files: no '/', whitespace, control characters or '~'
 #: ('~' separates the task attempt in staged names), no leading '.', at most 200 characters.
 RUN_ID = re.compile(r"[^/\s.~\x00-\x1f][^/\s~\x00-\x1f]{0,199}")
+
+
+class RunOptionError(KafkaIndexError, ValueError):
+    """A run the options make unsafe: an unknown mode, a malformed run id or one an earlier run's backups
+    use, a partition given twice or found in two log dirs."""
+
+
+class TargetDirError(KafkaIndexError, ValueError):
+    """A dir a writing run refuses to write into or keep backups in: one inside a log dir, one it cannot
+    write, a file where a dir must be, or none where a cut tail must be saved."""
 
 
 # ------------------------------------------------------------------------------------------- options
@@ -59,14 +70,15 @@ def new_run_id(mode: str) -> str:
 
 
 def check_run(discovery: Discovery, options: RunOptions) -> None:
-    """Refuse, before anything runs, what a run cannot do safely (``ValueError`` with the reason): an
+    """Refuse, before anything runs, what a run cannot do safely (:class:`RunOptionError` or
+    :class:`TargetDirError`, both ``ValueError``, with the reason): an
     unknown mode; a malformed run id; a partition given twice (two paths to one dir); one partition name
     in two log dirs when writing (its backup dir, or its ``--output-dir`` dir, is named by the partition
     alone); a writing run whose run id already has backups (:func:`check_backups_unused`)."""
     if options.mode not in MODES:
-        raise ValueError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})")
+        raise RunOptionError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})")
     if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
-        raise ValueError(
+        raise RunOptionError(
             f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
             "or leading '.', at most 200 characters"
         )
@@ -74,7 +86,7 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     for p in discovery.partitions:
         real = os.path.realpath(p.path)
         if real in seen:
-            raise ValueError(f"{p.path}: the same partition dir as {seen[real]}; give each partition once")
+            raise RunOptionError(f"{p.path}: the same partition dir as {seen[real]}; give each partition once")
         seen[real] = p.path
     if options.read_only:
         return
@@ -83,7 +95,7 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     where: dict[str, str] = {}
     for p in discovery.partitions:
         if where.setdefault(p.name, p.log_dir) != p.log_dir:
-            raise ValueError(
+            raise RunOptionError(
                 f"{p.name} is in both {where[p.name]} and {p.log_dir}; its backups (and --output-dir) are "
                 f"named by partition, so {options.mode} these log dirs in separate runs"
             )
@@ -99,7 +111,7 @@ def backup_root(options: RunOptions) -> str | None:
 
 
 def check_backups_unused(options: RunOptions) -> None:
-    """``ValueError`` when ``<backup root>/<run id>/`` already holds a file: an earlier writing run with this
+    """:class:`RunOptionError` when ``<backup root>/<run id>/`` already holds a file: an earlier writing run with this
     run id may have replaced files. An existing backup is never overwritten (:func:`indexlib.storage.publish.keep_backup`),
     so a second run under that id would replace files and keep no copy of them. Empty directories are no
     evidence (a failed staging leaves them); a generated run id is new by construction."""
@@ -109,7 +121,7 @@ def check_backups_unused(options: RunOptions) -> None:
     run_dir = os.path.join(root, options.run_id)
     first = next((os.path.join(d, n) for d, _, names in os.walk(run_dir) for n in names), None)
     if first is not None:
-        raise ValueError(
+        raise RunOptionError(
             f"{run_dir}: run id {options.run_id!r} was used by an earlier run that may have replaced files (its backups "
             f"are here: {os.path.relpath(first, run_dir)}); a re-run under that id would keep no copy of the files "
             "it replaces: give a new --run-id"
@@ -119,7 +131,7 @@ def check_backups_unused(options: RunOptions) -> None:
 def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> None:
     """``--output-dir`` and the backup root must lie outside every log dir the run reads (and so outside its
     partition dirs): there they would replace the broker's files with no backup, or add dirs the broker
-    reads as partitions. ``ValueError`` naming both paths."""
+    reads as partitions. :class:`TargetDirError` naming both paths."""
     log_dirs = {os.path.realpath(d): d for d in discovery.log_dirs}
     log_dirs.update({os.path.realpath(p.log_dir): p.log_dir for p in discovery.partitions})
     for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
@@ -129,7 +141,7 @@ def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> 
         for real_log_dir, log_dir in log_dirs.items():
             if real == real_log_dir or real.startswith(real_log_dir.rstrip(os.sep) + os.sep):
                 where = "is the log dir" if real == real_log_dir else "lies inside the log dir"
-                raise ValueError(
+                raise TargetDirError(
                     f"{option} {directory} {where} {log_dir}: the broker's own files would be replaced or its dir "
                     f"filled; choose a dir outside every log dir"
                 )
@@ -148,11 +160,11 @@ def _why_unwritable(directory: str) -> str | None:
 def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> None:
     """Before any work, both command lines alike: every dir a writing run writes into must be writable (an
     in-place partition dir; ``--output-dir`` and the backup root, or the nearest dir above them that exists,
-    which must be a dir). ``ValueError`` naming the dir and why."""
+    which must be a dir). :class:`TargetDirError` naming the dir and why."""
     for p in discovery.partitions:
         if options.in_place(p) and p.unreadable is None and (why := _why_unwritable(p.path)):
             hint = " (rebuild elsewhere with --output-dir DIR)" if options.mode == "rebuild" else ""
-            raise ValueError(
+            raise TargetDirError(
                 f"{p.path}: {why}: cannot write the {options.mode}'s index files into this directory{hint}"
             )
     for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
@@ -162,6 +174,6 @@ def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> Non
         while not os.path.lexists(probe):
             probe = os.path.dirname(probe)
         if not os.path.isdir(probe):
-            raise ValueError(f"{directory}: {option} must be a directory, but {probe} is a file")
+            raise TargetDirError(f"{directory}: {option} must be a directory, but {probe} is a file")
         if why := _why_unwritable(probe):
-            raise ValueError(f"{directory}: {option}: {why}: cannot create or write {probe}")
+            raise TargetDirError(f"{directory}: {option}: {why}: cannot create or write {probe}")

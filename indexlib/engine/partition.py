@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..format.errors import KafkaIndexError
 from ..format.layout import INDEX_SUFFIXES, LOG_SUFFIX, parse_partition_dir, segment_base_offsets, segment_file
 from ..format.records import ScanProblem
 from ..format.values import AbortedTxn
@@ -51,6 +52,12 @@ from ..storage.publish import (
     stage_time_index,
     stage_transaction_index,
 )
+
+
+class UnrebuildableSegmentError(KafkaIndexError, ValueError, TypeError):
+    """Index files staged for a segment its plan cannot give them for: a fatal plan (Kafka's recovery
+    refuses the segment; a ``ValueError``), or a :class:`PlanSummary`, which keeps no index entries (a
+    ``TypeError``)."""
 
 
 @dataclass
@@ -327,12 +334,14 @@ def stage_segment(
     is staged only when there are aborted transactions or ``stale_txn`` (an existing one, which becomes 0
     bytes as Kafka does). Never call this for a segment whose plan is fatal. On failure nothing is left."""
     if plan.fatal is not None:
-        raise ValueError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
+        raise UnrebuildableSegmentError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
 
     def full_plan() -> SegmentPlan:
         """The plan, with the index entries that ``.index``/``.timeindex`` are written from."""
         if not isinstance(plan, SegmentPlan):
-            raise TypeError(f"segment {base_offset} of {target_dir}: a {type(plan).__name__} has no index entries")
+            raise UnrebuildableSegmentError(
+                f"segment {base_offset} of {target_dir}: a {type(plan).__name__} has no index entries"
+            )
         return plan
 
     stagers = {

@@ -595,6 +595,37 @@ static inline int producer_event(pidmap_t *pids, bytes_t *events, int64_t i, int
     return 0;
 }
 
+/* What the walk knows of the batches kept so far (a kept batch: accepted, and the walk not frozen). */
+typedef struct {
+    int64_t n;                       /* batches kept: the last kept batch's number + 1 */
+    int64_t valid_bytes;             /* where the last kept batch ends */
+    int64_t last_offset, prev_last;  /* the last kept batch's last offset, and the one before it */
+    int64_t running_max, max_offset; /* the largest max timestamp (-1 at least), and its batch's last offset */
+    int64_t raw_max;                 /* the largest max timestamp, INT64_MIN before any batch */
+    int64_t v2_next;                 /* the last kept v2 batch's last offset + 1 */
+    int64_t top_last;                /* the largest last offset */
+} kept_t;
+
+/* Batch number `i`, ending at `batch_end` with last offset `batch_last` and max timestamp `max_ts`, is kept: the
+ * same update in the fast loop and the general step of scan_segment. */
+static inline void keep_batch(kept_t *k, int64_t i, int64_t batch_end, int64_t batch_last, int64_t max_ts,
+                              int is_v2) {
+    k->n = i + 1;
+    k->valid_bytes = batch_end;
+    k->prev_last = k->last_offset;
+    k->last_offset = batch_last;
+    if (max_ts > k->running_max) {
+        k->running_max = max_ts;
+        k->max_offset = batch_last;
+    }
+    if (max_ts > k->raw_max)
+        k->raw_max = max_ts;
+    if (is_v2)
+        k->v2_next = wrap_add(batch_last, 1);
+    if (batch_last > k->top_last)
+        k->top_last = batch_last;
+}
+
 typedef struct {
     int set;
     int code;
@@ -706,9 +737,16 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
 
     /* the walk */
     int stop = STOP_END, failed = 0, frozen = 0, plan_active = 1;
-    int64_t pos = 0, walked = 0, n = 0, valid_bytes = 0, plan_end = 0;
-    int64_t running_max = -1, max_offset = base_offset, raw_max = INT64_MIN, v2_next = INT64_MIN;
-    int64_t last_offset = INT64_MIN, prev_last = INT64_MIN, top_last = INT64_MIN, last_indexed = 0;
+    int64_t pos = 0, walked = 0, plan_end = 0, last_indexed = 0;
+    kept_t k = {.n = 0,
+                .valid_bytes = 0,
+                .last_offset = INT64_MIN,
+                .prev_last = INT64_MIN,
+                .running_max = -1,
+                .max_offset = base_offset,
+                .raw_max = INT64_MIN,
+                .v2_next = INT64_MIN,
+                .top_last = INT64_MIN};
     int64_t last_row[ROW_WORDS], stop_row[ROW_WORDS];
     int have_last_row = 0, have_stop_row = 0;
     Py_ssize_t next_offset_probe = 0, next_time_probe = 0;
@@ -749,27 +787,15 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                     break;
                 if (next_offset_probe < n_offset_probes && offset_probes[next_offset_probe] < fend)
                     break;
-                if (next_time_probe < n_time_probes && time_probes[next_time_probe] <= (flast > top_last ? flast : top_last))
+                if (next_time_probe < n_time_probes && time_probes[next_time_probe] <= (flast > k.top_last ? flast : k.top_last))
                     break;
                 if (crc32c_fast(0, fh + CRC_START, (size_t)(fend - pos - CRC_START)) != be32(fh + 17))
                     break;
                 /* accepted and kept: batch number `fi` */
                 const int64_t fi = walked++;
-                n = fi + 1;
-                valid_bytes = fend;
-                prev_last = last_offset;
-                last_offset = flast;
-                if (fmax_ts > running_max) {
-                    running_max = fmax_ts;
-                    max_offset = flast;
-                }
-                if (fmax_ts > raw_max)
-                    raw_max = fmax_ts;
-                v2_next = wrap_add(flast, 1);
-                if (flast > top_last)
-                    top_last = flast;
+                keep_batch(&k, fi, fend, flast, fmax_ts, 1);
                 if (pos - last_indexed > interval) {
-                    int64_t row[ROW_WORDS] = {fi, pos, fbase, flast, running_max, max_offset, v2_next};
+                    int64_t row[ROW_WORDS] = {fi, pos, fbase, flast, k.running_max, k.max_offset, k.v2_next};
                     last_indexed = pos;
                     if (append_row(&entries, row) < 0) {
                         rd.nomem = 1;
@@ -789,7 +815,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                 pos = fend;
             }
             if (fast_pos >= 0) {
-                int64_t row[ROW_WORDS] = {n - 1, fast_pos, fast_base, last_offset, running_max, max_offset, v2_next};
+                int64_t row[ROW_WORDS] = {k.n - 1,       fast_pos,     fast_base, k.last_offset,
+                                          k.running_max, k.max_offset, k.v2_next};
                 memcpy(last_row, row, sizeof row);
                 have_last_row = 1;
             }
@@ -929,35 +956,22 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
             }
         }
         /* batch i is kept: n = i + 1 */
-        n = i + 1;
-        valid_bytes = batch_end;
-        prev_last = last_offset;
-        last_offset = batch_last;
-        if (max_ts > running_max) {
-            running_max = max_ts;
-            max_offset = batch_last;
-        }
-        if (max_ts > raw_max)
-            raw_max = max_ts;
-        if (is_v2)
-            v2_next = wrap_add(batch_last, 1);
-        /* lookups */
+        keep_batch(&k, i, batch_end, batch_last, max_ts, is_v2);
+        /* lookups (the offset probes read prev_last, not top_last, which keep_batch has already raised) */
         while (next_offset_probe < n_offset_probes && offset_probes[next_offset_probe] < batch_end) {
             if (offset_probes[next_offset_probe] >= batch_pos) {
                 int64_t *a = offset_answers + 3 * next_offset_probe;
                 a[0] = batch_pos;
                 a[1] = batch_base;
-                a[2] = prev_last;
+                a[2] = k.prev_last;
             }
             next_offset_probe++;
         }
-        if (batch_last > top_last)
-            top_last = batch_last;
-        while (next_time_probe < n_time_probes && time_probes[next_time_probe] <= top_last)
-            time_answers[next_time_probe++] = raw_max;
+        while (next_time_probe < n_time_probes && time_probes[next_time_probe] <= k.top_last)
+            time_answers[next_time_probe++] = k.raw_max;
         /* the plan: rows, and the events of batches i < min(plan_end + 1, n) */
         if (plan_active) {
-            int64_t row[ROW_WORDS] = {i, batch_pos, batch_base, batch_last, running_max, max_offset, v2_next};
+            int64_t row[ROW_WORDS] = {i, batch_pos, batch_base, batch_last, k.running_max, k.max_offset, k.v2_next};
             int64_t relative = wrap_sub(batch_last, base_offset);
             if (relative < 0 || relative > INT32_MAX || unknown) {
                 plan_active = 0;
@@ -1014,7 +1028,7 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         goto done;
     }
     if (plan_active)
-        plan_end = n;
+        plan_end = k.n;
     /* Copy the results out one at a time, each C buffer freed as soon as its copy exists, and the walk's own
      * buffers first: the peak is then about the largest result twice, not every result twice. */
     reader_free(&rd);
@@ -1047,14 +1061,14 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         goto done;
     }
     result = Py_BuildValue(
-        "{s:L,s:L,s:L,s:i,s:N,s:N,s:L,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "batch_count", (long long)n,
-        "valid_bytes", (long long)valid_bytes, "walked", (long long)walked, "stop", stop, "problem",
+        "{s:L,s:L,s:L,s:i,s:N,s:N,s:L,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "batch_count", (long long)k.n,
+        "valid_bytes", (long long)k.valid_bytes, "walked", (long long)walked, "stop", stop, "problem",
         problem_tuple(&problem), "fatal", problem_tuple(&fatal), "plan_end", (long long)plan_end, "entries",
         out_entries, "last_row", have_last_row ? row_tuple(last_row) : Py_NewRef(Py_None), "stop_row",
         have_stop_row ? row_tuple(stop_row) : Py_NewRef(Py_None), "events", out_events, "offset_answers",
         out_offsets, "time_answers", out_times, "last_offset",
-        n ? PyLong_FromLongLong(last_offset) : Py_NewRef(Py_None), "raw_max",
-        n ? PyLong_FromLongLong(raw_max) : Py_NewRef(Py_None));
+        k.n ? PyLong_FromLongLong(k.last_offset) : Py_NewRef(Py_None), "raw_max",
+        k.n ? PyLong_FromLongLong(k.raw_max) : Py_NewRef(Py_None));
 
 done:
     PyBuffer_Release(&offset_view);

@@ -34,7 +34,7 @@ from typing import ClassVar, Generic, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from .errors import IndexOffsetOverflowError
+from .errors import ClosedIndexError, IndexArgumentError, IndexInUseError, IndexOffsetOverflowError
 from .index_file import IndexFile, read_snapshot
 
 #: Kafka's default ``segment.index.bytes``.
@@ -59,12 +59,12 @@ def round_down_to_multiple(number: int, factor: int) -> int:
 
 
 def as_int64_array(values: npt.ArrayLike, path: str, what: str) -> npt.NDArray[np.int64]:
-    """``values`` as a 1-D int64 array; ValueError naming the file for non-integers or values beyond int64."""
+    """``values`` as a 1-D int64 array; :class:`IndexArgumentError` naming the file for non-integers or values beyond int64."""
     array = np.asarray(values)
     if array.size and array.dtype.kind not in "iu":
-        raise ValueError(f"{path}: {what} must be integers, got {array.dtype}")
+        raise IndexArgumentError(f"{path}: {what} must be integers, got {array.dtype}")
     if array.dtype.kind == "u" and array.size and int(array.max()) > 2**63 - 1:
-        raise ValueError(f"{path}: {what} exceed the int64 range")
+        raise IndexArgumentError(f"{path}: {what} exceed the int64 range")
     return array.astype(np.int64, copy=False).reshape(-1)
 
 
@@ -104,6 +104,10 @@ class AbstractIndex(IndexFile, Generic[E]):
     _VALUE_STRUCT: ClassVar[struct.Struct]
     _VALUE_FIELD_OFFSET: ClassVar[int]
     _VALUE_IS_RELATIVE: ClassVar[bool]
+    #: ``append_many``'s two columns, in the one-entry append's argument order (named in its messages)
+    _COLUMNS: ClassVar[tuple[str, str]]
+    #: the last entry (Kafka's ``lastEntry``): the last live slot's, or an empty index's (:meth:`_empty_entry`)
+    _last_entry: E
 
     def __init__(
         self,
@@ -131,10 +135,10 @@ class AbstractIndex(IndexFile, Generic[E]):
         es = self.ENTRY_SIZE
         newly_created = False
         if self._max_index_size > INT32_MAX:
-            raise ValueError(f"{self._path}: max index size {self._max_index_size} exceeds 2^31-1 bytes")
+            raise IndexArgumentError(f"{self._path}: max index size {self._max_index_size} exceeds 2^31-1 bytes")
         if self._writable:
             if not os.path.exists(self._path) and self._max_index_size < es:
-                raise ValueError(
+                raise IndexArgumentError(
                     f"{self._path}: invalid max index size {self._max_index_size}: below one {es}-byte entry"
                 )
             try:
@@ -181,15 +185,20 @@ class AbstractIndex(IndexFile, Generic[E]):
             with contextlib.suppress(BufferError):
                 mm.close()
 
+    def _empty_entry(self) -> E:
+        """The last entry of an empty index (Kafka's ``lastEntry`` with no entries)."""
+        raise NotImplementedError
+
     def _load_last_entry(self) -> None:
-        """Re-read the cached last entry (subclasses keep what their append rule needs)."""
+        """Re-read the cached last entry: the last live slot's, or an empty index's."""
+        self._last_entry = self._parse_entry(self._entries - 1) if self._entries else self._empty_entry()
 
     def _mapping(self) -> mmap.mmap | memoryview:
         """The mapping, to read or write a slot below ``max_entries``: an open index with a slot is always
         mapped (``_map`` maps any non-empty file), so only a closed index has none here."""
         mm = self._mm
         if mm is None:
-            raise ValueError(f"{self._path}: index is closed")
+            raise ClosedIndexError(f"{self._path}: index is closed")
         return mm
 
     # ------------------------------------------------------------------------------------ properties
@@ -220,6 +229,12 @@ class AbstractIndex(IndexFile, Generic[E]):
         return self._entries >= self._max_entries
 
     @property
+    def last_entry(self) -> E:
+        """The last entry, or an empty index's: ``(base_offset, 0)`` for an offset index, ``(-1, base_offset)``
+        for a time index (Kafka's ``lastEntry``)."""
+        return self._last_entry
+
+    @property
     def closed(self) -> bool:
         return self._fd < 0
 
@@ -246,10 +261,12 @@ class AbstractIndex(IndexFile, Generic[E]):
         raise NotImplementedError
 
     def entry(self, n: int) -> E:
-        """The ``n``-th live entry (0-based); ``ValueError`` outside ``0 <= n < entries``."""
+        """The ``n``-th live entry (0-based); :class:`IndexArgumentError` outside ``0 <= n < entries``."""
         self._check_open()
         if n < 0 or n >= self._entries:
-            raise ValueError(f"{self._path}: attempt to fetch entry {n} of an index with {self._entries} entries")
+            raise IndexArgumentError(
+                f"{self._path}: attempt to fetch entry {n} of an index with {self._entries} entries"
+            )
         return self._parse_entry(n)
 
     def __iter__(self) -> Iterator[E]:
@@ -359,6 +376,39 @@ class AbstractIndex(IndexFile, Generic[E]):
         del view  # release the export so the mapping can be resized or closed
         self._entries += count
 
+    def _entries_written(
+        self, first: npt.NDArray[np.int64], second: npt.NDArray[np.int64], relative: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_] | None:
+        """For :meth:`_append_many`: raise the error that appending the block entry by entry would raise first,
+        else say which entries those appends would write (None: all). ``relative``: the block's offsets minus
+        the base offset."""
+        raise NotImplementedError
+
+    def _append_many(self, first: npt.ArrayLike, second: npt.ArrayLike) -> int:
+        """``append_many`` of both indexes: a block of entries given as two columns in the one-entry append's
+        argument order, checked by :meth:`_entries_written`, then stored with one vectorised store per column.
+        All or nothing; returns the number of entries written."""
+        self._check_writable()
+        first_name, second_name = self._COLUMNS
+        a = as_int64_array(first, self._path, first_name)
+        b = as_int64_array(second, self._path, second_name)
+        if a.shape != b.shape:
+            raise IndexArgumentError(f"{self._path}: append_many got {len(a)} {first_name} and {len(b)} {second_name}")
+        if len(a) == 0:
+            return 0
+        relative = (a if self._OFFSET_IS_KEY else b) - self._base_offset
+        written = self._entries_written(a, b, relative)
+        if written is not None:
+            a, b, relative = a[written], b[written], relative[written]
+            if len(a) == 0:
+                return 0
+        if self._OFFSET_IS_KEY:
+            self._store_columns(relative, b)
+        else:
+            self._store_columns(a, relative)
+        self._load_last_entry()
+        return len(a)
+
     def resize(self, new_size: int) -> bool:
         """Set the file length to ``new_size`` rounded down to whole entries and remap.
 
@@ -370,12 +420,14 @@ class AbstractIndex(IndexFile, Generic[E]):
         if self._length == rounded:
             return False
         if rounded < self._entries * self.ENTRY_SIZE:
-            raise ValueError(f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries")
+            raise IndexArgumentError(
+                f"{self._path}: cannot resize to {rounded} bytes, below its {self._entries} live entries"
+            )
         if rounded < self._view_extent and isinstance(self._mm, mmap.mmap):
             try:
                 self._mm.close()
             except BufferError:
-                raise BufferError(
+                raise IndexInUseError(
                     f"{self._path}: cannot shrink to {rounded} bytes while arrays from to_numpy() still "
                     f"view {self._view_extent} bytes of it; release them first"
                 ) from None

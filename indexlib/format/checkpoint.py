@@ -19,7 +19,7 @@ def parse_offset_checkpoint(text: str, path: str) -> dict[tuple[str, int], int]:
     try:
         version, count = int(lines[0]), int(lines[1])
         if version != 0:
-            raise ValueError(f"version {version}")
+            raise CheckpointError(f"version {version}")
         for line in lines[2 : 2 + count]:
             topic, partition, offset = line.rsplit(" ", 2)
             offsets[(topic, int(partition))] = int(offset)

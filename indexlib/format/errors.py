@@ -34,6 +34,38 @@ class ReadOnlyIndexError(KafkaIndexError, PermissionError):
     """A mutating call on an index opened with ``writable=False``."""
 
 
+class ClosedIndexError(KafkaIndexError, ValueError):
+    """A call on an index file that is closed."""
+
+
+class IndexArgumentError(KafkaIndexError, ValueError):
+    """An index call given what it cannot take: a position outside ``0..2^31-1``, columns of different
+    lengths or not integers, a max index size out of range, an entry number or a size beyond the live
+    entries (Kafka: IllegalArgumentException)."""
+
+
+class IndexInUseError(KafkaIndexError, BufferError):
+    """A resize that would shrink a mapping that arrays from ``to_numpy()`` still view."""
+
+
+class ShortWriteError(KafkaIndexError, OSError):
+    """A write that stored fewer bytes than it was given (the file is put back as it was)."""
+
+
+class NotARegularFileError(KafkaIndexError, ValueError):
+    """A path indexlib reads or writes as a file is a directory, a FIFO, a device or a socket."""
+
+
+class FileNameError(KafkaIndexError, ValueError):
+    """A path whose name is not the Kafka name it must have: ``<topic>-<partition>`` for a partition dir,
+    ``<20-digit base offset>.<suffix>`` for a segment file."""
+
+
+class InvalidRecordError(KafkaIndexError, ValueError):
+    """A record Kafka would refuse to read: a malformed varint, control record or transaction marker
+    (Kafka: InvalidRecordException)."""
+
+
 def describe_error(exc: BaseException) -> str:
     """The reason of an error in a few words: an OSError's strerror ("Permission denied"), else its message."""
     if isinstance(exc, OSError) and exc.strerror:

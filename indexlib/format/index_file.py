@@ -18,7 +18,7 @@ import stat
 from dataclasses import dataclass
 from typing import ClassVar, Self
 
-from .errors import ReadOnlyIndexError
+from .errors import ClosedIndexError, NotARegularFileError, ReadOnlyIndexError
 
 
 class IndexFile:
@@ -31,13 +31,13 @@ class IndexFile:
         self._fd = -1
 
     def _open_regular(self, flags: int) -> int:
-        """Open ``path`` (read-only opens never block on a FIFO); ValueError unless it is a regular file."""
+        """Open ``path`` (read-only opens never block on a FIFO); :class:`NotARegularFileError` unless it is a regular file."""
         if not self._writable:
             flags = os.O_RDONLY | os.O_NONBLOCK
         fd = os.open(self._path, flags | os.O_CLOEXEC, 0o644)
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise ValueError(f"{self._path}: not a regular file")
+                raise NotARegularFileError(f"{self._path}: not a regular file")
         except BaseException:
             os.close(fd)
             raise
@@ -56,7 +56,7 @@ class IndexFile:
 
     def _check_open(self) -> None:
         if not self._is_open():
-            raise ValueError(f"{self._path}: {self.KIND} is closed")
+            raise ClosedIndexError(f"{self._path}: {self.KIND} is closed")
 
     def _require_writable(self) -> None:
         if not self._writable:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 import re
 
+from .errors import FileNameError
+
 LOG_SUFFIX = ".log"
 INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -46,10 +48,10 @@ def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
 
 
 def parse_partition_dir(path: str | os.PathLike[str]) -> tuple[str, int]:
-    """``(topic, partition)`` from a partition dir's path; ValueError naming it if it is not one."""
+    """``(topic, partition)`` from a partition dir's path; :class:`FileNameError` naming it if it is not one."""
     parsed = parse_partition_dir_name(os.path.basename(os.path.normpath(os.fspath(path))))
     if parsed is None:
-        raise ValueError(f"{os.fspath(path)}: not a Kafka partition directory (expected <topic>-<partition>)")
+        raise FileNameError(f"{os.fspath(path)}: not a Kafka partition directory (expected <topic>-<partition>)")
     return parsed
 
 

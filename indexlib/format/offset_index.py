@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import numpy.typing as npt
 
-from .abstract_index import INT32_MAX, AbstractIndex, as_int64_array, first_true
-from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError
+from .abstract_index import INT32_MAX, AbstractIndex, first_true
+from .errors import CorruptIndexError, IndexArgumentError, IndexFullError, InvalidOffsetError
 from .values import OffsetPosition
 
 
@@ -38,11 +38,10 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     _VALUE_FIELD_OFFSET = 4
     _VALUE_IS_RELATIVE = False
 
-    def _load_last_entry(self) -> None:
-        if self._entries == 0:
-            self._last_offset = self._base_offset
-        else:
-            self._last_offset = self._parse_entry(self._entries - 1).offset
+    _COLUMNS = ("offsets", "positions")
+
+    def _empty_entry(self) -> OffsetPosition:
+        return OffsetPosition(self._base_offset, 0)
 
     def _parse_entry(self, slot: int) -> OffsetPosition:
         mm = self._mm  # read inline: this is the per-entry path
@@ -54,7 +53,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
     @property
     def last_offset(self) -> int:
         """Offset of the last entry, or the base offset when empty."""
-        return self._last_offset
+        return self._last_entry.offset
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= ``target_offset``; ``(base_offset, 0)`` when there is none."""
@@ -85,17 +84,18 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         self._check_writable()
         if self._entries >= self._max_entries:
             raise IndexFullError(f"{self._path}: attempt to append to a full index (size = {self._entries})")
-        if self._entries != 0 and offset <= self._last_offset:
+        last_offset = self._last_entry.offset
+        if self._entries != 0 and offset <= last_offset:
             raise InvalidOffsetError(
                 f"{self._path}: attempt to append offset {offset} to position {self._entries}, "
-                f"no larger than the last offset appended ({self._last_offset})"
+                f"no larger than the last offset appended ({last_offset})"
             )
         relative = self._relative_offset(offset)
         if position < 0 or position > INT32_MAX:
-            raise ValueError(f"{self._path}: position {position} is outside 0..2^31-1")
+            raise IndexArgumentError(f"{self._path}: position {position} is outside 0..2^31-1")
         self._write_entry(self._entries, relative, position)
         self._entries += 1
-        self._last_offset = offset
+        self._last_entry = OffsetPosition(offset, position)
 
     def append_many(self, offsets: npt.ArrayLike, positions: npt.ArrayLike) -> None:
         """Append a block of entries, all or nothing.
@@ -103,27 +103,23 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         Equivalent, byte for byte and in the error raised, to calling :meth:`append` for each pair in
         order, except that nothing is written when any pair would fail.
         """
-        self._check_writable()
-        offsets = as_int64_array(offsets, self._path, "offsets")
-        positions = as_int64_array(positions, self._path, "positions")
-        if offsets.shape != positions.shape:
-            raise ValueError(f"{self._path}: append_many got {len(offsets)} offsets and {len(positions)} positions")
+        self._append_many(offsets, positions)
+
+    def _entries_written(
+        self, offsets: npt.NDArray[np.int64], positions: npt.NDArray[np.int64], relative: npt.NDArray[np.int64]
+    ) -> None:
+        """Raise the error :meth:`append` would raise first for this block; every entry is written otherwise."""
         n = len(offsets)
-        if n == 0:
-            return
-        relative = offsets - self._base_offset
+        last_offset = self._last_entry.offset
         if (
             self._entries + n <= self._max_entries
-            and (self._entries == 0 or offsets[0] > self._last_offset)
+            and (self._entries == 0 or offsets[0] > last_offset)
             and relative[0] >= 0
             and relative[-1] <= INT32_MAX
             and bool(np.all(offsets[1:] > offsets[:-1]))
             and bool(np.all((positions >= 0) & (positions <= INT32_MAX)))
         ):
-            # Fast path, the usual case: every check passes.
-            self._store_columns(relative, positions)
-            self._last_offset = int(offsets[-1])
-            return
+            return  # fast path, the usual case: every check passes
         # First failing element of each kind; an element fails on the first check in append's order.
         first_full = max(0, self._max_entries - self._entries) if self._entries + n > self._max_entries else n
         previous = np.empty(n, dtype=np.int64)
@@ -132,7 +128,7 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
         if self._entries == 0:
             not_increasing[0] = False
         else:
-            not_increasing[0] = offsets[0] <= self._last_offset
+            not_increasing[0] = offsets[0] <= last_offset
         bad_range = (relative < 0) | (relative > INT32_MAX) | (positions < 0) | (positions > INT32_MAX)
         first_order = first_true(not_increasing, n)
         first_range = first_true(bad_range, n)
@@ -145,26 +141,25 @@ class OffsetIndex(AbstractIndex[OffsetPosition]):
                 )
             offset = int(offsets[first_error])
             if first_error == first_order:
-                last = self._last_offset if first_error == 0 else int(offsets[first_error - 1])
+                last = last_offset if first_error == 0 else int(offsets[first_error - 1])
                 raise InvalidOffsetError(
                     f"{self._path}: attempt to append offset {offset} (element {first_error}) after "
                     f"offset {last}; offsets must strictly increase"
                 )
             if not 0 <= offset - self._base_offset <= INT32_MAX:
                 self._relative_offset(offset)  # raises IndexOffsetOverflowError naming the offset
-            raise ValueError(
+            raise IndexArgumentError(
                 f"{self._path}: position {int(positions[first_error])} (element {first_error}) is outside 0..2^31-1"
             )
-        self._store_columns(relative, positions)
-        self._last_offset = int(offsets[-1])
 
     def sanity_check(self) -> None:
         """Kafka's rule: last offset >= base offset (when non-empty) and length a multiple of 8."""
         self._check_open()
-        if self._entries != 0 and self._last_offset < self._base_offset:
+        last_offset = self._last_entry.offset
+        if self._entries != 0 and last_offset < self._base_offset:
             raise CorruptIndexError(
                 f"{self._path}: corrupt offset index: has {self._entries} entries but the last offset "
-                f"{self._last_offset} is below the base offset {self._base_offset}"
+                f"{last_offset} is below the base offset {self._base_offset}"
             )
         if self._length % self.ENTRY_SIZE != 0:
             raise CorruptIndexError(

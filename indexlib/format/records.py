@@ -35,6 +35,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .errors import InvalidRecordError, NotARegularFileError
+
 if TYPE_CHECKING:
     from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
 
@@ -217,7 +219,7 @@ def problem_from_code(
         kind = "unknown_control_type"
         detail = f"control type {a} in a batch with a producer id: Kafka's recovery fails on it"
     else:
-        raise ValueError(f"unknown scan problem code {code}")
+        raise AssertionError(f"unknown scan problem code {code}")
     return ScanProblem(kind, position, batch_index, detail, base_offset)
 
 
@@ -232,12 +234,12 @@ _LEGACY_CRC = struct.Struct(">I")
 
 
 def open_segment(path: str | os.PathLike[str]) -> int:
-    """Open a ``.log`` read-only (never blocking on a FIFO); a file descriptor. ``ValueError`` if it is
+    """Open a ``.log`` read-only (never blocking on a FIFO); a file descriptor. :class:`NotARegularFileError` if it is
     not a regular file."""
     fd = os.open(os.fspath(path), os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise ValueError(f"{os.fspath(path)}: not a regular file")
+        raise NotARegularFileError(f"{os.fspath(path)}: not a regular file")
     return fd
 
 
@@ -487,18 +489,18 @@ def _gather(
 
 
 def _read_zigzag(view: memoryview | bytes, pos: int, limit: int, max_bytes: int) -> tuple[int, int]:
-    """Zig-zag varint of at most ``max_bytes`` bytes at ``pos``; ValueError when malformed or past ``limit``."""
+    """Zig-zag varint of at most ``max_bytes`` bytes at ``pos``; :class:`InvalidRecordError` when malformed or past ``limit``."""
     result = shift = 0
     for _ in range(max_bytes):
         if pos >= limit:
-            raise ValueError("varint runs past the end of the record")
+            raise InvalidRecordError("varint runs past the end of the record")
         b = view[pos]
         pos += 1
         result |= (b & 0x7F) << shift
         if not b & 0x80:
             return (result >> 1) ^ -(result & 1), pos
         shift += 7
-    raise ValueError(f"varint longer than {max_bytes} bytes")
+    raise InvalidRecordError(f"varint longer than {max_bytes} bytes")
 
 
 def _read_varint(view: memoryview | bytes, pos: int, limit: int) -> tuple[int, int]:
@@ -513,16 +515,16 @@ def _length_prefixed(view: memoryview | bytes, p: int, end: int, what: str) -> t
     """A control record's varint-length-prefixed key or value: (start, length, position after it)."""
     length, p = _read_varint(view, p, end)
     if length < 0:
-        raise ValueError(f"control record has no {what}")
+        raise InvalidRecordError(f"control record has no {what}")
     if p + length > end:
-        raise ValueError(f"control record {what} runs past the record")
+        raise InvalidRecordError(f"control record {what} runs past the record")
     return p, length, p + length
 
 
 def parse_marker(view: memoryview | bytes, pos: int, size: int, records_count: int) -> tuple[int, int]:
     """Parse the first record of an uncompressed control batch at ``pos`` as a transaction marker.
 
-    Returns ``(control_type, coordinator_epoch)``. Raises ``ValueError`` with Kafka's reason when the
+    Returns ``(control_type, coordinator_epoch)``. Raises :class:`InvalidRecordError` with Kafka's reason when the
     record or the marker is malformed (Kafka: ``InvalidRecordException``). The control type is returned
     as found; callers decide what a type other than ABORT/COMMIT means.
     """
@@ -531,7 +533,7 @@ def parse_marker(view: memoryview | bytes, pos: int, size: int, records_count: i
     body_len, p = _read_varint(view, p, end)
     record_start = p
     if body_len < 0 or record_start + body_len > end:
-        raise ValueError(f"invalid record size {body_len}")
+        raise InvalidRecordError(f"invalid record size {body_len}")
     record_end = record_start + body_len
     p += 1  # attributes
     _, p = _read_varlong(view, p, record_end)  # timestamp delta
@@ -540,32 +542,32 @@ def parse_marker(view: memoryview | bytes, pos: int, size: int, records_count: i
     value, value_len, p = _length_prefixed(view, p, record_end, "value")
     header_count, p = _read_varint(view, p, record_end)
     if header_count < 0:
-        raise ValueError(f"invalid header count {header_count}")
+        raise InvalidRecordError(f"invalid header count {header_count}")
     for _ in range(header_count):
         hk, p = _read_varint(view, p, record_end)
         if hk < 0 or p + hk > record_end:
-            raise ValueError("invalid header key")
+            raise InvalidRecordError("invalid header key")
         p += hk
         hv, p = _read_varint(view, p, record_end)
         if p + max(hv, 0) > record_end:
-            raise ValueError("invalid header value")
+            raise InvalidRecordError("invalid header value")
         p += max(hv, 0)
     if p != record_end:
-        raise ValueError(f"record body of {body_len} bytes has {record_end - p} bytes left over")
+        raise InvalidRecordError(f"record body of {body_len} bytes has {record_end - p} bytes left over")
     if records_count == 1 and record_end != end:
-        raise ValueError("incorrect declared batch size, records still remaining in the batch")
+        raise InvalidRecordError("incorrect declared batch size, records still remaining in the batch")
     if key_len < 4:
-        raise ValueError(f"control record key of {key_len} bytes is shorter than 4")
+        raise InvalidRecordError(f"control record key of {key_len} bytes is shorter than 4")
     key_version, control_type = struct.unpack_from(">hh", view, key)
     if key_version < 0:
-        raise ValueError(f"invalid control record key version {key_version}")
+        raise InvalidRecordError(f"invalid control record key version {key_version}")
     if control_type not in (MARKER_ABORT, MARKER_COMMIT):
         return control_type, -1
     if value_len < 6:
-        raise ValueError(f"end transaction marker value of {value_len} bytes is shorter than 6")
+        raise InvalidRecordError(f"end transaction marker value of {value_len} bytes is shorter than 6")
     value_version, coordinator_epoch = struct.unpack_from(">hi", view, value)
     if value_version < 0:
-        raise ValueError(f"invalid end transaction marker version {value_version}")
+        raise InvalidRecordError(f"invalid end transaction marker version {value_version}")
     return control_type, coordinator_epoch
 
 

@@ -7,8 +7,13 @@ import struct
 import numpy as np
 import numpy.typing as npt
 
-from .abstract_index import INT32_MAX, AbstractIndex, as_int64_array, first_true
-from .errors import CorruptIndexError, IndexFullError, InvalidOffsetError, InvalidTimestampError
+from .abstract_index import INT32_MAX, AbstractIndex, first_true
+from .errors import (
+    CorruptIndexError,
+    IndexFullError,
+    InvalidOffsetError,
+    InvalidTimestampError,
+)
 from .values import TimestampOffset
 
 #: Kafka's ``RecordBatch.NO_TIMESTAMP``.
@@ -44,11 +49,10 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     _VALUE_FIELD_OFFSET = 8
     _VALUE_IS_RELATIVE = True
 
-    def _load_last_entry(self) -> None:
-        if self._entries == 0:
-            self._last_entry = TimestampOffset(NO_TIMESTAMP, self._base_offset)
-        else:
-            self._last_entry = self._parse_entry(self._entries - 1)
+    _COLUMNS = ("timestamps", "offsets")
+
+    def _empty_entry(self) -> TimestampOffset:
+        return TimestampOffset(NO_TIMESTAMP, self._base_offset)
 
     def _parse_entry(self, slot: int) -> TimestampOffset:
         mm = self._mm  # read inline: this is the per-entry path
@@ -61,11 +65,6 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
     def is_full(self) -> bool:
         """Full at ``max_entries - 1``: the last slot is kept for the forced entry at roll/close."""
         return self._entries >= self._max_entries - 1
-
-    @property
-    def last_entry(self) -> TimestampOffset:
-        """The last entry, or ``(-1, base_offset)`` when empty."""
-        return self._last_entry
 
     def lookup(self, target_timestamp: int) -> TimestampOffset:
         """Largest entry with timestamp <= ``target_timestamp``; ``(-1, base_offset)`` when none."""
@@ -116,16 +115,15 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
         raised equal the one-by-one calls, except that nothing is written when any pair would fail.
         Returns the number of entries written.
         """
-        self._check_writable()
-        t = as_int64_array(timestamps, self._path, "timestamps")
-        o = as_int64_array(offsets, self._path, "offsets")
-        if t.shape != o.shape:
-            raise ValueError(f"{self._path}: append_many got {len(t)} timestamps and {len(o)} offsets")
+        return self._append_many(timestamps, offsets)
+
+    def _entries_written(
+        self, t: npt.NDArray[np.int64], o: npt.NDArray[np.int64], relative: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.bool_] | None:
+        """Raise the error :meth:`maybe_append` would raise first for this block; else which pairs it writes
+        (a timestamp above every one before it)."""
         n = len(t)
-        if n == 0:
-            return 0
         last_timestamp, last_offset = self._last_entry
-        relative = o - self._base_offset
         if (
             self._entries + n < self._max_entries
             and t[0] > last_timestamp
@@ -135,10 +133,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
             and bool(np.all(o[1:] >= o[:-1]))
             and relative[-1] <= INT32_MAX
         ):
-            # Fast path, the usual case: every timestamp is new and every check passes.
-            self._store_columns(t, relative)
-            self._last_entry = TimestampOffset(int(t[-1]), int(o[-1]))
-            return n
+            return None  # fast path, the usual case: every timestamp is new and every check passes
         # Running max of the timestamps before each element = the last written timestamp then,
         # provided nothing failed earlier (only the first failure matters).
         slots = np.arange(n)
@@ -171,13 +166,7 @@ class TimeIndex(AbstractIndex[TimestampOffset]):
                     f"{int(running_max[i])}"
                 )
             self._relative_offset(int(o[i]))  # raises IndexOffsetOverflowError naming the offset
-        count = int(written.sum())
-        if count:
-            if count < n:
-                t, o, relative = t[written], o[written], relative[written]
-            self._store_columns(t, relative)
-            self._last_entry = TimestampOffset(int(t[-1]), int(o[-1]))
-        return count
+        return None if bool(written.all()) else written
 
     def sanity_check(self) -> None:
         """Kafka's rule: last timestamp >= first, last offset >= base, length a multiple of 12."""

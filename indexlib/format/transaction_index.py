@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 import numpy.typing as npt
 
-from .errors import CorruptIndexError, InvalidOffsetError
+from .errors import CorruptIndexError, InvalidOffsetError, ShortWriteError
 from .index_file import IndexFile
 from .values import AbortedTxn
 
@@ -184,7 +184,7 @@ class TransactionIndex(IndexFile):
         written = os.pwrite(self._fd, record, length)
         if written != len(record):
             os.ftruncate(self._fd, length)
-            raise OSError(f"{self._path}: short write ({written} of {len(record)} bytes)")
+            raise ShortWriteError(f"{self._path}: short write ({written} of {len(record)} bytes)")
         self._last_offset = txn.last_offset
 
     def truncate_to(self, offset: int) -> None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ..format.errors import KafkaIndexError
 from ..format.layout import (
     INDEX_SUFFIXES,
     LOG_SUFFIX,
@@ -51,6 +52,10 @@ from ..format.values import AbortedTxn
 from .entry_plan import PlanSummary, SegmentPlan
 from .findings import Finding
 from .log_scan import EVENT_ABORT, ExistingIndex, LogSummary
+
+
+class VerifyInputError(KafkaIndexError, ValueError):
+    """A check called without what it checks (the existing index files, read before the scan)."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +147,7 @@ def check_segment_files(
     if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
         return findings, {".index": None, ".timeindex": None}
     if existing is None:
-        raise ValueError(f"{log_path}: verify needs the existing index files read before the scan")
+        raise VerifyInputError(f"{log_path}: verify needs the existing index files read before the scan")
     rebuildable = plan.fatal is None
     identical: dict[str, bool | None] = {}
     for suffix, cls, check, expected_bytes in (

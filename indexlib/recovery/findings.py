@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..format.errors import KafkaIndexError
 from ..format.layout import INDEX_SUFFIXES, segment_file
 
 ERROR = "error"
@@ -23,6 +24,10 @@ REBUILD_FILE = "rebuild the file"
 CUT_TAIL = "cut the .log tail when asked"
 REFUSE_SEGMENT = "refuse the segment"
 NOTHING = "nothing"
+
+
+class FindingKindError(KafkaIndexError, ValueError):
+    """A finding of a kind the registry does not hold, or with another severity than its kind's."""
 
 
 @dataclass(frozen=True)
@@ -183,7 +188,7 @@ def kind(name: str) -> FindingKind:
 class Finding:
     """One problem (or, with severity ``"info"``, one notable fact) about one file.
 
-    ``kind`` is a registered kind (ValueError otherwise) and sets ``severity``. ``entry`` is the entry
+    ``kind`` is a registered kind (:class:`FindingKindError` otherwise) and sets ``severity``. ``entry`` is the entry
     number in an index file or the batch number in a ``.log``; ``position`` the byte position in the
     file; ``count`` how many entries share this kind (the first one is described).
     """
@@ -201,9 +206,11 @@ class Finding:
     def __post_init__(self) -> None:
         registered = KINDS.get(self.kind)
         if registered is None:
-            raise ValueError(f"finding kind {self.kind!r} is not registered in indexlib.recovery.findings")
+            raise FindingKindError(f"finding kind {self.kind!r} is not registered in indexlib.recovery.findings")
         if self.severity and self.severity != registered.severity:
-            raise ValueError(f"finding kind {self.kind!r} has severity {registered.severity}, not {self.severity}")
+            raise FindingKindError(
+                f"finding kind {self.kind!r} has severity {registered.severity}, not {self.severity}"
+            )
         object.__setattr__(self, "severity", registered.severity)
 
     def to_dict(self) -> dict[str, Any]:

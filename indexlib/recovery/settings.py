@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..format.abstract_index import DEFAULT_MAX_INDEX_SIZE, INT32_MAX
+from ..format.errors import KafkaIndexError
 
 DEFAULT_INDEX_INTERVAL_BYTES = 4096
 DEFAULT_SEGMENT_INDEX_BYTES = DEFAULT_MAX_INDEX_SIZE  # Kafka's segment.index.bytes default, 10 MiB
@@ -22,7 +23,7 @@ INDEX_SETTINGS = {
 }
 
 
-class SettingError(ValueError):
+class SettingError(KafkaIndexError, ValueError):
     """A setting Kafka would refuse; the message names where it came from."""
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..format.abstract_index import INT32_MAX
+from ..format.errors import KafkaIndexError
 from ..format.layout import (
     LOG_SUFFIX,
     is_kafka_transient,
@@ -23,8 +24,13 @@ from ..format.layout import (
 )
 
 
-class LogDirError(ValueError):
-    """A log dir that cannot be used (missing, not a directory, unreadable)."""
+class LogDirError(KafkaIndexError, ValueError):
+    """A log dir or partition dir that cannot be used (missing, not a directory, unreadable, not named
+    ``<topic>-<partition>``)."""
+
+
+class PartitionFilterError(KafkaIndexError, ValueError):
+    """A ``--partitions`` selection that is not partition numbers or ranges like ``3-7``."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +80,7 @@ class PartitionSelection:
 
 
 def parse_partition_filter(text: str | None) -> PartitionSelection | None:
-    """``"0,2,5-7"`` -> the numbers 0, 2 and 5 to 7 (inclusive ranges); ValueError naming the bad part."""
+    """``"0,2,5-7"`` -> the numbers 0, 2 and 5 to 7 (inclusive ranges); :class:`PartitionFilterError` naming the bad part."""
     if text is None:
         return None
     ranges = []
@@ -84,9 +90,9 @@ def parse_partition_filter(text: str | None) -> PartitionSelection | None:
             lo, dash, hi = part.partition("-")
             first, last = int(lo), int(hi if dash else lo)
             if not 0 <= first <= last <= INT32_MAX or not lo.strip().isdigit():
-                raise ValueError
+                raise PartitionFilterError
         except ValueError:
-            raise ValueError(
+            raise PartitionFilterError(
                 f"--partitions: {part!r} is not a partition number or range like 3-7 (0 to {INT32_MAX})"
             ) from None
         ranges.append((first, last))

@@ -15,7 +15,7 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,6 +24,8 @@ from ..format.offset_index import OffsetIndex
 from ..format.time_index import TimeIndex
 from ..format.transaction_index import TransactionIndex
 from ..format.values import AbortedTxn
+
+IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 
 
 def lock_is_held(path: str, lockers: tuple[Callable[[int, int], Any], ...] = (fcntl.lockf, fcntl.flock)) -> bool:
@@ -109,6 +111,23 @@ def install(staged: str, final: str, sync_dir: bool = True) -> None:
         fsync_path(os.path.dirname(final) or ".")
 
 
+def _stage_index(
+    final: str,
+    index_class: type[IndexT],
+    base_offset: int,
+    segment_index_bytes: int,
+    tag: str | None,
+    write: Callable[[IndexT], object],
+) -> str:
+    """Stage a trimmed ``.index`` or ``.timeindex`` under ``staged_path(final, tag)``, its entries written by
+    ``write`` into the emptied index; returns that path."""
+    with _staging(final, tag) as staged, index_class(staged, base_offset, max_index_size=segment_index_bytes) as index:
+        index.reset()
+        write(index)
+        index.flush()
+    return staged
+
+
 def stage_offset_index(
     final: str,
     base_offset: int,
@@ -118,11 +137,9 @@ def stage_offset_index(
     tag: str | None = None,
 ) -> str:
     """Write a trimmed ``.index`` holding exactly these entries under ``staged_path(final, tag)``; returns that path."""
-    with _staging(final, tag) as staged, OffsetIndex(staged, base_offset, max_index_size=segment_index_bytes) as index:
-        index.reset()
-        index.append_many(offsets, positions)
-        index.flush()
-    return staged
+    return _stage_index(
+        final, OffsetIndex, base_offset, segment_index_bytes, tag, lambda index: index.append_many(offsets, positions)
+    )
 
 
 def stage_time_index(
@@ -134,13 +151,13 @@ def stage_time_index(
     tag: str | None = None,
 ) -> str:
     """Stage a trimmed ``.timeindex``; the last pair is the forced final entry (no full check)."""
-    with _staging(final, tag) as staged, TimeIndex(staged, base_offset, max_index_size=segment_index_bytes) as index:
-        index.reset()
+
+    def write(index: TimeIndex) -> None:
         if len(timestamps):
             index.append_many(timestamps[:-1], offsets[:-1])
             index.maybe_append(int(timestamps[-1]), int(offsets[-1]), skip_full_check=True)
-        index.flush()
-    return staged
+
+    return _stage_index(final, TimeIndex, base_offset, segment_index_bytes, tag, write)
 
 
 def stage_transaction_index(final: str, base_offset: int, aborted: list[AbortedTxn], tag: str | None = None) -> str:

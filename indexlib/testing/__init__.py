@@ -2,6 +2,6 @@
 
 Imports ``format``."""
 
-from .generate import generate_partition
+from .generate import GeneratorArgumentError, generate_partition
 
-__all__ = ["generate_partition"]
+__all__ = ["GeneratorArgumentError", "generate_partition"]

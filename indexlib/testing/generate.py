@@ -24,15 +24,23 @@ from collections.abc import Sequence
 import crc32c
 import numpy as np
 
+from ..format.errors import KafkaIndexError
 from ..format.layout import LOG_SUFFIX, segment_name
 
 __all__ = [
+    "GeneratorArgumentError",
     "encode_batch_v2",
     "encode_control_batch",
     "encode_legacy",
     "generate_partition",
     "write_uniform_segment",
 ]
+
+
+class GeneratorArgumentError(KafkaIndexError, ValueError):
+    """Arguments the generator cannot write a segment from (a codec other than none or gzip, a range or
+    count out of bounds, offset deltas that do not increase)."""
+
 
 #: Size of the v2 batch header (``RECORD_BATCH_OVERHEAD``).
 BATCH_OVERHEAD = 61
@@ -58,7 +66,7 @@ _MAX_TIMESTAMP_AT = 35
 def _varlong(n: int) -> bytes:
     """Zig-zag varint/varlong encoding (Kafka's ``ByteUtils.writeVarint/writeVarlong``)."""
     if not -(2**63) <= n < 2**63:
-        raise ValueError(f"varlong out of range: {n}")
+        raise GeneratorArgumentError(f"varlong out of range: {n}")
     z = ((n << 1) ^ (n >> 63)) & 0xFFFF_FFFF_FFFF_FFFF
     out = bytearray()
     while z >= 0x80:
@@ -104,16 +112,16 @@ def encode_batch_v2(
 
     ``baseTimestamp`` is the first record's timestamp, ``maxTimestamp`` the largest one (both -1 for an
     empty batch). ``offset_deltas`` defaults to ``0..n-1``; gaps are allowed but deltas must increase.
-    ``compression`` is 0 (none) or 1 (gzip); other codecs raise :class:`ValueError`.
+    ``compression`` is 0 (none) or 1 (gzip); other codecs raise :class:`GeneratorArgumentError`.
     """
     if compression not in (_COMPRESSION_NONE, _COMPRESSION_GZIP):
-        raise ValueError(f"unsupported compression codec {compression} (only 0 = none and 1 = gzip)")
+        raise GeneratorArgumentError(f"unsupported compression codec {compression} (only 0 = none and 1 = gzip)")
     n = len(records)
     deltas = list(range(n)) if offset_deltas is None else [int(d) for d in offset_deltas]
     if len(deltas) != n:
-        raise ValueError(f"{len(deltas)} offset deltas for {n} records")
+        raise GeneratorArgumentError(f"{len(deltas)} offset deltas for {n} records")
     if any(d < 0 for d in deltas) or any(b <= a for a, b in itertools.pairwise(deltas)):
-        raise ValueError("offset deltas must be non-negative and strictly increasing")
+        raise GeneratorArgumentError("offset deltas must be non-negative and strictly increasing")
 
     if n:
         base_timestamp = int(records[0][2])
@@ -186,7 +194,7 @@ def encode_legacy(
 ) -> bytes:
     """Encode one uncompressed v0 or v1 log entry (``timestamp`` is ignored for magic 0)."""
     if magic not in (0, 1):
-        raise ValueError(f"legacy magic must be 0 or 1, not {magic}")
+        raise GeneratorArgumentError(f"legacy magic must be 0 or 1, not {magic}")
     record = struct.pack(">bb", magic, 0)
     if magic == 1:
         record += struct.pack(">q", timestamp)
@@ -226,15 +234,15 @@ def generate_partition(
     time. The output depends only on the arguments.
     """
     if segments < 1 or batches_per_segment < 1:
-        raise ValueError("segments and batches_per_segment must be >= 1")
+        raise GeneratorArgumentError("segments and batches_per_segment must be >= 1")
     if not 1 <= records_per_batch[0] <= records_per_batch[1]:
-        raise ValueError(f"bad records_per_batch range {records_per_batch}")
+        raise GeneratorArgumentError(f"bad records_per_batch range {records_per_batch}")
     if not 0 <= value_bytes[0] <= value_bytes[1]:
-        raise ValueError(f"bad value_bytes range {value_bytes}")
+        raise GeneratorArgumentError(f"bad value_bytes range {value_bytes}")
     if compression not in (_COMPRESSION_NONE, _COMPRESSION_GZIP):
-        raise ValueError(f"unsupported compression codec {compression} (only 0 = none and 1 = gzip)")
+        raise GeneratorArgumentError(f"unsupported compression codec {compression} (only 0 = none and 1 = gzip)")
     if transactional_producers < 0 or abort_every < 0:
-        raise ValueError("transactional_producers and abort_every must be >= 0")
+        raise GeneratorArgumentError("transactional_producers and abort_every must be >= 0")
 
     rng = np.random.default_rng(seed)
     directory = pathlib.Path(partition_dir)
@@ -370,9 +378,9 @@ def write_uniform_segment(
     batches, so its size is within one batch of ``total_bytes``.
     """
     if records_per_batch < 1:
-        raise ValueError("records_per_batch must be >= 1")
+        raise GeneratorArgumentError("records_per_batch must be >= 1")
     if total_bytes <= 0:
-        raise ValueError("total_bytes must be > 0")
+        raise GeneratorArgumentError("total_bytes must be > 0")
     rng = np.random.default_rng(seed)
     start_ts = 1_700_000_000_000
     epoch = sequence = 0 if producer_id >= 0 else -1
@@ -392,7 +400,7 @@ def write_uniform_segment(
     while value_len > 0 and len(template_for(value_len, 0)) > batch_bytes:
         value_len -= 1
     if len(template_for(value_len, 0)) > batch_bytes:
-        raise ValueError(f"batch_bytes {batch_bytes} is too small for {records_per_batch} records")
+        raise GeneratorArgumentError(f"batch_bytes {batch_bytes} is too small for {records_per_batch} records")
     extra = batch_bytes - len(template_for(value_len, 0))
     while extra > 0 and len(template_for(value_len, extra)) > batch_bytes:
         extra -= 1  # the last record's length varints may have grown by a byte or two
