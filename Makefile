@@ -53,17 +53,13 @@ test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	# the library again on its pure-Python scan: the reference, and the fallback without a C compiler
 	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider tests/indexlib
 
+# One runner per question (benchmarks/RESULTS.md); the fuzzers in benchmarks/fuzz/ run for minutes, apart.
 bench: $(VENV)/.stamp-test
-	$(PY) benchmarks/bench_indexlib.py
-	$(PY) benchmarks/bench_rebuild.py
-	$(PY) benchmarks/bench_jobs.py
-	$(PY) benchmarks/bench_logdir.py
-	$(PY) benchmarks/bench_kernel.py
-	$(PY) benchmarks/bench_read_alignment.py
-	$(PY) benchmarks/bench_small_segments.py
-	$(PY) benchmarks/fuzz_kernel.py
-	$(PY) benchmarks/fuzz_indexes.py
-	$(PY) benchmarks/bench_cluster.py
+	$(PY) benchmarks/broker.py
+	$(PY) benchmarks/vs_kafka.py
+	$(PY) benchmarks/memory.py
+	$(PY) benchmarks/spark.py
+	$(PY) benchmarks/kernel.py --parts scan,alignment,index
 
 # For clusters: the executors' Python as a packed virtualenv for --archives: the project (with its compiled
 # scan kernel) and what the executors import, numpy and crc32c, and nothing else (no pip, setuptools or the

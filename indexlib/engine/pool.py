@@ -81,7 +81,7 @@ def _die_with_parent() -> None:
 def pool_reads_ahead(workers: int) -> bool:
     """Whether a pool of ``workers`` scanning processes keeps the kernel's read-ahead thread: only while a
     core is left over for it. With every core scanning, the thread only moves each worker's copy onto a core
-    another worker needs (benchmarks/bench_logdir.py: 3-8 % slower)."""
+    another worker needs (benchmarks/broker.py: 3-8 % slower)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return workers < cores
 

@@ -1,57 +1,36 @@
-"""Benchmark of the compiled streaming scan (``indexlib.format._kernel.scan_segment`` behind
-``indexlib.storage.partition_files.summarize_log``) against the pure-Python scan, as users run a rebuild and a verify: whole
-``python -m indexlib`` processes timed from outside (issue 11).
+"""The scan kernel's own speed against the page-cache copy (``dd``): the compiled streaming scan
+(``indexlib.format._kernel.scan_segment`` behind ``indexlib.storage.partition_files.summarize_log``) against the
+pure-Python scan, as users run a rebuild and a verify of one segment (issue 11); and two smaller parts
+(``--parts``): the read buffer's alignment and the index classes' bulk speeds.
 
-Run: ``.venv/bin/python benchmarks/bench_kernel.py [--runs R] [--cases 170,170p,4k,16k] [--scale S] [--json FILE]
-[--profile] [--other-tree DIR]``; quick check: ``--scale 0.05 --runs 2``. About 12 minutes with the defaults.
+``scan`` (default): per case one partition ``bench-0`` holding one segment and no index file (``--cases``:
+``170`` = 1 GiB of 170-byte batches, ``170p`` = the same written by one idempotent producer, ``4k`` = 1 GiB of
+4 KiB batches, ``16k`` = 1 GiB of 16 KiB batches; times ``--scale``). Per run, per case:
 
-Data (``indexlib.testing.generate.write_uniform_segment``, as in ``bench_rebuild.py``), generated once in a
-temporary directory under ``/dev/shm`` when it exists (so always in memory; tmpfs pages are page-cache
-pages): per case one partition directory ``bench-0`` holding one segment ``00000000000000000000.log`` and
-no index file; cases: ``170`` = 1 GiB of 170-byte batches, ``170p`` = the same written by one idempotent
-producer (a producer id in every batch, as most clients write since Kafka 3.0), ``4k`` = 1 GiB of 4 KiB
-batches, ``16k`` = 1 GiB of 16 KiB batches. A tiny partition (one 170-byte batch) gives each mode's baseline memory. Everything is
-deleted at the end.
+* limits: ``dd if=FILE of=/dev/null bs=1M``; a bare CRC-32C pass in 16 KiB chunks (``common.crc_pass``) and, for
+  small batches, in batch-size chunks (the floor of any per-batch Python loop); the kernel's own CRC-32C over the
+  mapped file in one call;
+* ``python -m indexlib rebuild PARTITION_DIR --output-dir OUT --jobs 1`` compiled and pure
+  (``KAFKA_INDEX_PURE_PYTHON=1``), order alternating, wall and user/system CPU, outputs compared byte for byte;
+  the compiled ``verify`` of the healthy partition;
+* where the time goes, in this process: ``summarize_log``, ``plan_segment``, ``publish_segment`` (fsync), the
+  whole command in-process, the kernel alone with its read-ahead thread and without;
+* the start-up as whole processes (best of 3): ``python -c pass``, ``python -c "import numpy"``, ``python -c
+  "import indexlib.cli.main"``, ``python -m indexlib --help``; with the 16k case the line's budget (dd's seconds
+  over the 50 % target, less the in-process command).
 
-Per run, per case, in ONE run so that ratios are same-run (the two modes' order alternates between runs):
+``--other-tree DIR`` adds that checkout's compiled rebuild in the same runs; ``--profile`` a cProfile at the end.
+The peak memory of the same commands: ``memory.py``.
 
-* physical limits: ``dd if=FILE of=/dev/null bs=1M`` (dd's own seconds); a bare CRC-32C pass over the file
-  mapped, in 16 KiB chunks (``bench_rebuild.crc_pass``: crc32c package, mapping and unmapping included);
-  the kernel's own CRC-32C (``indexlib.format._kernel.crc32c``, one stream) over the already mapped file in one
-  call; for small batches also ``crc_pass`` in batch-size chunks, one Python call each (the floor of any
-  per-batch Python loop, i.e. of the pure-Python scan);
-* the rebuild, compiled and pure: ``python -m indexlib rebuild PARTITION_DIR --output-dir OUT --jobs 1``
-  (``time.perf_counter`` around ``subprocess.run``, and the process's user and system CPU time from
-  ``getrusage(RUSAGE_CHILDREN)``; exit code 0 checked), once as is and once with
-  ``KAFKA_INDEX_PURE_PYTHON=1``; both outputs (``.index``, ``.timeindex``) compared byte for byte;
-* the verify, compiled: ``python -m indexlib verify PARTITION_DIR --jobs 1`` of a healthy partition (the
-  compiled rebuild's index files beside a hard link of the segment), exit code 0 (healthy) checked;
-* memory (untimed, separate runs of the same commands): each under ``/usr/bin/time -v`` ("Maximum resident
-  set size" = the process's exact peak RSS, which counts the file pages it maps: the pure scan maps the
-  whole segment, the compiled one reads it through a 1 MiB buffer), while a thread of this process samples
-  the process's ``/proc/<pid>/status`` ``RssAnon`` and ``VmRSS`` every ~0.5 ms; "above the baseline"
-  subtracts the peak ``RssAnon`` of the same command on the tiny partition (interpreter, imports, a
-  one-batch rebuild);
-* where the time goes, in this process (compiled): the streaming summary (``summarize_log``),
-  ``plan_segment``, staging and installing the index files (``partition.publish_segment`` with fsync), the
-  whole command in-process (``indexlib.cli.main.main``), the kernel's walk alone (``scan_segment``) with its
-  read-ahead thread and without it, and the fixed cost of a process (``python -m indexlib --help``).
-* the start-up, as whole processes: ``python -c pass``, ``python -c "import numpy"``, ``python -c "import
-  indexlib.cli.main"`` (every module a rebuild loads), ``python -m indexlib --help``, best of 3 each; with the 16 KiB
-  case, the line's budget: the wall it allows (dd's seconds over the 50 % target) less the in-process command
-  (both medians) leaves what a process start may take.
+``alignment``: a file of ``--mib`` MiB read in 1 MiB ``preadv``s into a buffer 0, 16, 32, 64 or 4000 bytes past a
+page, beside ``dd`` (why the kernel keeps each file byte at the same address offset modulo 64 as its source).
 
-``--other-tree DIR``: another checkout of the project (its extension built in place, e.g. ``python setup.py
-build_ext --inplace`` there) whose compiled rebuild is timed in the same runs as a third mode, its output
-compared with this tree's, for a same-run ratio between two versions.
+``index``: the index classes on ``--entries`` entries (default 1 M): bulk write (``append_many`` + close), bulk
+read (``to_numpy`` + native columns), random and warm-section floor lookups, beside a numpy memcpy (issue 2).
 
-Before anything is timed the project's bytecode is written (``compileall``), as a user's first run writes it,
-so an environment with ``PYTHONDONTWRITEBYTECODE`` does not add a compile of every module to every process.
-
-``--profile``: once at the end, a cProfile of the in-process command on each case (compiled), top entries.
-
-Every figure is the median over ``--runs`` runs; ratios are taken within a run, then the median. GB = 1e9
-bytes, MiB = 2**20 bytes. Prints Markdown.
+Run: ``.venv/bin/python benchmarks/kernel.py [--parts scan,alignment,index] [--runs R] [--cases 170,170p,4k,16k]
+[--scale S] [--mib M] [--entries N] [--json FILE] [--profile] [--other-tree DIR]``; ``--quick``: small sizes, one
+run. About 10 minutes with the defaults.
 """
 
 from __future__ import annotations
@@ -62,25 +41,34 @@ import cProfile
 import filecmp
 import io
 import json
+import mmap
 import os
 import pstats
-import re
 import resource
 import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, REPO)
-sys.path.insert(1, HERE)
-
-from bench_jobs import med, timed  # noqa: E402
-from bench_rebuild import LOG_NAME, compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
-from machine_watch import MachineWatch, best_of  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (  # noqa: E402
+    INDEX_INTERVAL_BYTES,
+    LOG_NAME,
+    REPO,
+    SEGMENT_INDEX_BYTES,
+    BenchError,
+    MachineWatch,
+    best_of,
+    compile_bytecode,
+    crc_pass,
+    dd_seconds,
+    machine_line,
+    med,
+    print_other_tree_table,
+    timed,
+    tree_env,
+)
 
 import indexlib  # noqa: E402
 from indexlib.cli import main as cli  # noqa: E402
@@ -97,10 +85,7 @@ except ImportError:  # pragma: no cover
     kernel = None
 
 CMD = [sys.executable, "-m", "indexlib"]
-TIME = "/usr/bin/time"  # GNU time, for -v
 PURE_ENV = "KAFKA_INDEX_PURE_PYTHON"
-INDEX_INTERVAL_BYTES = 4096  # the CLI's defaults
-SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 MODES = ("compiled", "pure")
 # key, label, segment bytes (times --scale), batch bytes, producer id (-1: none)
 CASES = [
@@ -111,13 +96,8 @@ CASES = [
 ]
 # issue 11's targets
 TARGET_SMALL_BATCHES = 15.0  # M batches/s, 170-byte batches, 1 GiB segment
-TARGET_SMALL_ANON_MIB = 64.0  # peak RssAnon above the interpreter baseline, same case
 TARGET_LARGE_OF_DD = 0.5  # 16 KiB batches: rebuild >= 50 % of a dd bs=1M read
 TARGET_VERIFY_OF_REBUILD = 1.2  # 16 KiB batches: verify <= 1.2x rebuild
-
-
-class BenchError(Exception):
-    pass
 
 
 OTHER_TREE: str | None = None  # --other-tree: the "other" mode runs that checkout's compiled rebuild
@@ -128,12 +108,7 @@ def tree_for(mode: str) -> str:
 
 
 def env_for(mode: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k != PURE_ENV}
-    env["PYTHONPATH"] = tree_for(mode) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["LC_ALL"] = "C"
-    if mode == "pure":
-        env[PURE_ENV] = "1"
-    return env
+    return tree_env(tree_for(mode), **{PURE_ENV: "1" if mode == "pure" else ""})
 
 
 def run_command(args: list[str], mode: str) -> None:
@@ -195,70 +170,6 @@ def start_seconds() -> dict[str, float]:
     return out
 
 
-def dd_seconds(path: str) -> float:
-    proc = subprocess.run(
-        ["dd", f"if={path}", "of=/dev/null", "bs=1M"], env=env_for("compiled"), capture_output=True, text=True
-    )
-    match = re.search(r"copied, ([0-9.e+-]+) s", proc.stderr)
-    if proc.returncode != 0 or not match:
-        raise BenchError(f"dd failed: {proc.stderr}")
-    return float(match.group(1))
-
-
-# ------------------------------------------------------------------------------------------ memory
-def _status(pid: int) -> dict[str, int]:
-    values = {}
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                key, _, value = line.partition(":")
-                if key in ("VmRSS", "RssAnon"):
-                    values[key] = int(value.split()[0]) * 1024
-    except OSError:
-        pass
-    return values
-
-
-def memory_run(args: list[str], mode: str) -> dict:
-    """Run ``python -m indexlib ARGS`` once (untimed) under ``/usr/bin/time -v``: its exact peak RSS
-    (ru_maxrss) and the sampled peaks of its ``RssAnon`` and ``VmRSS``. (GNU time starts the command from its
-    own small process: ru_maxrss of a vfork'ed child of this big process could carry this one's.)"""
-    proc = subprocess.Popen(
-        [TIME, "-v", *CMD, *args], cwd=REPO, env=env_for(mode), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-    )
-    peak = {"RssAnon": 0, "VmRSS": 0, "samples": 0}
-    done = threading.Event()
-
-    def sampler() -> None:
-        child = None
-        while not done.is_set():
-            if child is None:
-                try:
-                    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-                        pids = f.read().split()
-                    child = int(pids[0]) if pids else None
-                except OSError:
-                    pass
-            if child is not None:
-                s = _status(child)
-                for k, v in s.items():
-                    peak[k] = max(peak[k], v)
-                peak["samples"] += 1
-            time.sleep(0.0005)
-
-    thread = threading.Thread(target=sampler, daemon=True)
-    thread.start()
-    _out, err = proc.communicate()
-    done.set()
-    thread.join()
-    stderr = err.decode(errors="replace")
-    match = re.search(r"Maximum resident set size \(kbytes\): (\d+)", stderr)
-    status = re.search(r"Exit status: (\d+)", stderr)
-    if proc.returncode != 0 or not match or not status or status.group(1) != "0":
-        raise BenchError(f"`python -m indexlib {' '.join(args)}` ({mode}) under {TIME} -v failed\n{stderr[-3000:]}")
-    return {"maxrss": int(match.group(1)) * 1024, **peak}
-
-
 # ------------------------------------------------------------------------------- in-process breakdown
 def breakdown(log: str, out_root: str, partition_dir: str) -> dict[str, float]:
     t: dict[str, float] = {}
@@ -312,7 +223,7 @@ def profile(partition_dir: str, out_root: str) -> str:
 
 # ------------------------------------------------------------------------------------------- report
 def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch, where) -> None:
-    gb, mib = 1e9, 2**20
+    gb = 1e9
 
     def lst(values, fmt="{:.2f}") -> str:
         return ", ".join(fmt.format(x) for x in values)
@@ -421,15 +332,6 @@ def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch, w
             f"| {d['label']}: rebuild >= {TARGET_SMALL_BATCHES:.0f} M batches/s | {rate:.2f} M "
             f"batches/s (compiled) | {'yes' if rate >= TARGET_SMALL_BATCHES else '**no**'} |"
         )
-    for key in ("170", "170p", "4k", "16k"):
-        if key not in data:
-            continue
-        for what, mem in (("rebuild", "mem"), ("verify", "mem_verify")):
-            anon = med([r[key][mem]["compiled"]["RssAnon"] - r["base"]["compiled"]["RssAnon"] for r in runs]) / mib
-            print(
-                f"| {data[key]['label']}: {what} peak anonymous memory <= {TARGET_SMALL_ANON_MIB:.0f} MiB above the "
-                f"interpreter baseline | {anon:.0f} MiB (compiled) | {'yes' if anon <= TARGET_SMALL_ANON_MIB else '**no**'} |"
-            )
     if "16k" in data:
         ratio = med([r["16k"]["dd"] / r["16k"]["compiled"] for r in runs])
         nets = [r["16k"]["compiled"] - r["help"] for r in runs]
@@ -444,34 +346,6 @@ def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch, w
             f"| 16 KiB batches: verify <= {TARGET_VERIFY_OF_REBUILD}x rebuild (whole processes, same run) | {vr:.2f}x "
             f"| {'yes' if vr <= TARGET_VERIFY_OF_REBUILD else '**no**'} |"
         )
-    print()
-    print(
-        "Memory of the rebuild process (separate untimed runs under `/usr/bin/time -v`; median [max]; RSS "
-        "counts mapped file pages (the pure scan maps the segment), RssAnon is the process's own memory; baseline = the "
-        "same command on a one-batch partition):"
-    )
-    print()
-    print(
-        "| case | mode | peak RSS (ru_maxrss) | peak VmRSS (sampled) | peak RssAnon (sampled) "
-        "| baseline RssAnon | RssAnon above baseline | per batch |"
-    )
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for key, *_ in CASES:
-        if key not in data:
-            continue
-        n = data[key]["batches"]
-        for mode in MODES:
-            m = [r[key]["mem"][mode] for r in runs]
-            base = [r["base"][mode]["RssAnon"] for r in runs]
-            above = [x["RssAnon"] - b for x, b in zip(m, base, strict=True)]
-
-            def f(values) -> str:
-                return f"{med(values) / mib:.0f} MiB [{max(values) / mib:.0f}]"
-
-            print(
-                f"| {key} | {mode} | {f([x['maxrss'] for x in m])} | {f([x['VmRSS'] for x in m])} "
-                f"| {f([x['RssAnon'] for x in m])} | {f(base)} | {f(above)} | {med(above) / n:.0f} B |"
-            )
     print()
     print(
         "Where the compiled rebuild's time goes (in this process, same runs, medians; the walls above are whole "
@@ -540,29 +414,12 @@ def print_start_budget(runs: list[dict], label: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------- main
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--cases", default="170,170p,4k,16k", help="comma-separated subset of 170, 170p, 4k, 16k")
-    parser.add_argument("--scale", type=float, default=1.0, help="multiply the segment sizes (quick checks)")
-    parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
-    parser.add_argument("--profile", action="store_true", help="a cProfile of the in-process rebuild at the end")
-    parser.add_argument(
-        "--other-tree",
-        metavar="DIR",
-        help="another checkout (its extension built in place): its compiled rebuild is timed in the same runs",
-    )
-    args = parser.parse_args(argv)
+def scan_part(args, cases) -> int:
+    if kernel is None or records.KERNEL is None:
+        print(f"kernel: the compiled kernel is not built, or {PURE_ENV} is set", file=sys.stderr)
+        return 1
     global OTHER_TREE
     OTHER_TREE = os.path.abspath(args.other_tree) if args.other_tree else None
-    wanted = {k.strip() for k in args.cases.split(",") if k.strip()}
-    cases = [c for c in CASES if c[0] in wanted]
-    if not cases:
-        parser.error(f"no known case in {args.cases!r}")
-    if kernel is None or records.KERNEL is None:
-        print(f"bench_kernel: the compiled kernel is not built, or {PURE_ENV} is set", file=sys.stderr)
-        return 1
-
     compile_bytecode()
     if OTHER_TREE:
         compile_bytecode(OTHER_TREE)
@@ -572,9 +429,6 @@ def main(argv: list[str] | None = None) -> int:
         where = check_modes()
         data: dict = {"indexlib": os.path.dirname(indexlib.__file__)}
         dirs = {}
-        tiny = os.path.join(root, "tiny", "bench-0")
-        os.makedirs(tiny)
-        write_uniform_segment(os.path.join(tiny, LOG_NAME), total_bytes=170, batch_bytes=170)
         for key, label, seg_bytes, batch, producer_id in cases:
             seg_bytes = max(1 << 20, int(seg_bytes * args.scale))
             pdir = os.path.join(root, f"case-{key}", "bench-0")
@@ -593,12 +447,8 @@ def main(argv: list[str] | None = None) -> int:
         watch = MachineWatch(sleep_seconds=2.0)
         for run in range(args.runs):
             watch.before_run()
-            r: dict = {"help": timed(lambda: run_command(["--help"], "compiled")), "base": {}}
+            r: dict = {"help": timed(lambda: run_command(["--help"], "compiled"))}
             r["start"] = {**start_seconds(), "numpy": watch.canary[-1]["start"]}
-            for mode in MODES:
-                out = tempfile.mkdtemp(prefix="out-base-", dir=root)
-                r["base"][mode] = memory_run(rebuild_args(tiny, out), mode)
-                shutil.rmtree(out)
             for key, *_ in cases:
                 pdir, log = dirs[key]
                 batch = data[key]["batch"]
@@ -621,14 +471,8 @@ def main(argv: list[str] | None = None) -> int:
                 healthy = os.path.join(outs["compiled"], "bench-0")
                 os.link(log, os.path.join(healthy, LOG_NAME))
                 x["verify"], x["verify_user"], x["verify_sys"] = timed_command(verify_args(healthy), "compiled")
-                x["mem_verify"] = {"compiled": memory_run(verify_args(healthy), "compiled")}
                 for o in outs.values():
                     shutil.rmtree(o)
-                x["mem"] = {}
-                for mode in MODES:
-                    out = tempfile.mkdtemp(prefix=f"out-{key}-mem-", dir=root)
-                    x["mem"][mode] = memory_run(rebuild_args(pdir, out), mode)
-                    shutil.rmtree(out)
                 x["bd"] = breakdown(log, root, pdir)
                 x["kernel_crc"] = x["bd"]["kernel_crc"]
                 r[key] = x
@@ -641,10 +485,166 @@ def main(argv: list[str] | None = None) -> int:
         report(data, runs, args, root, watch, where)
         return 0
     except BenchError as exc:
-        print(f"bench_kernel: FAILED: {exc}", file=sys.stderr)
+        print(f"kernel: FAILED: {exc}", file=sys.stderr)
         return 1
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# -------------------------------------------------------------------------------------- alignment
+ALIGN_OFFSETS = (0, 16, 32, 64, 4000)
+WINDOW = 1 << 20
+
+
+def read_all(fd: int, size: int, view: memoryview) -> float:
+    start = time.perf_counter()
+    pos = 0
+    while pos < size:
+        got = os.preadv(fd, [view], pos)
+        if got <= 0:
+            raise OSError(f"short read at {pos}")
+        pos += got
+    return time.perf_counter() - start
+
+
+def alignment_part(args) -> None:
+    """1 MiB ``preadv``s of a page-cached file into one reused buffer ``offset`` bytes past a page (an anonymous
+    mapping, so page-aligned; malloc returns large blocks 16 bytes past a page), beside ``dd``."""
+    parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    fd_tmp, path = tempfile.mkstemp(prefix="bench-read-alignment-", dir=parent)
+    try:
+        chunk = os.urandom(WINDOW)
+        with os.fdopen(fd_tmp, "wb") as f:
+            for _ in range(args.mib):
+                f.write(chunk)
+        size = os.path.getsize(path)
+        buffer = mmap.mmap(-1, WINDOW + 2 * mmap.PAGESIZE)
+        times: dict[object, list[float]] = {o: [] for o in (*ALIGN_OFFSETS, "dd")}
+        ratios: dict[int, list[float]] = {o: [] for o in ALIGN_OFFSETS}
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for run in range(args.runs):
+                order = ALIGN_OFFSETS if run % 2 == 0 else ALIGN_OFFSETS[::-1]
+                got = {o: read_all(fd, size, memoryview(buffer)[o : o + WINDOW]) for o in order}
+                for o in ALIGN_OFFSETS:
+                    times[o].append(got[o])
+                    ratios[o].append(got[o] / got[0])
+                times["dd"].append(dd_seconds(path))
+        finally:
+            os.close(fd)
+            buffer.close()
+    finally:
+        os.unlink(path)
+    print()
+    print(
+        f"alignment: a file of {size / 2**20:.0f} MiB in {parent or tempfile.gettempdir()}; {args.runs} runs, medians:"
+    )
+    print()
+    print("| read into | median | GB/s | time / offset 0 (runs) |")
+    print("| --- | ---: | ---: | ---: |")
+    for o in ALIGN_OFFSETS:
+        m = med(times[o])
+        print(
+            f"| 1 MiB `preadv`s, buffer {o} bytes past a page | {m:.3f} s | {size / m / 1e9:.2f} "
+            f"| {med(ratios[o]):.2f} ({', '.join(f'{x:.2f}' for x in ratios[o])}) |"
+        )
+    m = med(times["dd"])
+    print(f"| `dd bs=1M` (limit) | {m:.3f} s | {size / m / 1e9:.2f} | - |")
+
+
+# ------------------------------------------------------------------------------------------ index
+def rate(fn, count: int, runs: int) -> float:
+    return med([count / timed(fn) for _ in range(runs)])
+
+
+def index_part(args) -> None:
+    """The index classes: bulk write, bulk read, floor lookups (cold and warm section), beside a numpy memcpy."""
+    import numpy as np
+
+    from indexlib import OffsetIndex, TimeIndex
+
+    n, runs = args.entries, args.runs
+    offsets = 2 * np.arange(n, dtype=np.int64)
+    positions = np.sort(4096 * np.arange(n, dtype=np.int64) % (2**31 - 1))
+    timestamps = 1_700_000_000_000 + 3 * np.arange(n, dtype=np.int64)
+    rng = np.random.default_rng(42)
+    results: list[tuple[str, float, str]] = []
+    with tempfile.TemporaryDirectory() as d:
+        for name, cls, keys, values in (
+            ("offset", OffsetIndex, offsets, positions),
+            ("time", TimeIndex, timestamps, offsets),
+        ):
+            path = os.path.join(d, f"00000000000000000000.{name}")
+
+            def write():
+                if os.path.exists(path):
+                    os.unlink(path)
+                with cls(path, 0, max_index_size=cls.ENTRY_SIZE * (n + 1)) as index:
+                    index.append_many(keys, values)
+
+            def read():
+                with cls(path, 0, writable=False) as index:
+                    view = index.to_numpy()
+                    a, b = (view[field].astype(np.int64) for field in view.dtype.names[:2])
+                    assert len(a) == len(b) == n
+
+            results.append((f"{name} index: bulk write (append_many + close)", rate(write, n, runs), "entries/s"))
+            results.append(
+                (f"{name} index: bulk read (open + to_numpy + native arrays)", rate(read, n, runs), "entries/s")
+            )
+            with cls(path, 0, writable=False) as index:
+                for what, low in (
+                    ("random floor lookups (mostly cold section)", 0),
+                    ("floor lookups in the warm section", n - 1000),
+                ):
+                    targets = rng.integers(int(keys[low]), int(keys[-1]) + 1, args.lookups).tolist()
+
+                    def lookups(lookup=index.lookup, targets=targets):
+                        for t in targets:
+                            lookup(t)
+
+                    results.append((f"{name} index: {what}", rate(lookups, len(targets), runs), "lookups/s"))
+    src, dst = np.ones(n * 12, dtype=np.uint8), np.empty(n * 12, dtype=np.uint8)
+    bandwidth = rate(lambda: np.copyto(dst, src), n * 12, runs)
+    print()
+    print(f"index: entries per index {n:,}, lookups {args.lookups:,}, {runs} runs (median); files in the page cache:")
+    print()
+    print("| operation | median | unit |")
+    print("| --- | ---: | --- |")
+    for label, value, unit in results:
+        print(f"| {label} | {value / 1e6:.2f} M | {unit} |")
+    print(f"| physical reference: numpy memcpy of {n * 12 / 1e6:.0f} MB | {bandwidth / 1e9:.2f} G | bytes/s |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--parts", default="scan", help="comma-separated subset of scan, alignment, index")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--cases", default="170,170p,4k,16k", help="scan: comma-separated subset of 170, 170p, 4k, 16k")
+    parser.add_argument("--scale", type=float, default=1.0, help="scan: multiply the segment sizes")
+    parser.add_argument("--mib", type=int, default=1024, help="alignment: the file's size")
+    parser.add_argument("--entries", type=int, default=1_000_000, help="index: entries per index")
+    parser.add_argument("--lookups", type=int, default=1_000_000, help="index: lookups per figure")
+    parser.add_argument("--json", metavar="FILE", help="scan: also write every raw figure here")
+    parser.add_argument("--profile", action="store_true", help="scan: a cProfile of the in-process rebuild at the end")
+    parser.add_argument(
+        "--other-tree", metavar="DIR", help="scan: another checkout, its compiled rebuild timed in the same runs"
+    )
+    parser.add_argument("--quick", action="store_true", help="small sizes, one run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.scale, args.mib, args.entries, args.lookups = 1, 0.01, 16, 10_000, 10_000
+    wanted = set(args.cases.split(","))
+    cases = [c for c in CASES if c[0] in wanted]
+    if not cases:
+        parser.error(f"no known case in {args.cases!r}")
+    parts = args.parts.split(",")
+    code = scan_part(args, cases) if "scan" in parts else 0
+    if "alignment" in parts:
+        alignment_part(args)
+    if "index" in parts:
+        index_part(args)
+    return code
 
 
 if __name__ == "__main__":

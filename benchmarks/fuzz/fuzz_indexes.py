@@ -2,7 +2,7 @@
 crash, hang, raise anything but a ``CorruptIndexError``/``ValueError`` naming the file (the readers), raise at
 all (verify: damage is a finding), or change a byte of what they read.
 
-Run: ``.venv/bin/python benchmarks/fuzz_indexes.py [--seconds S] [--seed N] [--workers W]``; default 600 s,
+Run: ``.venv/bin/python benchmarks/fuzz/fuzz_indexes.py [--seconds S] [--seed N] [--workers W]``; default 600 s,
 seed 1, 2 workers. The suite runs a bounded version on every ``make test`` (``tests/indexlib/test_garbage_files.py``).
 
 Each worker builds one small real partition (3 segments with transactions, correct index files), then per
@@ -27,14 +27,14 @@ import time
 import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the project
 
 from indexlib import CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex  # noqa: E402
 from indexlib.engine.partition import rebuild_partition, verify_partition  # noqa: E402
 from indexlib.testing.generate import generate_partition  # noqa: E402
 
 sys.path.insert(0, HERE)
-from fuzz_supervisor import supervise  # noqa: E402
+from supervisor import supervise  # noqa: E402
 
 SUFFIXES = {".index": OffsetIndex, ".timeindex": TimeIndex, ".txnindex": TransactionIndex}
 

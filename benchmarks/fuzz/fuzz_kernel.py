@@ -2,7 +2,7 @@
 and mutated logs it must never crash, hang or read past ``end``, and must give exactly the reference
 summary (:func:`indexlib.recovery.log_scan.summarize` over :func:`indexlib.format.records.scan_buffer`'s columns).
 
-Run: ``.venv/bin/python benchmarks/fuzz_kernel.py [--seconds S] [--seed N] [--workers W]``; default 600 s,
+Run: ``.venv/bin/python benchmarks/fuzz/fuzz_kernel.py [--seconds S] [--seed N] [--workers W]``; default 600 s,
 seed 1, 2 workers. The suite runs a bounded version of the same on every ``make test``
 (``tests/indexlib/test_summary.py``, ``tests/indexlib/test_kernel_stream.py``).
 
@@ -31,7 +31,7 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the project
 
 import crc32c  # noqa: E402
 import numpy as np  # noqa: E402
@@ -41,7 +41,7 @@ from indexlib.recovery.log_scan import Probes, from_kernel, summarize  # noqa: E
 from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
 
 sys.path.insert(0, HERE)
-from fuzz_supervisor import supervise  # noqa: E402
+from supervisor import supervise  # noqa: E402
 
 #: what the cases reached (shares of the cases, printed): so a run shows it exercised every outcome
 KINDS = ("some batch", "a problem", "a fatal", "events", "plan ended early")

@@ -1,8 +1,12 @@
-"""Benchmark of the Spark pipeline (``jobs``): throughput against the indexlib core on the same data,
-scaling from ``local[1]`` to ``local[2]``, and the fixed cost of a run; physical limits beside.
+"""How does Spark scale? The Spark pipeline (``jobs``, issues 4, 10, 11, 13): throughput against the indexlib
+core on the same data, scaling from ``local[1]`` to ``local[2]``, the fixed cost of a run, physical limits beside;
+and with ``--cluster`` the same verify on a standalone cluster against ``local[2]`` as whole ``spark-submit``
+processes.
 
-Run: ``make bench`` (or ``.venv/bin/python benchmarks/bench_jobs.py [--runs R] [--reps K] [--scale S] [--json FILE]
-[--other-tree DIR]``); about 13 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes.
+Run: ``.venv/bin/python benchmarks/spark.py [--runs R] [--reps K] [--scale S] [--json FILE] [--other-tree DIR]``;
+about 13 minutes with the defaults (3 runs, 3 reps). ``--scale`` multiplies the segment sizes; ``--quick``: small
+log dirs, one run of one rep (about a minute: the JVMs start four times). ``--cluster``: see :func:`cluster`
+(``--runs 3``: about 3 minutes; needs ``make package``'s executor archive, which it builds when missing).
 
 ``--other-tree DIR``: another checkout of the project (its extension built in place, e.g. ``python setup.py
 build_ext --inplace`` there); one more Spark child per run, ``local[2]`` as shipped, imports that checkout (its
@@ -32,7 +36,7 @@ Per run, in this order:
 
 * physical limits, per log dir: one ``cat`` of all its ``.log`` files to ``/dev/null``; a bare CRC-32C
   pass over every file mapped as the scan maps it, in 16 KiB and in 4 KiB (batch-size) chunks
-  (``bench_rebuild.crc_pass``);
+  (``common.crc_pass``);
 * the indexlib core alone, in this process: ``rebuild_partition(p, output_dir=<temp>)`` and
   ``verify_partition(p)`` over every partition of the log dir, one after the other;
 * the parallel ceiling of the machine without Spark: the pipeline's executor function
@@ -68,13 +72,11 @@ GB = 1e9 bytes, MiB = 2**20 bytes. Prints Markdown. Everything generated is dele
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import multiprocessing
 import os
 import pickle
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -100,8 +102,16 @@ from jobs.config import resolve_settings  # noqa: E402
 from jobs.pipeline import balance_by_bytes, task_count  # noqa: E402
 
 sys.path.insert(1, HERE)
-from bench_rebuild import compile_bytecode, crc_pass, machine_line, print_other_tree_table  # noqa: E402
-from machine_watch import MachineWatch  # noqa: E402
+from common import (  # noqa: E402
+    MachineWatch,
+    compile_bytecode,
+    crc_pass,
+    machine_line,
+    med,
+    print_other_tree_table,
+    timed,
+    tree_digest,
+)
 
 INDEX_INTERVAL_BYTES = 4096
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
@@ -127,16 +137,6 @@ DATASETS = [
 COMBINED = {"A+B": ("A", "B")}
 KEYS = [d[0] for d in DATASETS] + list(COMBINED)
 PHASES = ("scan", "replay", "commit")  # indexlib.engine.runner.RunReport.phase_seconds
-
-
-def med(values):
-    return statistics.median(values)
-
-
-def timed(fn) -> float:
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
 
 
 # ------------------------------------------------------------------------------------------ data
@@ -329,22 +329,6 @@ def child(master: str, spec: dict) -> dict:
             out[f"{key}/{mode}"]["digest"] = digest
     out["session_stop"] = timed(spark.stop)
     return out
-
-
-def tree_digest(root: str) -> str:
-    """SHA-256 over every file under ``root``: its path relative to ``root`` and its bytes, in path order."""
-    h = hashlib.sha256()
-    files = 0
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames.sort()
-        for name in sorted(filenames):
-            path = os.path.join(dirpath, name)
-            h.update(os.path.relpath(path, root).encode() + b"\0")
-            with open(path, "rb") as f:
-                h.update(f.read())
-            files += 1
-    assert files, f"a rebuild wrote nothing under {root}"
-    return h.hexdigest()
 
 
 def run_child(master: str, conf: str, spec: dict, tree: str = REPO) -> dict:
@@ -549,8 +533,74 @@ def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch) -
         print(f"| {name}: `spark.stop()` | {g('session_stop'):.2f} s | - | |")
 
 
+# --------------------------------------------------------------------------------------- cluster
+def cluster(args) -> int:
+    """The same verify on a real Spark standalone cluster against ``local[2]`` (issue 13), whole ``spark-submit``
+    processes as the README runs them, order alternating: **local** = ``spark-submit --master local[2]
+    jobs/spark_job.py verify --log-dir DIR --audit-table none``; **cluster** = a master and 2 workers of 1 core on
+    127.0.0.1 (``tools/standalone_cluster.py``, started once, not timed), ``--archives
+    dist/kafka-index-executor-env.tar.gz#env`` (each application ships and unpacks the archive on each executor:
+    timed). Data: 4 partitions x 2 segments of 256 MiB of 16 KiB batches (2 GiB) with their correct index files
+    (a healthy verify, exit 0 checked). Also: the archive's size and one application's work dir on a worker."""
+    from pathlib import Path
+
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from common import make_log_dir, scratch
+    from standalone_cluster import ARCHIVE, spark_submit, standalone_cluster
+
+    if not ARCHIVE.exists():
+        subprocess.run(["make", "-s", "package"], cwd=REPO, check=True)
+    with scratch("bench-cluster-") as root:
+        logs = os.path.join(root, "logs")
+        _, files, batches, _ = make_log_dir(
+            logs, "bench", 4, 2, max(1 << 20, int((256 << 20) * args.scale)), 16384, indexes=True
+        )
+        data = sum(os.path.getsize(f) for f in files)
+        os.makedirs(os.path.join(root, "cluster"))
+        walls: dict[str, list[float]] = {"local": [], "cluster": []}
+        ratios = []
+        with standalone_cluster(Path(root) / "cluster", workers=2, cores=1) as running:
+            for run in range(args.runs):
+                got = {}
+                for way in ("local", "cluster") if run % 2 == 0 else ("cluster", "local"):
+                    master = "local[2]" if way == "local" else running.url
+                    start = time.perf_counter()
+                    done = spark_submit(master, "verify", "--log-dir", logs, "--audit-table", "none",
+                                        conf={"spark.cores.max": "2"})  # fmt: skip
+                    got[way] = time.perf_counter() - start
+                    if done.returncode != 0:
+                        print(done.stdout[-2000:], done.stderr[-2000:], file=sys.stderr)
+                        return 1
+                    walls[way].append(got[way])
+                ratios.append(got["cluster"] / got["local"])
+                print(f"[run {run + 1}] local {got['local']:.2f} s, cluster {got['cluster']:.2f} s", file=sys.stderr)
+            apps = [d for w in running.workers for d in w.iterdir() if d.name.startswith("app-")]
+            per_app = (
+                max(sum(p.stat().st_size for p in d.rglob("*") if p.is_file() and not p.is_symlink()) for d in apps)
+                if apps
+                else 0
+            )
+    print(f"machine: {machine_line()}")
+    print(
+        f"data: {data / 2**30:.2f} GiB of .log in 8 segments of 16 KiB batches ({batches:,} batches); runs {args.runs}"
+    )
+    print()
+    print("| way | median wall | GB/s | walls of the runs |")
+    print("| --- | ---: | ---: | --- |")
+    for way, values in walls.items():
+        w = med(values)
+        print(f"| {way} | {w:.2f} s | {data / w / 1e9:.2f} | {', '.join(f'{x:.2f}' for x in values)} |")
+    print()
+    print(f"cluster / local wall (per run, median): **{med(ratios):.2f}** ({', '.join(f'{r:.2f}' for r in ratios)})")
+    print(
+        f"executor archive: {ARCHIVE.stat().st_size / 2**20:.1f} MiB; one application's largest work dir on a worker: "
+        f"{per_app / 2**20:.0f} MiB"
+    )
+    return 0
+
+
 # ------------------------------------------------------------------------------------------ main
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--reps", type=int, default=3, help="timed jobs per log dir and mode in each Spark child")
@@ -559,13 +609,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--other-tree", metavar="DIR", help="another checkout: one more local[2] Spark child runs it, same runs"
     )
+    parser.add_argument("--cluster", action="store_true", help="a standalone cluster against local[2] instead")
+    parser.add_argument("--quick", action="store_true", help="small log dirs, one run of one rep")
     parser.add_argument("--child", nargs=2, metavar=("MASTER", "SPEC"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     global OTHER_TREE
     OTHER_TREE = os.path.abspath(args.other_tree) if args.other_tree else None
+    if args.quick:
+        args.runs, args.reps, args.scale = 1, 1, 0.01
     if args.child:
         print(json.dumps(child(args.child[0], json.loads(args.child[1]))))
-        return
+        return 0
+    if args.cluster:
+        return cluster(args)
 
     import pyspark
 
@@ -665,9 +721,10 @@ def main(argv: list[str] | None = None) -> None:
             with open(args.json, "w") as f:
                 json.dump({"data": data, "runs": runs, "machine": watch.as_json()}, f, indent=1)
         report(data, runs, args, root, watch)
+        return 0
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

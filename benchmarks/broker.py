@@ -1,0 +1,274 @@
+"""How long for my broker? Whole ``python -m indexlib`` processes over a broker's log dir, as users run them
+(issues 10, 12, 21). Cases (``--cases``, default all):
+
+* ``logdir``: ``python -m indexlib rebuild LOG_DIR --output-dir OUT --jobs 2`` (one process, a pool of 2
+  workers) against the scripted way, ``rebuild PARTITION_DIR --jobs 1`` per partition, 2 at a time (a new process
+  as soon as one ends, as ``xargs -P 2``; wall from the first start to the last end); and the log-dir command with
+  the scan's read-ahead thread off (``KAFKA_INDEX_READ_AHEAD=0``). Corpora (``--corpora``, default a,b; see
+  ``common.CORPORA``): a = 4 partitions x 2 segments of 256 MiB, 16 KiB batches; b = 2 x 1 x 136,000,000 bytes
+  of 170-byte batches; c = 4 x 2 x 128 MiB, 4 KiB batches. Outputs compared byte for byte after every run.
+  Limits beside: one ``cat`` of the ``.log`` files, a bare CRC-32C pass in 16 KiB and in batch-size chunks (one
+  process, one core), the fixed cost of a process (``python -m indexlib --help``).
+* ``small``: many small segments (``--segments``, default 400, of 256 KiB, 4 KiB batches, in 2 partitions):
+  the per-file cost of the index writers; ``rebuild LOG_DIR --jobs 2``; limit: ``cat`` of the same files.
+* ``prealloc``: a crashed (or running) broker's active segments keep ``.index``/``.timeindex`` preallocated
+  (sparse) to ``segment.index.bytes``: ``verify LOG_DIR --jobs 2`` of ``--partitions`` (default 300) partitions
+  of one 300 KiB segment, the index files grown to 10 MiB or cut back to their entries, alternately; data on
+  the disk (tempfile's default dir: sparse files as on a broker's disk). Limit: ``cat`` of the ``.log`` and
+  trimmed index files.
+
+``--other-tree DIR`` times the same commands of another checkout in the same runs (log dir, small, prealloc).
+
+Run: ``.venv/bin/python benchmarks/broker.py [--cases logdir,small,prealloc] [--runs R] [--scale S]
+[--corpora a,b,c] [--segments N] [--partitions N] [--other-tree DIR] [--json FILE]``; ``--quick``: the smallest
+sizes, one run (seconds). About 3 minutes with the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (  # noqa: E402
+    GB,
+    MIB,
+    REPO,
+    BenchError,
+    MachineWatch,
+    cat_seconds,
+    compare_trees,
+    compile_bytecode,
+    crc_pass,
+    header,
+    make_corpus,
+    make_log_dir,
+    med,
+    print_other_tree_table,
+    run_indexlib,
+    runs_list,
+    scratch,
+    timed,
+)
+
+JOBS = 2  # --jobs of the log-dir command, and processes at a time of the per-partition way
+
+
+def rebuild_way(target: str, out: str, tree: str = REPO, jobs: int = JOBS, **env: str) -> float:
+    return timed(lambda: run_indexlib(["rebuild", target, "--output-dir", out, "--jobs", str(jobs)], tree, **env))
+
+
+def per_partition_way(pdirs: list[str], out: str) -> float:
+    def all_of_them() -> None:
+        with ThreadPoolExecutor(max_workers=JOBS) as pool:
+            for future in [pool.submit(rebuild_way, p, out, REPO, 1) for p in pdirs]:
+                future.result()
+
+    return timed(all_of_them)
+
+
+# ------------------------------------------------------------------------------------------ logdir
+def logdir_case(root: str, args, other: str | None) -> None:
+    corpora = [make_corpus(root, key, args.scale, 100 * i) for i, key in enumerate(args.corpora.split(","))]
+    runs: list[dict] = []
+    watch = MachineWatch()
+    for run in range(args.runs):
+        watch.before_run()
+        r: dict = {"help": timed(lambda: run_indexlib(["--help"]))}
+        for c in corpora:
+            key, files = c["key"], c["files"]
+            print(f"[run {run + 1}/{args.runs}] logdir {key}", file=sys.stderr, flush=True)
+            x: dict = {"cat": cat_seconds(files)}
+            x["crc16k"] = timed(lambda: [crc_pass(f, 16384) for f in files])
+            x["crcbatch"] = timed(lambda: [crc_pass(f, c["batch"]) for f in files])
+            outs = {
+                w: tempfile.mkdtemp(prefix=f"out-{key}-{w}-", dir=root) for w in ("logdir", "parts", "off", "other")
+            }
+            ways = [
+                ("logdir", lambda: rebuild_way(c["log_dir"], outs["logdir"])),
+                ("parts", lambda: per_partition_way(c["pdirs"], outs["parts"])),
+                ("off", lambda: rebuild_way(c["log_dir"], outs["off"], KAFKA_INDEX_READ_AHEAD="0")),
+            ]
+            if other:
+                ways.append(("other", lambda: rebuild_way(c["log_dir"], outs["other"], other)))
+            for way, fn in ways if run % 2 == 0 else ways[::-1]:
+                x[way] = fn()
+            for way, _ in ways[1:]:
+                c["compared"] = compare_trees(outs["logdir"], outs[way], c["names"])
+            for out in outs.values():
+                shutil.rmtree(out)
+            r[key] = x
+        runs.append(r)
+    header(f"logdir: files in {root} ; --scale {args.scale}", len(runs), watch)
+    print()
+    print(
+        f"**log dir** = `python -m indexlib rebuild LOG_DIR --output-dir OUT --jobs {JOBS}`; **per partition** = "
+        f"`python -m indexlib rebuild PARTITION_DIR --output-dir OUT --jobs 1`, {JOBS} at a time; **read-ahead off** = "
+        "the log-dir command with `KAFKA_INDEX_READ_AHEAD=0`. Whole processes timed from outside, outputs identical "
+        "byte for byte. Limits: one process, one core; fixed cost = `python -m indexlib --help`:"
+    )
+    print()
+    print(
+        "| corpus | log dir | per partition | log dir / per partition (runs) | read-ahead off / on (runs) "
+        "| `cat` of the .log files | bare CRC-32C 16 KiB chunks | CRC-32C in batch-size chunks | fixed cost |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    fixed = med([r["help"] for r in runs])
+    for c in corpora:
+        key, size, n = c["key"], c["bytes"], c["batches"]
+        m = {k: med([r[key][k] for r in runs]) for k in runs[0][key]}
+        vs_parts = [r[key]["logdir"] / r[key]["parts"] for r in runs]
+        off = [r[key]["off"] / r[key]["logdir"] for r in runs]
+        print(
+            f"| {key}: {c['label']} | {m['logdir']:.3f} s: {size / m['logdir'] / GB:.2f} GB/s, "
+            f"{n / m['logdir'] / 1e6:.2f} M batches/s (runs {runs_list([r[key]['logdir'] for r in runs], '{:.3f}')}) "
+            f"| {m['parts']:.3f} s: {size / m['parts'] / GB:.2f} GB/s | **{med(vs_parts):.2f}** ({runs_list(vs_parts)}) "
+            f"| {med(off):.2f} ({runs_list(off)}) | {size / m['cat'] / GB:.2f} GB/s | {size / m['crc16k'] / GB:.2f} GB/s "
+            f"| {n / m['crcbatch'] / 1e6:.2f} M chunks/s | {fixed:.3f} s |"
+        )
+    if other:
+        rows = []
+        for c in corpora:
+            key, size, n = c["key"], c["bytes"], c["batches"]
+            this, that = (med([r[key][w] for r in runs]) for w in ("logdir", "other"))
+            cells = [f"{w:.3f} s, {size / w / GB:.2f} GB/s, {n / w / 1e6:.2f} M/s" for w in (this, that)]
+            rows.append((key, *cells, [r[key]["other"] / r[key]["logdir"] for r in runs]))
+        print_other_tree_table(other, "its log-dir command", rows)
+    args.raw["logdir"] = {"runs": runs, "machine": watch.as_json()}
+
+
+# ------------------------------------------------------------------------------------------- small
+def small_case(root: str, args, other: str | None) -> None:
+    seg_bytes = 256 * 1024
+    logs = os.path.join(root, "small")
+    make_log_dir(logs, "small", 2, args.segments // 2, seg_bytes, 4096)
+    files = [p for p in _files(logs)]
+    size = sum(os.path.getsize(f) for f in files)
+    trees = {"this": REPO} | ({"other": other} if other else {})
+    walls: dict[str, list[float]] = {t: [] for t in trees}
+    cats = []
+    for run in range(args.runs):
+        cats.append(cat_seconds(files))
+        for name, tree in trees.items() if run % 2 == 0 else reversed(trees.items()):
+            out = os.path.join(root, f"out-small-{name}")
+            walls[name].append(rebuild_way(logs, out, tree))
+        if other:
+            compare_trees(os.path.join(root, "out-small-this"), os.path.join(root, "out-small-other"))
+        for name in trees:
+            shutil.rmtree(os.path.join(root, f"out-small-{name}"))
+    segments = len(files)
+    print()
+    print(
+        f"small: {segments} segments of {seg_bytes // 1024} KiB, 4 KiB batches ({size / MIB:.0f} MiB, two index files "
+        f"written per segment) in 2 partitions; `python -m indexlib rebuild LOG_DIR --output-dir OUT --jobs {JOBS}`; "
+        f"{args.runs} runs, medians:"
+    )
+    print()
+    print("| tree | wall | per segment | this / other (runs) | limit: `cat` of the same files |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    ratios = [a / b for a, b in zip(walls["this"], walls.get("other", walls["this"]), strict=True)]
+    for name, tree in trees.items():
+        w = med(walls[name])
+        ratio = f"**{med(ratios):.2f}** ({runs_list(ratios)})" if other and name == "this" else ""
+        limit = f"{med(cats):.3f} s ({size / med(cats) / GB:.2f} GB/s)" if name == "this" else ""
+        print(f"| {name} ({tree}) | {w:.3f} s | {w / segments * 1e3:.2f} ms | {ratio} | {limit} |")
+    args.raw["small"] = {"walls": walls, "cat": cats}
+
+
+def _files(root: str) -> list[str]:
+    return sorted(os.path.join(d, f) for d, _, names in os.walk(root) for f in names)
+
+
+# ---------------------------------------------------------------------------------------- prealloc
+PREALLOCATED = 10 * 1024 * 1024  # Kafka's default segment.index.bytes
+ENTRY_SIZES = {".index": 8, ".timeindex": 12}
+
+
+def prealloc_case(args, other: str | None) -> None:
+    with scratch("bench-prealloc-", memory=False) as root:
+        logs = os.path.join(root, "logs")
+        pdirs, logs_files, _, _ = make_log_dir(logs, "crashed", args.partitions, 1, 300 * 1024, 4096, indexes=True)
+        index = {p: os.path.getsize(p) for p in _files(logs) if os.path.splitext(p)[1] in ENTRY_SIZES}
+
+        def set_sizes(preallocated: bool) -> None:
+            for path, trimmed in index.items():
+                es = ENTRY_SIZES[os.path.splitext(path)[1]]
+                os.truncate(path, PREALLOCATED - PREALLOCATED % es if preallocated else trimmed)
+
+        trees = {"this": REPO} | ({"other": other} if other else {})
+        times: dict[tuple[str, bool], list[float]] = {(t, p): [] for t in trees for p in (False, True)}
+        cats = []
+        for run in range(args.runs):
+            set_sizes(False)
+            cats.append(cat_seconds(logs_files + list(index)))
+            for preallocated in (False, True) if run % 2 == 0 else (True, False):
+                set_sizes(preallocated)
+                for name, tree in trees.items():
+                    verify = ["verify", logs, "--jobs", str(JOBS)]
+                    times[(name, preallocated)].append(timed(lambda: run_indexlib(verify, tree)))
+    print()
+    print(
+        f"prealloc: {args.partitions} partitions of one 300 KiB active segment (4 KiB batches), on disk, their "
+        f"`.index`/`.timeindex` trimmed or preallocated to {PREALLOCATED // MIB} MiB (sparse); `python -m indexlib "
+        f"verify LOG_DIR --jobs {JOBS}`; {args.runs} runs, medians:"
+    )
+    print()
+    print(
+        "| tree | trimmed | preallocated | preallocated / trimmed (runs) | limit: `cat` of the .log and trimmed index files |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, tree in trees.items():
+        trimmed, pre = times[(name, False)], times[(name, True)]
+        ratios = [p / t for p, t in zip(pre, trimmed, strict=True)]
+        limit = f"{med(cats):.3f} s" if name == "this" else ""
+        print(
+            f"| {name} ({tree}) | {med(trimmed):.2f} s | {med(pre):.2f} s | **{med(ratios):.2f}** ({runs_list(ratios)}) "
+            f"| {limit} |"
+        )
+    args.raw["prealloc"] = {f"{t} {'preallocated' if p else 'trimmed'}": v for (t, p), v in times.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", default="logdir,small,prealloc")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the log dirs' segment sizes")
+    parser.add_argument("--corpora", default="a,b", help="logdir: comma-separated subset of a, b, c")
+    parser.add_argument("--segments", type=int, default=400, help="small: segments in the log dir")
+    parser.add_argument("--partitions", type=int, default=300, help="prealloc: partitions in the log dir")
+    parser.add_argument("--other-tree", metavar="DIR", help="another checkout, timed in the same runs")
+    parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
+    parser.add_argument("--quick", action="store_true", help="smallest sizes, one run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.scale, args.segments, args.partitions = 1, 0.01, 20, 20
+    args.raw = {}
+    other = os.path.abspath(args.other_tree) if args.other_tree else None
+    cases = args.cases.split(",")
+    compile_bytecode()
+    if other:
+        compile_bytecode(other)
+    try:
+        with scratch("bench-broker-") as root:
+            if "logdir" in cases:
+                logdir_case(root, args, other)
+            if "small" in cases:
+                small_case(root, args, other)
+        if "prealloc" in cases:
+            prealloc_case(args, other)
+    except BenchError as exc:
+        print(f"broker: FAILED: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(args.raw, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
