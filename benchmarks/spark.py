@@ -46,7 +46,7 @@ Per run, in this order:
   ``conf/defaults.yaml``, which enables ``spark.python.unix.domain.socket.enabled``, Unix domain sockets
   between the JVM and its Python workers; "TCP": that set back to ``false``, Spark's default loopback
   TCP, shown for comparison) a FRESH child process builds the session the CLI builds
-  (``jobs.cli.spark_session``, master overridden; the order of the four children alternates between
+  (``jobs.session.spark_session``, master overridden; the order of the four children alternates between
   runs), runs a cold tiny verify, warms one Python worker per slot up, then times ``--reps`` warm tiny
   verifies, ``--reps`` jobs of 16 empty Python tasks and, for A, B and A+B, ``--reps`` verifies and
   ``--reps`` rebuilds into a temp ``--output-dir`` (``discover`` + ``jobs.pipeline.run``, audit
@@ -232,8 +232,8 @@ def tree_cpu(root: int) -> dict[str, float]:
 
 def child(master: str, spec: dict) -> dict:
     """One fresh process per master: session, tiny jobs, then the big jobs; returns medians of ``reps``."""
-    from jobs.cli import spark_session
     from jobs.pipeline import run
+    from jobs.session import spark_session
 
     reps = spec["reps"]
     out: dict = {"master": master}
@@ -522,7 +522,7 @@ def report(data: dict, runs: list[dict], args, root: str, watch: MachineWatch) -
     for name, _master, _conf in VARIANTS:
         g = lambda k: med([r[name][k] for r in runs])  # noqa: E731
         print(
-            f"| {name}: session start (`jobs.cli.spark_session`: JVM + SparkContext) | {g('session_start'):.2f} s | - | |"
+            f"| {name}: session start (`jobs.session.spark_session`: JVM + SparkContext) | {g('session_start'):.2f} s | - | |"
         )
         print(f"| {name}: first (cold) tiny verify job (starts a Python worker) | {g('tiny_cold'):.3f} s | - | |")
         print(f"| {name}: tiny verify job on a warm session | {g('tiny_warm'):.3f} s | - | |")

@@ -12,8 +12,8 @@ pyspark = pytest.importorskip("pyspark", reason="the Spark job tests need the [s
 @pytest.fixture(scope="session")
 def spark():
     """The session the jobs' own ``spark_session`` would create (local[2]), shared by every test."""
-    from jobs.cli import spark_session
     from jobs.config import resolve_settings
+    from jobs.session import spark_session
 
     settings = resolve_settings(log_dirs=["."])
     settings.spark_master = "local[2]"

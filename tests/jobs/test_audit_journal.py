@@ -17,7 +17,8 @@ import pytest
 
 from indexlib.testing.generate import generate_partition
 from jobs import journal
-from jobs.cli import EXIT_AUDIT_FAILED, main
+from jobs.cli import main
+from jobs.usage import EXIT_AUDIT_FAILED
 
 from ..conftest import PROJECT_ROOT, fill, remount
 

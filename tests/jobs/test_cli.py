@@ -153,7 +153,8 @@ def test_a_topic_config_for_no_partition_warns_or_with_strict_refuses(spark, cap
 def test_audit_time_forms_and_where_they_apply(capsys, tmp_path):
     from datetime import UTC, datetime, timedelta
 
-    from jobs.cli import UsageError, _parse_time
+    from jobs.audit_commands import parse_time as _parse_time
+    from jobs.usage import UsageError
 
     now = datetime(2026, 11, 23, 15, 30, tzinfo=UTC)
     assert _parse_time("7d", now) == now - timedelta(days=7)

@@ -492,7 +492,7 @@ def test_py4j_says_nothing_when_the_jvm_dies_under_a_call(tmp_path):
     connection reset, the path that logs. The session of ``kafka-index`` must print nothing there."""
     script = (
         "import os, signal, threading, time\n"
-        "from jobs.cli import spark_session\n"
+        "from jobs.session import spark_session\n"
         "from jobs.config import resolve_settings\n"
         "settings = resolve_settings(log_dirs=['.'])\n"
         "settings.spark_master = 'local[1]'\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import time
 
-from jobs.cli import ConsoleProgress
+from jobs.progress import ConsoleProgress
 
 
 def test_progress_line_counts_segments_bytes_and_throughput():

@@ -1,0 +1,292 @@
+"""The audit side of ``kafka-index``: a run's rows written (journal first, then the table), journals
+recovered, a re-used run id refused, and ``kafka-index audit`` (queries of the table)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, TextIO, TypeVar
+
+from indexlib.format import describe_error
+
+from .config import Settings
+
+if TYPE_CHECKING:
+    from indexlib.engine import RunReport
+
+    from .journal import AuditJournal
+
+from .usage import EXIT_AUDIT_FAILED, EXIT_JOURNAL_DAMAGED, PROG, UsageError
+
+T = TypeVar("T")
+
+
+def write_audit(
+    report: RunReport, settings: Settings, journal: AuditJournal, spark: object, out: TextIO | None
+) -> bool:
+    """Journal every row of the run, then merge them into the table (a line on ``out`` unless None); False
+    (one error line) when the table write fails: the rows stay in the journal for ``audit --recover``."""
+    from . import audit
+
+    table = settings.audit_table or ""
+    rows = audit.rows_for(report, settings)
+    kept = True
+    try:
+        journal.finish(rows)
+    except OSError as exc:
+        kept = False
+        print(f"{PROG}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
+    try:
+        writer, inserted, replaced = quiet_if_it_fails(audit.write, table, audit.to_table(rows), spark)
+    except Exception as exc:  # deltalake/DataFusion errors, OSError (a full disk), an unreachable URI
+        where = f"kept in {journal.path}; merge them with `{PROG} audit --recover`" if kept else "LOST"
+        print(f"{PROG}: error: audit table {table}: {first_line(exc)}; the run's {len(rows)} rows are {where}",
+              file=sys.stderr)  # fmt: skip
+        return False
+    journal.remove()
+    added = f"{len(rows)} rows merged" if inserted is None else f"{inserted} of {len(rows)} rows new"
+    if replaced:
+        added += f", {replaced} replacing stale rows of an earlier attempt"
+    if out is not None:
+        print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
+    return True
+
+
+def quiet_if_it_fails(call: Callable[..., T], *args: object) -> T:
+    """``call(*args)`` with file descriptor 2 led into a pipe: if it raises, what was written there is dropped (the
+    caller reports the failure in one line); if it returns, that text goes to stderr as it would have. For
+    the audit table's writer: delta-rs prints a Rust panic message to fd 2 from one of its own threads when
+    a write fails (a full disk) before the error reaches Python, and a panic in the calling thread arrives
+    as pyo3's ``PanicException``, a ``BaseException``: it is raised as a ``RuntimeError`` here."""
+    sys.stderr.flush()
+    read_end, write_end = os.pipe()
+    held: list[bytes] = []
+    reader = threading.Thread(target=_drain, args=(read_end, held), daemon=True)
+    reader.start()
+    saved = os.dup(2)
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    failed = True
+    try:
+        result = call(*args)
+        failed = False
+        return result
+    except BaseException as exc:
+        if type(exc).__name__ == "PanicException":
+            raise RuntimeError(f"the writer panicked: {exc}") from None
+        raise
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # the pipe's last write end closes: the reader sees its end
+        os.close(saved)
+        reader.join(timeout=10)
+        if not failed and held:
+            sys.stderr.write(b"".join(held).decode(errors="replace"))
+            sys.stderr.flush()
+
+
+def _drain(fd: int, into: list[bytes]) -> None:
+    with open(fd, "rb", buffering=0) as pipe:
+        while chunk := pipe.read(65536):
+            into.append(chunk)
+
+
+def first_line(exc: BaseException) -> str:
+    text = describe_error(exc) if isinstance(exc, OSError) else str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def check_run_id_unused(run_id: str, settings: Settings) -> None:
+    """UsageError when a writing run's ``--run-id`` was used by an earlier run that may have replaced files,
+    by the jobs' evidence (its backup dir is the engine's, :func:`indexlib.engine.options.check_backups_unused`):
+    the run's audit journal, or rows of the audit table that record files written. A table that does not
+    exist is no evidence; one that cannot be read gets a warning (its write will fail the same way, and the
+    rows then wait in the journal)."""
+    from . import audit
+    from .journal import journal_path
+
+    path = journal_path(settings.audit_journal, run_id)
+    if os.path.lexists(path):
+        raise UsageError(
+            f"{path}: run id {run_id!r} has the audit journal of an earlier run that may have replaced files; "
+            "give a new --run-id"
+        )
+    if not settings.audit_table:
+        return
+    try:
+        rows = audit.rows_with_files(settings.audit_table, run_id)
+    except Exception as exc:  # an unreachable URI, a damaged table
+        print(f"{PROG}: warning: audit table {settings.audit_table}: cannot check whether run id {run_id!r} was "
+              f"used before: {first_line(exc)}", file=sys.stderr)  # fmt: skip
+        return
+    segments = [r for r in rows if r["record_type"] == "segment"]
+    if rows:
+        first = segments[0] if segments else rows[0]
+        example = f", e.g. {first['topic']}-{first['partition']} base offset {first['base_offset']}" if segments else ""
+        raise UsageError(
+            f"audit table {settings.audit_table}: run id {run_id!r} has rows of an earlier run that replaced files "
+            f"({len(segments)} segment rows{example}); a re-run under that id could not record its own: give a new "
+            "--run-id"
+        )
+
+
+def _lines(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:10])) + (f", ... ({len(numbers)} lines)" if len(numbers) > 10 else "")
+    return f"line{'s' if len(numbers) > 1 else ''} {shown}"
+
+
+def recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
+    """Merge the rows waiting in ``journal_dir``'s journals for ``table``, a line for each journal on stderr.
+    Returns ``audit --recover``'s exit code: 0 every journal merged and removed; EXIT_AUDIT_FAILED a journal
+    is kept with rows waiting (the table write failed, or it is another table's: its rows are never merged
+    elsewhere); EXIT_JOURNAL_DAMAGED a journal has unreadable lines (its readable rows are merged, the file is
+    kept for a person to mend: never removed). At a run's start (``at_start``) problems are warnings that
+    never stop the run, and other tables' journals are left to runs on those tables, unsaid."""
+    from .journal import journal_paths, load, recover
+
+    level = "warning" if at_start else "error"
+    code = 0
+    for path in journal_paths(journal_dir):
+        try:
+            journal = load(path)
+        except FileNotFoundError:  # merged and removed meanwhile (another run)
+            continue
+        except OSError as exc:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            print(f"{PROG}: {level}: audit journal {path}: cannot read it: {describe_error(exc)}", file=sys.stderr)
+            continue
+        header = journal.header
+        if header is not None and header["table"] != table:
+            if not at_start:
+                code = max(code, EXIT_AUDIT_FAILED)
+                print(f"{PROG}: error: audit journal {journal.path}: its rows are for audit table {header['table']}, "
+                      f"not {table}: not merged (`{PROG} audit --recover --audit-table {header['table']}`)",
+                      file=sys.stderr)  # fmt: skip
+            continue
+        if header is None:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            bad = f" (unreadable: {_lines(journal.unreadable)})" if journal.unreadable else ""
+            print(f"{PROG}: {level}: audit journal {journal.path}: its first line (the run id and table) is missing "
+                  f"or unreadable{bad}: nothing in it can be merged; the file is kept: mend or remove it",
+                  file=sys.stderr)  # fmt: skip
+            continue
+        try:
+            run_id, count, inserted, replaced, finished = quiet_if_it_fails(recover, journal, table)
+        except Exception as exc:
+            code = max(code, EXIT_AUDIT_FAILED)
+            print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {first_line(exc)}",
+                  file=sys.stderr)  # fmt: skip
+            continue
+        state = "finished" if finished else "interrupted"
+        new = f"{inserted} of {count}" if inserted is not None else f"{count}"
+        also = f", {replaced} replacing stale rows" if replaced else ""
+        print(f"audit: merged {new} rows{also} of {state} run {run_id} from {journal.path} into {table}",
+              file=sys.stderr)  # fmt: skip
+        if journal.unreadable:
+            code = max(code, EXIT_JOURNAL_DAMAGED)
+            print(f"{PROG}: {level}: audit journal {journal.path}: {_lines(journal.unreadable)} unreadable (not "
+                  "journal records), so their rows are not merged; the file is kept: mend or remove those lines, "
+                  f"then `{PROG} audit --recover`", file=sys.stderr)  # fmt: skip
+    return code
+
+
+# ------------------------------------------------------------------------------------------ audit
+def run_audit(args: argparse.Namespace) -> int:
+    from . import audit
+    from .config import ConfigError, load_config_file
+
+    try:
+        conf = load_config_file(args.config)
+        table = args.audit_table or conf["audit_table"]
+    except ConfigError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    if not table or table.lower() == "none":
+        print(f"{PROG}: error: no audit table configured (give --audit-table PATH)", file=sys.stderr)
+        return 2
+    if args.recover:
+        if args.since or args.until:
+            print(f"{PROG}: error: --since/--until do not apply to --recover", file=sys.stderr)
+            return 2
+        journal_dir = args.audit_journal or conf["audit_journal"]
+        return recover_journals(journal_dir, table, at_start=False)
+    try:
+        if (args.since or args.until) and not (args.repaired or args.failing):
+            raise UsageError("--since/--until choose the window of --repaired and --failing; they do not apply here")
+        if args.sql:
+            sql = args.sql
+        elif args.repaired or args.failing:
+            until = parse_time(args.until, option="--until") if args.until else datetime.now(UTC)
+            if args.since:
+                since = parse_time(args.since, option="--since")
+            elif until.year > 1 or until.month > 1 or until.day > 7:
+                since = until - timedelta(days=7)
+            else:
+                raise UsageError(f"--until: {args.until!r} leaves no 7-day window after year 1; give --since too")
+            sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing")
+        elif args.partition:
+            from indexlib.format import parse_partition_dir_name
+
+            named = parse_partition_dir_name(args.partition)
+            if named is None:
+                raise UsageError(f"--partition: expected TOPIC-N, got {args.partition!r}")
+            sql = audit.partition_history_sql(*named)
+        else:
+            sql = audit.latest_run_sql()
+        result = audit.query(table, sql)
+    except UsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # deltalake's TableNotFoundError, DataFusion SQL errors
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"{PROG}: error: audit table {table}: {first}", file=sys.stderr)
+        return 2
+    rows = result.to_pylist()
+    if args.as_json:
+        print(json.dumps(rows, indent=2, default=str))
+    else:
+        from indexlib.cli import format_table
+
+        print(format_table(result.column_names, [[_short(r[c]) for c in result.column_names] for r in rows]))
+        print(f"({len(rows)} rows)")
+    return 0
+
+
+def _short(value: object) -> str:
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    return "" if value is None else str(value)
+
+
+def parse_time(text: str, now: datetime | None = None, option: str = "--since") -> datetime:
+    """``7d``, ``12h``, ``30m`` (ago), ``today``, ``yesterday`` (UTC midnights) or an ISO date/time (UTC
+    unless it says otherwise), in UTC. UsageError naming ``option`` for anything else, or a time before
+    the calendar's year 1."""
+    now = now or datetime.now(UTC)
+    word = text.strip().lower()
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    try:
+        if word in ("today", "yesterday"):
+            return midnight - timedelta(days=1 if word == "yesterday" else 0)
+        match = re.fullmatch(r"(\d+)\s*([dhm])", word)
+        if match:
+            amount, unit = int(match.group(1)), match.group(2)
+            unit_name = {"d": "days", "h": "hours", "m": "minutes"}[unit]
+            return now - timedelta(**{unit_name: amount})
+        try:
+            value = datetime.fromisoformat(text)
+        except ValueError:
+            raise UsageError(
+                f"{option}: not a time: {text!r} (give 7d, 12h, 30m, today, yesterday or an ISO date/time)"
+            ) from None
+        return value.astimezone(UTC) if value.tzinfo else value.replace(tzinfo=UTC)
+    except OverflowError:  # timedelta(days=10**11), or a date before year 1
+        raise UsageError(f"{option}: {text!r} reaches before year 1; give a later time") from None
