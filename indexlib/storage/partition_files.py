@@ -24,7 +24,7 @@ from ..format.offset_index import OffsetIndex
 from ..format.producer_snapshot import SnapshotError, parse_snapshot
 from ..format.time_index import TimeIndex
 from ..format.transaction_index import TransactionIndex
-from ..recovery.checks import ExistingTxnIndex
+from ..recovery.entry_checks import ExistingTxnIndex
 from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, Probes, from_kernel, summarize
 from ..recovery.settings import check_index_setting
 

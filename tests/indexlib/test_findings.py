@@ -47,7 +47,7 @@ def test_a_finding_takes_its_severity_from_the_registry():
 
 
 def _kind_literals() -> dict[str, set[str]]:
-    """String literals the code passes as a kind: to ``Finding``/``_flag`` (finding kinds) and to
+    """String literals the code passes as a kind: to ``Finding``/``flag_entries`` (finding kinds) and to
     ``ScanProblem`` or a ``kind = ...`` assignment (scan problems, reported as ``log_<kind>`` when they
     end the valid data, under their own name when they are fatal)."""
     import ast
@@ -57,7 +57,7 @@ def _kind_literals() -> dict[str, set[str]]:
         for path in (PROJECT_ROOT / package).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
-                    args = {"Finding": node.args[:1], "_flag": node.args[1:2], "ScanProblem": node.args[:1]}
+                    args = {"Finding": node.args[:1], "flag_entries": node.args[1:2], "ScanProblem": node.args[:1]}
                     for arg in args.get(node.func.id, []):
                         if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
                             found["problem" if node.func.id == "ScanProblem" else "finding"].add(arg.value)
