@@ -58,7 +58,7 @@ CORPORA = {
 
 
 class BenchError(Exception):
-    pass
+    """A benchmark run that cannot give a figure (outputs differ, a command failed): one line, exit 1."""
 
 
 # ------------------------------------------------------------------------------------------ timing

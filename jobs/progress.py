@@ -6,10 +6,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, TextIO
-
-if TYPE_CHECKING:
-    pass
+from typing import TextIO
 
 
 class ConsoleProgress:
