@@ -257,7 +257,7 @@ def make_log_dir(
     batches (``indexlib.testing.generate.write_uniform_segment``); ``indexes``: each partition also gets its
     correct index files (rebuilt in place, checked healthy). Returns (partition dirs, .log files, batches,
     segment names per partition)."""
-    from indexlib.engine.partition import rebuild_partition, verify_partition
+    from indexlib.engine import rebuild_partition, verify_partition
     from indexlib.format.layout import segment_file, segment_name
     from indexlib.testing.generate import write_uniform_segment
 

@@ -13,7 +13,7 @@ pure-Python scan, as users run a rebuild and a verify of one segment (issue 11);
 * ``python -m indexlib rebuild PARTITION_DIR --output-dir OUT --jobs 1`` compiled and pure
   (``KAFKA_INDEX_PURE_PYTHON=1``), order alternating, wall and user/system CPU, outputs compared byte for byte;
   the compiled ``verify`` of the healthy partition;
-* where the time goes, in this process: ``summarize_log``, ``plan_segment``, ``publish_segment`` (fsync), the
+* where the time goes, in this process: ``summarize_log``, ``plan_segment``, ``stage_segment`` + ``install_segment`` (fsync), the
   whole command in-process, the kernel alone with its read-ahead thread and without;
 * the start-up as whole processes (best of 3): ``python -c pass``, ``python -c "import numpy"``, ``python -c
   "import indexlib.cli.main"``, ``python -m indexlib --help``; with the 16k case the line's budget (dd's seconds
@@ -72,11 +72,11 @@ from common import (  # noqa: E402
 
 import indexlib  # noqa: E402
 from indexlib.cli import main as cli  # noqa: E402
-from indexlib.engine.partition import publish_segment  # noqa: E402
 from indexlib.format import records  # noqa: E402
 from indexlib.format.records import open_log  # noqa: E402
 from indexlib.recovery.entry_plan import plan_segment  # noqa: E402
 from indexlib.storage.partition_files import summarize_log  # noqa: E402
+from indexlib.storage.publish import install_segment, stage_segment  # noqa: E402
 from indexlib.testing.generate import write_uniform_segment  # noqa: E402
 
 try:
@@ -194,7 +194,9 @@ def breakdown(log: str, out_root: str, partition_dir: str) -> dict[str, float]:
     t["plan"] = timed(lambda: box.setdefault("plan", plan_segment(box.pop("summary"), SEGMENT_INDEX_BYTES)))
     out = tempfile.mkdtemp(prefix="out-publish-", dir=out_root)
     t["publish"] = timed(
-        lambda: publish_segment(out, 0, box["plan"], [], (".index", ".timeindex"), False, SEGMENT_INDEX_BYTES)
+        lambda: install_segment(
+            stage_segment(out, 0, box["plan"], [], (".index", ".timeindex"), False, SEGMENT_INDEX_BYTES)
+        )
     )
     shutil.rmtree(out)
     box.clear()

@@ -24,8 +24,8 @@ with ``indexlib.testing.generate.write_uniform_segment`` (equal uncompressed v2 
 
 A and B hold different topics, as a broker's log dirs do (a partition lives in one log dir), so that
 one job can take both: the rebuild's ``--output-dir`` is laid out by partition name.
-Every partition first gets its correct index files (``indexlib.engine.partition.rebuild_partition`` in place),
-checked healthy with ``indexlib.engine.partition.verify_partition``, so a verify is a realistic healthy run.
+Every partition first gets its correct index files (``indexlib.engine.rebuild_partition`` in place),
+checked healthy with ``indexlib.engine.verify_partition``, so a verify is a realistic healthy run.
 ``index.interval.bytes=4096``, ``segment.index.bytes=10485760`` (the defaults) everywhere.
 
 Three Spark jobs are measured per mode: A alone, B alone, and "A+B": ONE job over both log dirs
@@ -92,8 +92,8 @@ sys.path.insert(0, TREE)
 # a package once imported stays the one every later import of its modules uses
 import indexlib  # noqa: E402
 import jobs  # noqa: E402
+from indexlib.engine import rebuild_partition, verify_partition  # noqa: E402
 from indexlib.engine.options import RunOptions  # noqa: E402
-from indexlib.engine.partition import rebuild_partition, verify_partition  # noqa: E402
 from indexlib.engine.segment_task import plan_tasks, process_segment  # noqa: E402
 from indexlib.format.layout import segment_file  # noqa: E402
 from indexlib.storage.discovery import discover  # noqa: E402

@@ -17,6 +17,14 @@ import re
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
+from indexlib.cli import (
+    add_dump_command,
+    add_index_settings,
+    add_json_report,
+    add_lookup_command,
+    add_run_id,
+    add_write_options,
+)
 from indexlib.engine import received, stdout_closed, stop_on_signals, stopped_by
 from indexlib.format import error_line
 
@@ -54,8 +62,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     p.add_argument(
         "--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)"
     )
-    p.add_argument("--index-interval-bytes", type=int, metavar="N", help="the topics' index.interval.bytes")
-    p.add_argument("--segment-index-bytes", type=int, metavar="N", help="the topics' segment.index.bytes")
+    add_index_settings(p, None)
     p.add_argument("--audit-table", metavar="PATH", help="Delta audit table path/URI; 'none' disables auditing")
     p.add_argument(
         "--audit-journal",
@@ -63,14 +70,11 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         help="local dir where the run's audit rows wait (fsynced) until the table has them "
         "(default: ./kafka-index-audit-journal)",
     )
-    p.add_argument(
-        "--json", metavar="FILE", dest="json_file", help="write the machine-readable report here ('-': stdout)"
-    )
+    add_json_report(p)
     p.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
-    p.add_argument("--run-id", metavar="ID", help="run id for the audit table (default: generated)")
+    add_run_id(p)
     if mode != "verify":  # verify writes nothing: no backups, no lock to override
-        p.add_argument("--backup-dir", metavar="DIR", help="where previous files are kept before being replaced")
-        p.add_argument("--force", action="store_true", help="write even if a broker seems to hold the log dir's .lock")
+        add_write_options(p, mode)
     loud = p.add_mutually_exclusive_group()
     loud.add_argument(
         "-q", "--quiet", action="store_true", help="print only failures, errors and the verdict line; no progress"
@@ -92,7 +96,6 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         help="exit 0 when the run itself succeeded, even with findings (for schedulers that branch on --json)",
     )
     if mode == "rebuild":
-        p.add_argument("--output-dir", metavar="DIR", help="write into DIR/<topic>-<partition>/; log dirs untouched")
         p.add_argument("--dry-run", action="store_true", help="report what would be rebuilt; write nothing")
     if mode == "repair":
         p.add_argument("--dry-run", action="store_true", help="verify and report what would be repaired; write nothing")
@@ -121,18 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         ("repair", "verify, then rebuild only what is wrong, with backups"),
     ):
         _job_options(sub.add_parser(mode, help=text, description=text), mode)
-    text = "print an index file or a .log's batch headers"
-    dump = sub.add_parser("dump", help=text, description=text)
-    dump.add_argument("file", help="<20-digit base offset>.{index,timeindex,txnindex,log}")
-    dump.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
-    text = "find an offset or timestamp through a segment's indexes, as a broker's fetch would"
-    lookup = sub.add_parser("lookup", help=text, description=text)
-    lookup.add_argument("--segment", required=True, metavar="PATH.log", help="the segment's .log")
-    what = lookup.add_mutually_exclusive_group(required=True)
-    what.add_argument("--offset", type=int, help="the offset to find")
-    what.add_argument("--timestamp", type=int, metavar="MS", help="the first batch with a timestamp >= MS")
-    lookup.add_argument("--ceiling", action="store_true", help="use the smallest entry at or above the target")
-    lookup.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
+    add_dump_command(sub, run_dump)
+    add_lookup_command(sub, run_lookup)
     text = "query the Delta audit table (the latest run by default), or merge rows kept in the audit journal"
     audit = sub.add_parser("audit", help=text, description=text)
     audit.add_argument("--audit-table", metavar="PATH", help="the table (default: the config's audit_table)")

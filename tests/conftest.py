@@ -51,7 +51,7 @@ def run_as_unprivileged(fn) -> dict:
 @pytest.fixture(scope="module")
 def big_partition(tmp_path_factory) -> Path:
     """20,000 one-record batches and their indexes: every dump is far more than a pipe holds."""
-    from indexlib.engine.partition import rebuild_partition
+    from indexlib.engine import rebuild_partition
     from indexlib.testing.generate import generate_partition
 
     part = tmp_path_factory.mktemp("pipe") / "big-0"

@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the project
 
 from indexlib import CorruptIndexError, OffsetIndex, TimeIndex, TransactionIndex  # noqa: E402
-from indexlib.engine.partition import rebuild_partition, verify_partition  # noqa: E402
+from indexlib.engine import rebuild_partition, verify_partition  # noqa: E402
 from indexlib.testing.generate import generate_partition  # noqa: E402
 
 sys.path.insert(0, HERE)

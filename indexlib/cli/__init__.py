@@ -1,5 +1,5 @@
-"""The front ends: ``python -m indexlib`` (``main``), its reports (``report``), and the tools that read one file
-(``dump``, ``segment_lookup``).
+"""The front ends: ``python -m indexlib`` (``main``), its reports (``report``), the options both command lines
+declare (``options``), and the tools that read one file (``dump``, ``segment_lookup``).
 
 Imports anything of indexlib."""
 
@@ -9,12 +9,26 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .dump import write_dump
     from .main import main
+    from .options import (
+        add_dump_command,
+        add_index_settings,
+        add_json_report,
+        add_lookup_command,
+        add_run_id,
+        add_write_options,
+    )
     from .report import JsonTargetError, check_json_target, format_table, print_report, write_json
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
 
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
     "main": "main",
+    "add_dump_command": "options",
+    "add_index_settings": "options",
+    "add_json_report": "options",
+    "add_lookup_command": "options",
+    "add_run_id": "options",
+    "add_write_options": "options",
     "write_dump": "dump",
     "LookupTargetError": "segment_lookup",
     "check_target": "segment_lookup",
@@ -29,6 +43,12 @@ _PUBLIC = {
 __all__ = [
     "JsonTargetError",
     "LookupTargetError",
+    "add_dump_command",
+    "add_index_settings",
+    "add_json_report",
+    "add_lookup_command",
+    "add_run_id",
+    "add_write_options",
     "check_json_target",
     "check_target",
     "format_table",

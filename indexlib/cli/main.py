@@ -50,14 +50,20 @@ from ..format.layout import (
 )
 from ..recovery.findings import CUT_TAIL, REFUSE_SEGMENT, kind
 from ..recovery.settings import (
-    DEFAULT_INDEX_INTERVAL_BYTES,
-    DEFAULT_SEGMENT_INDEX_BYTES,
     IndexSettings,
     SettingError,
     check_index_setting,
 )
 from ..storage.discovery import Discovery, discover, discover_partition_dir
 from ..storage.publish import log_dir_is_locked
+from .options import (
+    add_dump_command,
+    add_index_settings,
+    add_json_report,
+    add_lookup_command,
+    add_run_id,
+    add_write_options,
+)
 from .report import check_json_target, print_report, write_json
 from .segment_lookup import check_target, lookup, print_lookup
 
@@ -84,27 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def settings(sub: argparse.ArgumentParser) -> None:
+    def run_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "paths",
             nargs="+",
             metavar="PATH",
             help="a Kafka partition dir (<log.dir>/<topic>-<partition>) or a whole log dir; several allowed",
         )
-        sub.add_argument(
-            "--index-interval-bytes",
-            type=int,
-            default=DEFAULT_INDEX_INTERVAL_BYTES,
-            metavar="N",
-            help="the topics' index.interval.bytes (default %(default)s)",
-        )
-        sub.add_argument(
-            "--segment-index-bytes",
-            type=int,
-            default=DEFAULT_SEGMENT_INDEX_BYTES,
-            metavar="N",
-            help="the topics' segment.index.bytes (default %(default)s)",
-        )
+        add_index_settings(sub, IndexSettings())
         sub.add_argument(
             "--jobs",
             type=int,
@@ -112,11 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="N",
             help="segments processed at once, each in its own process (default: the cores, %(default)s)",
         )
-        sub.add_argument(
-            "--json",
-            metavar="FILE",
-            help="also write the full report as JSON to FILE (- for stdout; the text report then goes to stderr)",
-        )
+        add_json_report(sub)
 
     rebuild = commands.add_parser(
         "rebuild",
@@ -125,20 +114,9 @@ def build_parser() -> argparse.ArgumentParser:
         "for byte as Kafka's log recovery would. Each file is published atomically; the .log is never "
         "modified. In place, refuses to write while the log dir's .lock is held (a running broker).",
     )
-    settings(rebuild)
-    rebuild.add_argument(
-        "--output-dir", metavar="DIR", help="write to DIR/<topic>-<partition>/ and only read the partition"
-    )
-    rebuild.add_argument(
-        "--backup-dir", metavar="DIR", help="copy each replaced index file here first, under DIR/<run id>/"
-    )
-    rebuild.add_argument(
-        "--run-id",
-        metavar="ID",
-        help="the run's id (default: generated); it names the backup dir, so an id whose backup dir holds "
-        "files is refused",
-    )
-    rebuild.add_argument("--force", action="store_true", help="write in place even though the log dir's .lock is held")
+    run_options(rebuild)
+    add_write_options(rebuild, "rebuild")
+    add_run_id(rebuild)
     rebuild.set_defaults(run=run_rebuild)
 
     verify = commands.add_parser(
@@ -148,32 +126,10 @@ def build_parser() -> argparse.ArgumentParser:
         "lookups correct, not byte equality), and compare each with what a rebuild would write. "
         "Read-only.",
     )
-    settings(verify)
+    run_options(verify)
     verify.set_defaults(run=run_verify)
-
-    dump = commands.add_parser(
-        "dump",
-        help="print an index file's entries or a .log's batch headers",
-        description="Print the entries of a .index, .timeindex or .txnindex (absolute offsets) or the "
-        "batch headers of a .log, in the spirit of kafka-dump-log.sh. Read-only.",
-    )
-    dump.add_argument("file", metavar="FILE", help="<20-digit base offset>.{index,timeindex,txnindex,log}")
-    dump.add_argument("--json", action="store_true", help="print JSON instead of text")
-    dump.set_defaults(run=run_dump)
-
-    find = commands.add_parser(
-        "lookup",
-        help="find an offset or timestamp through a segment's indexes",
-        description="The index entry a broker's fetch would use for an offset or a timestamp, and the exact "
-        "batch found by scanning the .log from there. Read-only.",
-    )
-    find.add_argument("--segment", required=True, metavar="PATH.log", help="the segment's .log")
-    target = find.add_mutually_exclusive_group(required=True)
-    target.add_argument("--offset", type=int, metavar="N", help="find the batch holding this offset")
-    target.add_argument("--timestamp", type=int, metavar="MS", help="find the first batch with a timestamp >= MS")
-    find.add_argument("--ceiling", action="store_true", help="use the smallest entry at or above the target")
-    find.add_argument("--json", action="store_true", help="print JSON instead of text")
-    find.set_defaults(run=run_lookup)
+    add_dump_command(commands, run_dump)
+    add_lookup_command(commands, run_lookup)
     return parser
 
 
@@ -257,13 +213,13 @@ def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settin
     except ValueError as exc:
         raise InputError(str(exc)) from None
     try:
-        check_json_target(args.json)
+        check_json_target(args.json_file)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     report = run(found, options, lambda topic: settings, map_locally(args.jobs))
-    text_out = sys.stderr if args.json == "-" else sys.stdout  # stdout stays pure JSON
-    if args.json is not None:
-        write_json(report, args.json)
+    text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
+    if args.json_file is not None:
+        write_json(report, args.json_file)
     print_segments(report, settings, text_out)
     print_report(report, text_out)
     return report.exit_code
@@ -321,7 +277,7 @@ def print_segments(report: RunReport, settings: IndexSettings, out: TextIO) -> N
 def run_dump(args: argparse.Namespace) -> int:
     from .dump import write_dump  # imported here: only this subcommand needs it (start-up time)
 
-    return write_dump(args.file, args.json, sys.stdout)
+    return write_dump(args.file, args.as_json, sys.stdout)
 
 
 def run_lookup(args: argparse.Namespace) -> int:
@@ -329,7 +285,7 @@ def run_lookup(args: argparse.Namespace) -> int:
         check_target(args.offset, args.timestamp)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    return print_lookup(lookup(args.segment, args.offset, args.timestamp, args.ceiling), args.json, sys.stdout)
+    return print_lookup(lookup(args.segment, args.offset, args.timestamp, args.ceiling), args.as_json, sys.stdout)
 
 
 # --------------------------------------------------------------------------------------------- main

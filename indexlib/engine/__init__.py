@@ -1,11 +1,12 @@
 """The one engine every command runs: a run over discovered partitions (:func:`run`: plan the segment tasks,
-map them, replay each partition, decide and commit each segment), and the partition-level calls of it.
+map them, replay each partition, decide and commit each segment): the one door. ``verify_partition`` and
+``rebuild_partition`` are calls of it for one partition dir.
 
 Modules, one stage each: ``options`` (a run's options and the checks before it touches anything), ``locks``
 (run locks, the broker's lock), ``segment_task`` (one segment's scan, plan, checks and staging, anywhere),
 ``pool`` (the map step on one machine), ``replay`` (producer state per partition, on the driver), ``commit``
-(decide and commit one segment), ``runner`` (a whole run and its report), ``partition`` (one partition in
-memory), ``interrupts`` (how a command stops on a signal).
+(decide and commit one segment), ``runner`` (a whole run and its report), ``partition`` (one partition
+dir through ``run``), ``interrupts`` (how a command stops on a signal).
 
 Imports ``format``, ``recovery`` and ``storage``. The names below are the engine's door for the command
 lines and the Spark job."""

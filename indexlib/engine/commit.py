@@ -13,11 +13,11 @@ from ..format.layout import (
     segment_file,
     staged_by_run,
 )
+from ..format.records import ScanProblem
 from ..format.values import AbortedTxn
 from ..recovery.findings import CUT_TAIL, files_to_rebuild, kind
-from ..storage.publish import discard, discard_staged, fsync_path, keep_backup
+from ..storage.publish import discard, discard_staged, fsync_path, install_segment, keep_backup, stage_segment
 from .options import RunOptions, TargetDirError
-from .partition import install_segment, stage_segment
 from .replay import SegmentReplay
 from .segment_task import SegmentFacts, SegmentOutcome, SegmentTask
 
@@ -67,9 +67,15 @@ class SegmentResult(SegmentFacts):
 
     aborted: list[AbortedTxn]
     action: str
+    fatal: ScanProblem | None = None  # why Kafka's recovery would refuse the segment (its scan's or the replay's)
     written: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
     error: str | None = None
+
+    @property
+    def damaged_files(self) -> list[str]:
+        """The suffixes of this segment's files with an error finding that a repair rewrites."""
+        return files_to_rebuild(self.task.partition_dir, self.task.base_offset, self.findings)
 
 
 def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision) -> SegmentResult:
@@ -85,7 +91,9 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             identical = dict.fromkeys(INDEX_SUFFIXES)
     facts = {f.name: getattr(outcome, f.name) for f in fields(SegmentFacts)}
     facts.update(findings=outcome.findings + replay.findings, identical=identical)
-    result = SegmentResult(**facts, aborted=replay.aborted, action=decision.action, error=outcome.error)
+    fatals = [p for p in (outcome.plan.fatal, replay.fatal) if p is not None]
+    fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
+    result = SegmentResult(**facts, aborted=replay.aborted, action=decision.action, fatal=fatal, error=outcome.error)
     # the commit owns what was staged from here on: whoever cleans up after it must not touch those files
     staged, backups = outcome.staged, outcome.backups
     outcome.staged, outcome.backups = {}, []

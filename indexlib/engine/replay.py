@@ -4,7 +4,10 @@ transactions, its ``.txnindex`` findings, and whether Kafka's recovery would ref
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..format.layout import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -20,13 +23,15 @@ from ..recovery.checks import (
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.findings import Finding
+from ..recovery.log_scan import EVENT_TXN_DATA
+from ..recovery.producer_state import relevant_events, replay_segment
 from ..storage.discovery import Partition
 from ..storage.partition_files import (
+    initial_state_for,
     partition_file_names,
     read_existing_txn_index,
     read_log_start_offset,
 )
-from .partition import replay_partition
 from .segment_task import SegmentOutcome
 
 
@@ -84,3 +89,39 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         for (aborted, fatal), (txn_findings, txn_identical) in zip(replays, txn, strict=True)
     ]
     return PartitionReplay(findings, segments)
+
+
+def replay_partition(
+    partition_dir: str, bases: list[int], plans: Sequence[SegmentPlan | PlanSummary], log_start_offset: int
+) -> list[tuple[list[AbortedTxn], ScanProblem | None]]:
+    """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting state.
+
+    Kafka recovers segments in order, each from the newest valid snapshot with ``L < offset <= base``
+    (``L`` = log start offset), and writes a snapshot at its map end offset after each one. So: a segment
+    with ``base <= L`` starts empty; a segment whose predecessor's map end offset is above ``L`` carries
+    the predecessor's state on (that is the snapshot Kafka just wrote); otherwise (the first segment, or
+    a predecessor wholly at or below ``L``) it starts from the newest valid pre-existing ``.snapshot``
+    in ``(L, base]``, or empty.
+    """
+    all_events = [p.events for p in plans]
+    txn_pids = (
+        np.unique(np.concatenate([e["producer_id"][e["kind"] == EVENT_TXN_DATA] for e in all_events]))
+        if all_events
+        else np.empty(0, np.int64)
+    )
+    results = []
+    ongoing: dict[int, int] = {}
+    previous_map_end: int | None = None
+    for base, plan in zip(bases, plans, strict=True):
+        if base <= log_start_offset:
+            ongoing, map_end = {}, log_start_offset
+        elif previous_map_end is not None and previous_map_end > log_start_offset:
+            map_end = previous_map_end  # carry on
+        else:
+            ongoing, snapshot = initial_state_for(partition_dir, base, log_start_offset)
+            map_end = snapshot if snapshot is not None else log_start_offset
+        pids = np.union1d(txn_pids, np.fromiter(ongoing.keys(), dtype=np.int64, count=len(ongoing)))
+        replay = replay_segment(ongoing, relevant_events(plan.events, pids))
+        results.append((replay.aborted, replay.fatal))
+        previous_map_end = max(map_end, plan.next_v2_offset) if plan.next_v2_offset is not None else map_end
+    return results

@@ -65,6 +65,18 @@ class RunReport:
     swept: list[str] = field(default_factory=list)  # staged files of dead runs this run removed
 
     @property
+    def findings(self) -> list[Finding]:
+        """Every finding of the run: each partition's partition-level ones, then its segments' in order."""
+        return [f for fs in self.partition_findings.values() for f in fs] + [
+            f for s in self.segments for f in s.findings
+        ]
+
+    @property
+    def healthy(self) -> bool:
+        """No error finding and no failed segment: what a verify reports with exit code 0."""
+        return not self.failed and not any(f.severity == "error" for f in self.findings)
+
+    @property
     def remaining_findings(self) -> list[Finding]:
         """Error findings not fixed by this run's writes."""
         left = [f for fs in self.partition_findings.values() for f in fs if f.severity == "error"]

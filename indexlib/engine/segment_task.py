@@ -18,18 +18,22 @@ from ..recovery.checks import (
     has_invalid_tail,
     log_findings,
 )
-from ..recovery.entry_plan import PlanSummary
+from ..recovery.entry_plan import PlanSummary, SegmentPlan, plan_segment
 from ..recovery.findings import Finding, files_to_rebuild
-from ..recovery.log_scan import NO_PROBES, probes_for
-from ..recovery.settings import IndexSettings
+from ..recovery.log_scan import NO_PROBES, LogSummary, Probes, probes_for, unreadable_summary
+from ..recovery.settings import (
+    DEFAULT_INDEX_INTERVAL_BYTES,
+    DEFAULT_SEGMENT_INDEX_BYTES,
+    IndexSettings,
+)
 from ..storage.discovery import Discovery, Partition
 from ..storage.partition_files import (
     read_existing_indexes,
+    summarize_log,
     tail_is_zero,
 )
-from ..storage.publish import discard_staged, keep_backup
+from ..storage.publish import discard_staged, keep_backup, stage_segment
 from .options import RunOptions, backup_root
-from .partition import plan_segment_file, stage_segment
 
 #: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
 STAGED_BY_EXECUTORS = (".index", ".timeindex")
@@ -125,6 +129,23 @@ class SegmentOutcome(SegmentFacts):
     staged: dict[str, str] = field(default_factory=dict)  # final path -> staged path, not installed yet
     backups: list[str] = field(default_factory=list)  # copies of the files the staged ones will replace
     error: str | None = None  # staging failed (nothing is left staged)
+
+
+def plan_segment_file(
+    log_path: str,
+    base_offset: int,
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+    probes: Probes = NO_PROBES,
+) -> tuple[LogSummary, SegmentPlan]:
+    """Scan and plan one segment: the independent, parallel part of a partition's rebuild. A segment
+    that cannot be read gets an empty summary whose ``fatal`` says why. The settings are trusted (an
+    :class:`IndexSettings`'s: validated where they enter)."""
+    try:
+        summary = summarize_log(log_path, base_offset, index_interval_bytes, probes)
+    except (OSError, ValueError) as exc:
+        summary = unreadable_summary(log_path, base_offset, index_interval_bytes, exc)
+    return summary, plan_segment(summary, segment_index_bytes)
 
 
 def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome:

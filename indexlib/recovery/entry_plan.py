@@ -74,7 +74,7 @@ class SegmentPlan:
 class PlanSummary:
     """A :class:`SegmentPlan` less its entry arrays: small (no per-batch data beyond :func:`compact_events`),
     so it can travel from a Spark executor to the driver. Enough for the producer-state replay
-    (:func:`indexlib.engine.partition.replay_partition`) and the ``.txnindex`` checks; not for writing."""
+    (:func:`indexlib.engine.replay.replay_partition`) and the ``.txnindex`` checks; not for writing."""
 
     base_offset: int
     valid_bytes: int

@@ -41,7 +41,6 @@ from ..format.records import (
     ScanProblem,
     StopReason,
 )
-from .settings import check_index_setting
 
 #: "no such offset" in the int64 columns (no v2 batch yet, no previous batch, a probe outside the data)
 NO_OFFSET = int(np.iinfo(np.int64).min)
@@ -151,8 +150,8 @@ class LogSummary:
 
 # ------------------------------------------------------------------------------------ the reference
 def summarize(scan: LogScan, base_offset: int, index_interval_bytes: int, probes: Probes = NO_PROBES) -> LogSummary:
-    """The summary of a scan's columns (the reference; see the module docstring)."""
-    check_index_setting("summarize", "index_interval_bytes", index_interval_bytes)
+    """The summary of a scan's columns (the reference; see the module docstring). ``index_interval_bytes`` is
+    trusted: settings are validated where they enter (:mod:`indexlib.recovery.settings`)."""
     n = scan.batch_count
     last_offsets = scan.last_offsets
     relative = last_offsets - base_offset

@@ -26,7 +26,6 @@ from ..format.time_index import TimeIndex
 from ..format.transaction_index import TransactionIndex
 from ..recovery.entry_checks import ExistingTxnIndex
 from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, Probes, from_kernel, summarize
-from ..recovery.settings import check_index_setting
 
 
 # ------------------------------------------------------------------------------------------ the .log
@@ -45,7 +44,6 @@ def summarize_log(
     kernel = records.KERNEL if compiled is None else (records.compiled_kernel() if compiled else None)
     if kernel is None or not hasattr(kernel, "scan_segment"):
         return summarize(records.scan_log(path), base_offset, index_interval_bytes, probes)
-    check_index_setting("summarize_log", "index_interval_bytes", index_interval_bytes)
     fd = records.open_segment(path)
     try:
         size = os.fstat(fd).st_size

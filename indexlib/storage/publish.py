@@ -13,19 +13,28 @@ import errno
 import fcntl
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import numpy as np
 
-from ..format.layout import LOG_DIR_LOCK, staged_path
+from ..format.errors import KafkaIndexError
+from ..format.layout import INDEX_SUFFIXES, LOG_DIR_LOCK, segment_file, staged_path
 from ..format.offset_index import OffsetIndex
 from ..format.time_index import TimeIndex
 from ..format.transaction_index import TransactionIndex
 from ..format.values import AbortedTxn
+from ..recovery.entry_plan import PlanSummary, SegmentPlan
+from ..recovery.settings import DEFAULT_SEGMENT_INDEX_BYTES
 
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
+
+
+class UnrebuildableSegmentError(KafkaIndexError, ValueError, TypeError):
+    """Index files staged for a segment its plan cannot give them for: a fatal plan (Kafka's recovery
+    refuses the segment; a ``ValueError``), or a :class:`PlanSummary`, which keeps no index entries (a
+    ``TypeError``)."""
 
 
 def lock_is_held(path: str, lockers: tuple[Callable[[int, int], Any], ...] = (fcntl.lockf, fcntl.flock)) -> bool:
@@ -183,3 +192,75 @@ def discard_staged(staged: dict[str, str], backups: list[str]) -> None:
         discard(path)
     backups[:] = [b for b in backups if os.path.basename(b) not in names]
     staged.clear()
+
+
+def stage_segment(
+    target_dir: str,
+    base_offset: int,
+    plan: SegmentPlan | PlanSummary,
+    aborted: list[AbortedTxn],
+    suffixes: Collection[str],
+    stale_txn: bool,
+    segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES,
+    tag: str | None = None,
+) -> dict[str, str]:
+    """Stage the chosen index files of one rebuilt segment beside their final names (see this
+    module's docstring); returns ``{final: staged}`` in ``INDEX_SUFFIXES`` order. Kafka sees nothing
+    until :func:`install_segment`. ``.index``/``.timeindex`` need a full :class:`SegmentPlan`; ``.txnindex``
+    is staged only when there are aborted transactions or ``stale_txn`` (an existing one, which becomes 0
+    bytes as Kafka does). Never call this for a segment whose plan is fatal. On failure nothing is left."""
+    if plan.fatal is not None:
+        raise UnrebuildableSegmentError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
+
+    def full_plan() -> SegmentPlan:
+        """The plan, with the index entries that ``.index``/``.timeindex`` are written from."""
+        if not isinstance(plan, SegmentPlan):
+            raise UnrebuildableSegmentError(
+                f"segment {base_offset} of {target_dir}: a {type(plan).__name__} has no index entries"
+            )
+        return plan
+
+    stagers = {
+        ".index": lambda f: stage_offset_index(
+            f, base_offset, full_plan().offset_offsets, full_plan().offset_positions, segment_index_bytes, tag
+        ),
+        ".timeindex": lambda f: stage_time_index(
+            f, base_offset, full_plan().time_timestamps, full_plan().time_offsets, segment_index_bytes, tag
+        ),
+        ".txnindex": lambda f: stage_transaction_index(f, base_offset, aborted, tag),
+    }
+    staged: dict[str, str] = {}
+    try:
+        for suffix in INDEX_SUFFIXES:
+            if suffix not in suffixes or (suffix == ".txnindex" and not (aborted or stale_txn)):
+                continue
+            final = segment_file(target_dir, base_offset, suffix)
+            staged[final] = stagers[suffix](final)
+    except BaseException:
+        for path in staged.values():
+            discard(path)
+        raise
+    return staged
+
+
+def install_segment(
+    staged: dict[str, str], backup_dir: str | None = None, sync_dir: bool = True, written: list[str] | None = None
+) -> tuple[list[str], list[str]]:
+    """Install staged files over their final names, each old file kept in ``backup_dir`` first (if
+    given); returns (written, backups). Staged files never survive, installed or not. ``written``, if
+    given, is appended to as each file is installed (so a caller knows what was replaced after a failure)."""
+    written = [] if written is None else written
+    backups = []
+    try:
+        for final, path in staged.items():
+            if backup_dir is not None and (kept := keep_backup(final, backup_dir)):
+                backups.append(kept)
+            install(path, final, sync_dir=False)
+            written.append(final)
+    finally:
+        for path in staged.values():
+            discard(path)
+    if sync_dir:
+        for directory in {os.path.dirname(final) for final in written}:
+            fsync_path(directory)
+    return written, backups

@@ -17,7 +17,7 @@ from pathlib import Path
 import pyspark
 import pytest
 
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import generate_partition
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import generate_partition
 
 from ..conftest import PROJECT_ROOT

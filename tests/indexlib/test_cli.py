@@ -16,7 +16,7 @@ import pytest
 
 from indexlib.cli.dump import dump_file
 from indexlib.cli.main import main
-from indexlib.engine.partition import rebuild_partition, verify_partition
+from indexlib.engine import rebuild_partition, verify_partition
 from indexlib.testing.generate import encode_batch_v2, generate_partition
 
 from ..conftest import KAFKA_REAL, PROJECT_ROOT, dump_into_head, requires_kafka_real, run_as_unprivileged
@@ -93,10 +93,10 @@ def test_rebuild_in_place(capsys, partition, tmp_path):
     assert lines[0].startswith("rebuild orders-0 (") and "in place" in lines[0]
     assert "index.interval.bytes=1000" in lines[0] and "3 segments" in lines[0]
     for seg in expected.segments:
-        line = next(x for x in lines if x.startswith(f"  {seg.base_offset:020d}:"))
-        assert f"{seg.summary.batch_count} batches, {seg.summary.valid_bytes} valid bytes" in line
-        assert f".index {len(seg.plan.offset_offsets)} entries" in line
-        assert f".timeindex {len(seg.plan.time_timestamps)} entries" in line
+        line = next(x for x in lines if x.startswith(f"  {seg.task.base_offset:020d}:"))
+        assert f"{seg.batches} batches, {seg.valid_bytes} valid bytes" in line
+        assert f".index {seg.plan.index_entries} entries" in line
+        assert f".timeindex {seg.plan.timeindex_entries} entries" in line
         assert f".txnindex {len(seg.aborted)} entr" in line
     assert re.search(r"^orders-0\s+3\s+\S+\s+0\s+9\s+rebuilt$", out, re.M)  # the summary table
     assert re.fullmatch(r"rebuild rebuild-\S+: 3 segments, .* MiB in .* s; done", lines[-1])
@@ -403,7 +403,7 @@ def test_verify_damaged_index_exits_1_with_a_finding_row(capsys, partition, tmp_
     assert report["exit_code"] == 1 and report["mode"] == "verify"
     seg = report["segments"][0]
     assert (seg["index_interval_bytes"], seg["segment_index_bytes"]) == (4096, 10485760)
-    library = {(f.kind, f.file, f.entry) for f in verify_partition(partition).all_findings}
+    library = {(f.kind, f.file, f.entry) for f in verify_partition(partition).findings}
     assert {(f["kind"], f["file"], f["entry"]) for f in report["remaining_findings"]} == library
     assert [(f["kind"], f["severity"]) for f in seg["findings"]] == [("bad_length", "error")]
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
 from indexlib.format.layout import segment_base_offsets
 
 from ..conftest import KAFKA_REAL, requires_kafka_real

@@ -19,7 +19,8 @@ import pytest
 
 from indexlib import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from indexlib.cli.dump import FileDump, dump_file, format_dump, iter_json, parse_segment_file_name, read_dump
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
+from indexlib.engine.segment_task import plan_segment_file
 from indexlib.format.layout import segment_file
 from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
 
@@ -44,31 +45,38 @@ def rebuilt(tmp_path_factory):
     return part, root / "out" / "orders-0", logs, result
 
 
+def planned(seg):
+    """The full plan (every entry) of one rebuilt segment of ``rebuilt``."""
+    return plan_segment_file(seg.task.log_path, seg.task.base_offset, index_interval_bytes=700)[1]
+
+
 # ------------------------------------------------------------------------------- indexes vs the rebuild
 def test_offset_index_dump_equals_the_planned_entries(rebuilt):
     _, out, _, result = rebuilt
     for seg in result.segments:
-        dump = dump_file(segment_file(str(out), seg.base_offset, ".index"))
-        assert dump["kind"] == "offset_index" and dump["base_offset"] == seg.base_offset
-        assert len(seg.plan.offset_offsets) > 10
+        dump = dump_file(segment_file(str(out), seg.task.base_offset, ".index"))
+        assert dump["kind"] == "offset_index" and dump["base_offset"] == seg.task.base_offset
+        plan = planned(seg)
+        assert len(plan.offset_offsets) > 10
         assert dump["entries"] == [
             {"offset": o, "position": p}
-            for o, p in zip(seg.plan.offset_offsets.tolist(), seg.plan.offset_positions.tolist(), strict=True)
+            for o, p in zip(plan.offset_offsets.tolist(), plan.offset_positions.tolist(), strict=True)
         ]
         assert dump["entry_count"] == len(dump["entries"]) and dump["file_size"] == 8 * dump["entry_count"]
         assert dump["zero_tail_entries"] == 0 and dump["partial_entry_bytes"] == 0 and dump["problems"] == []
         # offsets are absolute: the first indexed batch lies beyond the base
-        assert dump["entries"][0]["offset"] > seg.base_offset
+        assert dump["entries"][0]["offset"] > seg.task.base_offset
 
 
 def test_time_index_dump_equals_the_planned_entries(rebuilt):
     _, out, _, result = rebuilt
     for seg in result.segments:
-        dump = dump_file(segment_file(str(out), seg.base_offset, ".timeindex"))
+        dump = dump_file(segment_file(str(out), seg.task.base_offset, ".timeindex"))
         assert dump["kind"] == "time_index"
+        plan = planned(seg)
         assert dump["entries"] == [
             {"timestamp": t, "offset": o}
-            for t, o in zip(seg.plan.time_timestamps.tolist(), seg.plan.time_offsets.tolist(), strict=True)
+            for t, o in zip(plan.time_timestamps.tolist(), plan.time_offsets.tolist(), strict=True)
         ]
         assert dump["file_size"] == 12 * len(dump["entries"])
 
@@ -77,7 +85,7 @@ def test_txn_index_dump_equals_the_aborted_transactions(rebuilt):
     _, out, _, result = rebuilt
     seen = 0
     for seg in result.segments:
-        path = segment_file(str(out), seg.base_offset, ".txnindex")
+        path = segment_file(str(out), seg.task.base_offset, ".txnindex")
         if not seg.aborted:
             assert not os.path.exists(path)
             continue
@@ -322,7 +330,7 @@ def test_written_txn_index(tmp_path):
 def test_json_round_trips_and_streamed_forms_agree(rebuilt):
     part, out, logs, result = rebuilt
     seg = result.segments[1]
-    paths = [logs[1]] + [segment_file(str(out), seg.base_offset, s) for s in (".index", ".timeindex", ".txnindex")]
+    paths = [logs[1]] + [segment_file(str(out), seg.task.base_offset, s) for s in (".index", ".timeindex", ".txnindex")]
     for path in paths:
         dump = dump_file(path)
         assert roundtrip(dump) == dump

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from indexlib.engine import rebuild_partition
 from indexlib.engine.options import RunOptions
-from indexlib.engine.partition import plan_partition, rebuild_partition, replay_partition
-from indexlib.engine.segment_task import plan_tasks, process_segment
+from indexlib.engine.replay import replay_partition
+from indexlib.engine.segment_task import plan_segment_file, plan_tasks, process_segment
 from indexlib.format.layout import segment_file
 from indexlib.recovery.settings import IndexSettings
 from indexlib.storage.discovery import discover
@@ -70,7 +71,7 @@ def test_the_outcome_for_the_driver_does_not_grow_with_batches(busy_partition, t
     (task,) = tasks_for(busy_partition, "rebuild", output_dir=str(tmp_path / "out"))
     outcome = process_segment(task)
     assert outcome.batches == BATCHES and outcome.findings == [] and outcome.error is None
-    library = plan_partition(str(busy_partition), index_interval_bytes=64).segments[0].plan
+    _, library = plan_segment_file(segment_file(str(busy_partition), 0, ".log"), 0, index_interval_bytes=64)
     assert library.index_entries > BATCHES * 0.9  # the full plan is big ...
     assert len(pickle.dumps(library)) > 30 * BATCHES
     # ... what the driver gets is not: 3 idempotent producers -> 3 events, 200 transactions -> 400 events
@@ -98,9 +99,10 @@ def test_the_replay_from_summaries_equals_the_library_rebuild(busy_partition):
     outcome = process_segment(task)
     assert outcome.staged == {} and outcome.findings == []
     ((aborted, fatal),) = replay_partition(str(busy_partition), [0], [outcome.plan], 0)
-    library = plan_partition(str(busy_partition), index_interval_bytes=64)
+    _, full_plan = plan_segment_file(segment_file(str(busy_partition), 0, ".log"), 0, index_interval_bytes=64)
+    ((from_full_plan, _),) = replay_partition(str(busy_partition), [0], [full_plan], 0)
     assert fatal is None and len(aborted) == BATCHES // 200
-    assert aborted == library.segments[0].aborted
+    assert aborted == from_full_plan == rebuild_partition(busy_partition, 64).segments[0].aborted
 
 
 def test_repair_stages_only_a_damaged_index_and_backs_it_up(busy_partition):
@@ -200,13 +202,13 @@ def damaged_log_dir(tmp_path):
 def test_an_interrupted_commit_keeps_the_backup_of_a_file_it_replaced(tmp_path, monkeypatch):
     """Ctrl-C between the two renames of one segment: the .index is already replaced, so its backup is
     the only copy of the old file and must stay; nothing staged is left."""
-    from indexlib.engine import partition as partition_module
     from indexlib.engine.pool import map_locally
     from indexlib.engine.runner import run
+    from indexlib.storage import publish as publish_module
 
     logs = damaged_log_dir(tmp_path)
     old_index = Path(segment_file(str(logs / "t-0"), 0, ".index")).read_bytes()
-    real_install, calls = partition_module.install, []
+    real_install, calls = publish_module.install, []
 
     def install_then_interrupt(staged, final, sync_dir=True):
         calls.append(final)
@@ -214,7 +216,7 @@ def test_an_interrupted_commit_keeps_the_backup_of_a_file_it_replaced(tmp_path, 
             raise KeyboardInterrupt
         real_install(staged, final, sync_dir=sync_dir)
 
-    monkeypatch.setattr(partition_module, "install", install_then_interrupt)
+    monkeypatch.setattr(publish_module, "install", install_then_interrupt)
     found = discover([str(logs)])
     options = RunOptions("repair", run_id="r1", backup_root=str(tmp_path / "backups"))
     with pytest.raises(KeyboardInterrupt):

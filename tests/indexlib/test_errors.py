@@ -16,12 +16,12 @@ import pytest
 import indexlib
 from indexlib import KafkaIndexError, OffsetIndex, TimeIndex, cli, engine, recovery, storage, testing
 from indexlib.cli.main import InputError
-from indexlib.engine.partition import UnrebuildableSegmentError
 from indexlib.format.checkpoint import CheckpointError
 from indexlib.format.errors import describe_error, error_line
 from indexlib.format.producer_snapshot import SnapshotError
 from indexlib.recovery.checks import VerifyInputError
 from indexlib.recovery.findings import FindingKindError
+from indexlib.storage.publish import UnrebuildableSegmentError
 
 
 def test_an_oserror_line_names_its_file_and_the_second_file_of_a_rename():

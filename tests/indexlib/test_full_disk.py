@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import encode_batch_v2, generate_partition
 
 from ..conftest import PROJECT_ROOT

@@ -16,7 +16,7 @@ import numpy as np
 
 from indexlib import OffsetIndex
 from indexlib.cli.main import main
-from indexlib.engine.partition import verify_partition
+from indexlib.engine import verify_partition
 from indexlib.format.index_file import data_end, read_snapshot
 from indexlib.format.layout import segment_base_offsets, segment_file
 from indexlib.storage.partition_files import read_existing_index

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from indexlib.engine import rebuild_partition
 from indexlib.engine.interrupts import Interrupted, deferred_signals, received, stop_on_signals, stopped_by
-from indexlib.engine.partition import rebuild_partition
 from indexlib.format.layout import INDEX_SUFFIXES
 from indexlib.testing.generate import generate_partition
 

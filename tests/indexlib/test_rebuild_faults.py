@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from indexlib import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
-from indexlib.engine.partition import rebuild_partition, verify_partition
+from indexlib.engine import rebuild_partition, verify_partition
 from indexlib.format.records import StopReason, scan_log
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.log_scan import summarize
@@ -100,7 +100,7 @@ def test_transactions_spanning_segments_match_a_single_segment_replay(tmp_path):
     (one / "00000000000000000000.log").write_bytes(b"".join(p.read_bytes() for p in logs))
     single = rebuild_partition(one, index_interval_bytes=512)
     assert single.segments[0].aborted == aborted
-    spanning = [t for seg in result.segments for t in seg.aborted if t.first_offset < seg.base_offset]
+    spanning = [t for seg in result.segments for t in seg.aborted if t.first_offset < seg.task.base_offset]
     assert spanning, "some aborted transaction should start in an earlier segment"
 
 
@@ -109,7 +109,7 @@ def test_index_files_follow_the_interval_rule(tmp_path):
     generate_partition(part, segments=1, batches_per_segment=200, seed=5)
     result = rebuild_partition(part, index_interval_bytes=1000)
     seg = result.segments[0]
-    scan = scan_log(seg.log_path)
+    scan = scan_log(seg.task.log_path)
     positions = scan.positions.tolist()
     expected, last = [], 0
     for i, p in enumerate(positions):
@@ -209,7 +209,9 @@ def test_four_producers_across_segments(tmp_path, segment_bytes):
     result = rebuild_partition(part)
     aborted = []
     for seg in result.segments:
-        with TransactionIndex(part / f"{seg.base_offset:020d}.txnindex", seg.base_offset, writable=False) as txns:
+        with TransactionIndex(
+            part / f"{seg.task.base_offset:020d}.txnindex", seg.task.base_offset, writable=False
+        ) as txns:
             aborted += txns.all_aborted_txns()
     assert aborted == [AbortedTxn(1, 0, 29, 8), AbortedTxn(2, 8, 74, 36)]
     assert verify_partition(part).healthy
@@ -225,7 +227,7 @@ def test_v0_data_gives_a_zero_byte_time_index(tmp_path):
     assert os.path.getsize(part / "00000000000000000000.timeindex") == 0
     with OffsetIndex(part / "00000000000000000000.index", 0, writable=False) as index:
         assert index.entries > 0  # the offset index is still built
-    assert len(result.segments[0].plan.time_offsets) == 0
+    assert result.segments[0].plan.timeindex_entries == 0
     assert verify_partition(part).healthy
 
 
@@ -270,8 +272,8 @@ def test_recovery_with_corrupt_message(tmp_path):
         data[start:] = rng.integers(0, 256, len(data) - start, dtype=np.uint8).tobytes()
         (part / "00000000000000000000.log").write_bytes(bytes(data))
         result = rebuild_partition(part, index_interval_bytes=10)
-        assert scan_log(result.segments[0].log_path).last_offsets.tolist() == list(range(k))
-        finding = [f for f in verify_partition(part, index_interval_bytes=10).all_findings if f.file.endswith(".log")]
+        assert scan_log(result.segments[0].task.log_path).last_offsets.tolist() == list(range(k))
+        finding = [f for f in verify_partition(part, index_interval_bytes=10).findings if f.file.endswith(".log")]
         assert len(finding) == 1 and finding[0].entry == k
 
 

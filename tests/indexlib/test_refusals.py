@@ -23,7 +23,8 @@ import crc32c
 import pytest
 
 from indexlib.cli.main import main
-from indexlib.engine.partition import plan_partition, plan_segment_file, rebuild_partition
+from indexlib.engine import rebuild_partition, verify_partition
+from indexlib.engine.segment_task import plan_segment_file
 from indexlib.format.records import StopReason, scan_buffer
 from indexlib.format.values import AbortedTxn
 from indexlib.recovery.entry_plan import plan_segment
@@ -292,8 +293,8 @@ def test_the_fatal_problem(tmp_path, case):
         assert_problem(plan.fatal, case)
     else:
         assert scan.fatal is None and plan.fatal is None  # only the replay across batches finds it
-    result = plan_partition(part, case.interval, case.index_bytes)
-    assert [s.base_offset for s in result.segments] == [0, BAD, AFTER]
+    result = verify_partition(part, case.interval, case.index_bytes)
+    assert [s.task.base_offset for s in result.segments] == [0, BAD, AFTER]
     assert_problem(result.segments[1].fatal, case)
     assert result.segments[0].fatal is None and result.segments[2].fatal is None
 
@@ -319,12 +320,12 @@ def test_rebuild_partition_writes_nothing_for_the_refused_segment(tmp_path, case
     for seg in (result.segments[0], result.segments[2]):
         assert seg.fatal is None
         assert sorted(Path(p).name for p in seg.written) == [
-            f"{seg.base_offset:020d}.index",
-            f"{seg.base_offset:020d}.timeindex",
+            f"{seg.task.base_offset:020d}.index",
+            f"{seg.task.base_offset:020d}.timeindex",
         ]
-        assert index_files(part, seg.base_offset) == [
-            f"{seg.base_offset:020d}.index",
-            f"{seg.base_offset:020d}.timeindex",
+        assert index_files(part, seg.task.base_offset) == [
+            f"{seg.task.base_offset:020d}.index",
+            f"{seg.task.base_offset:020d}.timeindex",
         ]
 
 
@@ -436,7 +437,7 @@ def test_a_malformed_marker_opens_no_transaction(tmp_path):
     assert state == {}
     # so a later plain batch of that producer is no refusal
     (part / f"{2:020d}.log").write_bytes(plain_from_producer(2, 3))
-    assert [s.fatal for s in plan_partition(part).segments] == [None, None]
+    assert [s.fatal for s in verify_partition(part).segments] == [None, None]
 
 
 # ----------------------------------------------------------------------------- compressed marker
@@ -491,5 +492,6 @@ def test_what_is_not_refused(tmp_path):
         part = make_partition(tmp_path / case.id, case)
         result = rebuild_partition(part, case.interval, case.index_bytes)
         assert [s.fatal for s in result.segments] == [None, None, None], case.id
-        assert result.segments[1].summary.problem is None, case.id
+        scan, _ = plan_segment_file(str(part / f"{BAD:020d}.log"), BAD, case.interval, case.index_bytes)
+        assert scan.problem is None, case.id
         assert len(index_files(part, BAD)) == 2, case.id

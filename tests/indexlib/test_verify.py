@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 from indexlib import TransactionIndex
-from indexlib.engine.partition import plan_partition, rebuild_partition, verify_partition
+from indexlib.engine import rebuild_partition, verify_partition
+from indexlib.engine.segment_task import plan_segment_file
 from indexlib.format.layout import segment_file
 from indexlib.format.records import scan_log
+from indexlib.storage import LogDirError
 from indexlib.testing.generate import encode_batch_v2
 
 from ..conftest import KAFKA_REAL, requires_kafka_real
@@ -35,7 +37,7 @@ def copy_partition(name: str, tmp_path: Path) -> Path:
 
 
 def kinds(report, name: str | None = None) -> dict[str, object]:
-    return {f.kind: f for f in report.all_findings if name is None or os.path.basename(f.file) == name}
+    return {f.kind: f for f in report.findings if name is None or os.path.basename(f.file) == name}
 
 
 def rebuilt_bytes(part: Path, out: Path) -> dict[str, bytes]:
@@ -48,7 +50,7 @@ def rebuilt_bytes(part: Path, out: Path) -> dict[str, bytes]:
 @pytest.mark.parametrize("part", partitions(), ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_real_broker_files_are_valid(part, tmp_path):
     report = verify_partition(part)
-    assert report.all_findings == [], [f.to_dict() for f in report.all_findings]
+    assert report.findings == [], [f.to_dict() for f in report.findings]
     assert report.healthy
     # Our own rebuild verifies as identical to itself, file by file.
     rebuild_partition(part, output_dir=tmp_path)
@@ -56,7 +58,7 @@ def test_real_broker_files_are_valid(part, tmp_path):
         if name.endswith(".log"):
             shutil.copy(part / name, tmp_path / part.name / name)
     again = verify_partition(tmp_path / part.name)
-    assert again.all_findings == []
+    assert again.findings == []
     for seg in again.segments:
         assert seg.identical[".index"] is True and seg.identical[".timeindex"] is True
         assert seg.identical[".txnindex"] in (True, None)
@@ -85,7 +87,7 @@ def test_garbage_index_is_found_and_rebuilt(tmp_path):
     assert not report.healthy
     found = kinds(report, os.path.basename(target))
     assert {"offset_not_increasing", "position_not_increasing"} & set(found)
-    assert all(f.file == target for f in report.all_findings)  # nothing else is flagged
+    assert all(f.file == target for f in report.findings)  # nothing else is flagged
     assert [s.damaged_files for s in report.segments] == [[], [".index"], [], []]
     rebuild_partition(part)
     assert Path(target).read_bytes() == expected[os.path.basename(target)]
@@ -98,7 +100,7 @@ def test_missing_timeindex(tmp_path):
     target = segment_file(str(part), 2658, ".timeindex")
     os.unlink(target)
     report = verify_partition(part)
-    assert [(f.kind, f.file) for f in report.all_findings] == [("timeindex_missing", target)]
+    assert [(f.kind, f.file) for f in report.findings] == [("timeindex_missing", target)]
     assert report.segments[1].identical[".timeindex"] is False
     assert report.segments[1].damaged_files == [".timeindex"]
 
@@ -136,7 +138,7 @@ def test_time_index_with_a_decreasing_timestamp(tmp_path):
     assert found["timestamp_not_increasing"].entry == 10
     assert found["timestamp_not_increasing"].found == previous - 5
     assert found["timestamp_not_running_max"].entry == 10
-    assert {f.file for f in report.all_findings} == {target}
+    assert {f.file for f in report.findings} == {target}
 
 
 @requires_kafka_real
@@ -150,7 +152,10 @@ def test_truncated_index_files(tmp_path):
     bad = kinds(report)["bad_length"]
     assert (bad.file, bad.found, bad.entry) == (index, os.path.getsize(index), os.path.getsize(index) // 8)
     final = kinds(report)["time_index_missing_final_entry"]
-    assert final.file == times and final.expected == plan_partition(part).segments[1].summary.raw_max
+    assert (
+        final.file == times
+        and final.expected == plan_segment_file(segment_file(str(part), 2658, ".log"), 2658)[0].raw_max
+    )
     assert set(kinds(report)) == {"bad_length", "time_index_missing_final_entry"}
 
 
@@ -213,7 +218,7 @@ def test_txnindex_wrong_last_stable_offset_is_found_and_rebuilt(tmp_path, entry,
     mismatch = found["txn_last_stable_offset_mismatch"]
     assert (mismatch.file, mismatch.entry, mismatch.position) == (target, entry, 34 * entry)
     assert (mismatch.expected, mismatch.found, mismatch.count) == (lso, change(lso), 1)
-    segment = next(s for s in report.segments if s.base_offset == 11)
+    segment = next(s for s in report.segments if s.task.base_offset == 11)
     assert segment.damaged_files == [".txnindex"] and segment.identical[".txnindex"] is False
 
     with TransactionIndex(target, 11, writable=False) as index:
@@ -258,7 +263,7 @@ def test_zero_byte_txnindex_without_aborts_is_valid(tmp_path):
     part = copy_partition("plain-0", tmp_path)
     Path(segment_file(str(part), 0, ".txnindex")).write_bytes(b"")
     report = verify_partition(part)
-    assert report.healthy and report.all_findings == []
+    assert report.healthy and report.findings == []
     assert report.segments[0].identical[".txnindex"] is True
 
 
@@ -275,7 +280,7 @@ def _log_fault_case(part: Path, base: int, damage) -> tuple[Path, int]:
 @pytest.mark.parametrize("fault", ["truncated", "flipped", "zero_tail", "size_below_14"])
 def test_log_faults_give_their_finding_and_the_rebuild_covers_the_valid_prefix(fault, tmp_path):
     part = copy_partition("plain-0", tmp_path)
-    scan = scan_log(plan_partition(part).segments[1].log_path)
+    scan = scan_log(segment_file(str(part), 2658, ".log"))
     k = 40
     at = int(scan.positions[k])
     damage = {
@@ -333,11 +338,11 @@ def test_offset_overflow_is_reported(tmp_path):
 
 
 def test_bad_partition_dirs_raise(tmp_path):
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(LogDirError, match="no such partition dir"):
         verify_partition(tmp_path / "nope-0")
     (tmp_path / "file-0").write_text("x")
-    with pytest.raises(NotADirectoryError):
+    with pytest.raises(LogDirError, match="not a directory"):
         verify_partition(tmp_path / "file-0")
     (tmp_path / "noname").mkdir()
-    with pytest.raises(ValueError, match="not a Kafka partition directory"):
+    with pytest.raises(LogDirError, match="not a Kafka partition directory"):
         verify_partition(tmp_path / "noname")

@@ -340,7 +340,7 @@ def test_a_repair_reusing_a_run_id_that_replaced_files_is_refused(spark, tmp_pat
     naming the evidence (the run's backup dir; with another --backup-dir its audit rows; with no table its
     journal) and asking for a new --run-id; no file changes, the first run's backups stay as they were. A new
     id repairs the new damage and keeps the damaged file."""
-    from indexlib.engine.partition import rebuild_partition
+    from indexlib.engine import rebuild_partition
 
     logs = damaged_log_dir(tmp_path, partitions=2)
     for part in logs.iterdir():  # Kafka's files, then torn .timeindex files: the repair backs them up

@@ -3,6 +3,7 @@ the library's (``python -m indexlib lookup|dump``), so both command lines print 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -10,7 +11,7 @@ import re
 import pytest
 
 from indexlib.cli.dump import dump_file
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import generate_partition
 from jobs.cli import main
 
@@ -207,6 +208,41 @@ def test_help_lists_only_the_options_of_each_command_and_explains_every_one(caps
             i for i, ln in enumerate(lines) if ln in bare and i + 1 < len(lines) and lines[i + 1].startswith(" " * 20)
         ]
         assert len(bare) == len(continuation), (command, bare)
+
+
+def _options_of(parser, command: str) -> dict[str, tuple]:
+    """``--option`` -> (dest, type, metavar, help without its default) of one subcommand's parser."""
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return {
+        a.option_strings[-1] if a.option_strings else a.dest: (
+            a.dest,
+            a.type,
+            a.metavar,
+            (a.help or "").replace(" (default %(default)s)", ""),
+        )
+        for a in commands.choices[command]._actions
+        if not isinstance(a, argparse._HelpAction)
+    }
+
+
+@pytest.mark.parametrize("command", ["rebuild", "verify", "dump", "lookup"])
+def test_the_options_both_command_lines_take_are_declared_once(command):
+    """``python -m indexlib`` and ``kafka-index`` share each option's declaration (indexlib.cli.options): the
+    same name means the same destination, type and help in both."""
+    from indexlib.cli.main import build_parser as library_parser
+    from jobs.cli import build_parser as jobs_parser
+
+    library, jobs = _options_of(library_parser(), command), _options_of(jobs_parser(), command)
+    shared = set(library) & set(jobs)
+    expected = {
+        "rebuild": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--run-id", "--backup-dir", "--force",
+                    "--output-dir"},
+        "verify": {"--index-interval-bytes", "--segment-index-bytes", "--json"},
+        "dump": {"file", "--json"},
+        "lookup": {"--segment", "--offset", "--timestamp", "--ceiling", "--json"},
+    }[command]  # fmt: skip
+    assert expected <= shared
+    assert {name: library[name] for name in shared} == {name: jobs[name] for name in shared}
 
 
 def test_quiet_prints_the_verdict_and_verbose_the_phases(spark, capsys, tmp_path):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from indexlib.cli.main import main as indexlib_main
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import encode_batch_v2, generate_partition
 from jobs.cli import main as kafka_index_main
 

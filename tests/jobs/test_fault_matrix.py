@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
 from indexlib.format.layout import INDEX_SUFFIXES
 from indexlib.testing.generate import generate_partition
 from jobs import journal

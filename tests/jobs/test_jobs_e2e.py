@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from indexlib.engine.partition import rebuild_partition
+from indexlib.engine import rebuild_partition
 from jobs import audit
 from jobs.cli import main
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import os
 
-from indexlib.engine.partition import plan_partition, rebuild_partition
+from indexlib.engine import rebuild_partition
+from indexlib.engine.segment_task import plan_segment_file
 from indexlib.format.layout import segment_file
 from indexlib.testing.generate import encode_batch_v2, generate_partition
 from jobs.cli import main
@@ -87,7 +88,7 @@ def test_a_segment_kafka_would_refuse_gets_nothing_and_leaves_nothing(spark, tmp
     for name in before:
         if name.startswith(f"{20:020d}"):
             assert after[name] == before[name], name  # the refused segment is untouched
-    expected = plan_partition(str(part), index_interval_bytes=0).segments[0].plan
+    _, expected = plan_segment_file(str(part / f"{0:020d}.log"), 0, index_interval_bytes=0)
     assert len(after[f"{0:020d}.index"]) == 8 * expected.index_entries > 0
     kept = sorted(p.name for p in (backups / "rb" / "orders-0").iterdir())
     assert kept == [f"{0:020d}.index", f"{0:020d}.timeindex"]  # only segment 0's replaced files

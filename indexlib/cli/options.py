@@ -1,0 +1,108 @@
+"""The options both command lines take, declared once: ``python -m indexlib`` (:mod:`indexlib.cli.main`) and
+``kafka-index`` (``jobs.cli``) add them to their parsers with these functions, so an option's name, type,
+destination and help never differ between the two. What a command line does with a value stays its own
+(``kafka-index`` layers the index settings over its config files; ``python -m indexlib`` uses them as given).
+
+Destinations: ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``force``,
+``output_dir``, ``json_file`` (the report's file, ``-`` for stdout), ``as_json`` (dump and lookup print JSON),
+``file`` (dump), ``segment``, ``offset``, ``timestamp``, ``ceiling`` (lookup)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+from ..recovery.settings import IndexSettings
+
+Runner = Callable[[argparse.Namespace], int]
+#: ``argparse``'s sub-parsers object (``add_subparsers()``); its class is private to argparse
+Commands = Any
+
+
+def add_index_settings(parser: argparse.ArgumentParser, defaults: IndexSettings | None) -> None:
+    """``--index-interval-bytes`` and ``--segment-index-bytes``: with ``defaults`` their defaults, else
+    ``None`` (the command line's config decides). Not checked here: the command line checks them with
+    :func:`indexlib.recovery.settings.check_index_setting` and reports its own way."""
+    for name, kafka_name in (
+        ("index_interval_bytes", "index.interval.bytes"),
+        ("segment_index_bytes", "segment.index.bytes"),
+    ):
+        default = None if defaults is None else getattr(defaults, name)
+        parser.add_argument(
+            f"--{name.replace('_', '-')}",
+            type=int,
+            default=default,
+            metavar="N",
+            help=f"the topics' {kafka_name}" + ("" if default is None else " (default %(default)s)"),
+        )
+
+
+def add_run_id(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--run-id",
+        metavar="ID",
+        help="the run's id (default: generated); it names the backup dir and the audit rows, so a writing "
+        "run's id whose backup dir holds files is refused",
+    )
+
+
+def add_write_options(parser: argparse.ArgumentParser, mode: str) -> None:
+    """What a writing run (``rebuild``, ``repair``) takes: ``--backup-dir``, ``--force``, and for a
+    rebuild ``--output-dir``."""
+    parser.add_argument(
+        "--backup-dir",
+        metavar="DIR",
+        help="copy each replaced file here first, under DIR/<run id>/<topic>-<partition>/",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="write in place even though the log dir's .lock is held (a broker)"
+    )
+    if mode == "rebuild":
+        parser.add_argument(
+            "--output-dir", metavar="DIR", help="write into DIR/<topic>-<partition>/ and only read the log dirs"
+        )
+
+
+def add_json_report(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        metavar="FILE",
+        dest="json_file",
+        help="also write the full report as JSON to FILE (- for stdout; the text report then goes to stderr)",
+    )
+
+
+def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
+    """The ``dump`` subcommand: one index file's entries or a ``.log``'s batch headers."""
+    text = "print an index file's entries or a .log's batch headers (read-only)"
+    dump: argparse.ArgumentParser = commands.add_parser(
+        "dump",
+        help=text,
+        description="Print the entries of a .index, .timeindex or .txnindex (absolute offsets) or the batch "
+        "headers of a .log, in the spirit of kafka-dump-log.sh. Read-only.",
+        **parser_options,
+    )
+    dump.add_argument("file", metavar="FILE", help="<20-digit base offset>.{index,timeindex,txnindex,log}")
+    dump.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
+    dump.set_defaults(run=run)
+    return dump
+
+
+def add_lookup_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
+    """The ``lookup`` subcommand: an offset or a timestamp found through a segment's indexes."""
+    lookup: argparse.ArgumentParser = commands.add_parser(
+        "lookup",
+        help="find an offset or timestamp through a segment's indexes, as a broker's fetch would",
+        description="The index entry a broker's fetch would use for an offset or a timestamp, and the exact "
+        "batch found by scanning the .log from there. Read-only.",
+        **parser_options,
+    )
+    lookup.add_argument("--segment", required=True, metavar="PATH.log", help="the segment's .log")
+    target = lookup.add_mutually_exclusive_group(required=True)
+    target.add_argument("--offset", type=int, metavar="N", help="find the batch holding this offset")
+    target.add_argument("--timestamp", type=int, metavar="MS", help="find the first batch with a timestamp >= MS")
+    lookup.add_argument("--ceiling", action="store_true", help="use the smallest entry at or above the target")
+    lookup.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
+    lookup.set_defaults(run=run)
+    return lookup
