@@ -55,7 +55,7 @@ from ..recovery.settings import (
     check_index_setting,
 )
 from ..storage.discovery import Discovery, discover, discover_partition_dir
-from ..storage.publish import log_dir_is_locked
+from ..storage.locks import log_dir_is_locked
 from .options import (
     add_dump_command,
     add_index_settings,

@@ -2,18 +2,19 @@
 map them, replay each partition, decide and commit each segment): the one door. ``verify_partition`` and
 ``rebuild_partition`` are calls of it for one partition dir.
 
-Modules, one stage each: ``options`` (a run's options and the checks before it touches anything), ``locks``
-(run locks, the broker's lock), ``segment_task`` (one segment's scan, plan, checks and staging, anywhere),
+Modules, one stage each: ``options`` (a run's options and the checks before it touches anything),
+``segment_task`` (one segment's scan, plan, checks and staging, anywhere),
 ``pool`` (the map step on one machine), ``replay`` (producer state per partition, on the driver), ``commit``
 (decide and commit one segment), ``runner`` (a whole run and its report), ``partition`` (one partition
 dir through ``run``), ``interrupts`` (how a command stops on a signal).
 
-Imports ``format``, ``recovery`` and ``storage``. The names below are the engine's door for the command
+Imports ``format``, ``recovery`` and ``storage``; every file it reads or writes goes through ``storage``
+(``tests/test_architecture.py``). The names below are the engine's door for the command
 lines and the Spark job."""
 
+from ..storage.locks import LockedLogDirError, RunInUseError
 from .commit import Decision, SegmentResult, files_to_replace
 from .interrupts import received, stdout_closed, stop_on_signals, stopped_by
-from .locks import LockedLogDirError, RunInUseError
 from .options import MODES, RunOptionError, RunOptions, TargetDirError, check_run, new_run_id
 from .partition import rebuild_partition, verify_partition
 from .pool import map_locally

@@ -4,19 +4,24 @@ and returns the :class:`SegmentResult` the report and the audit read."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, field, fields
 
 from ..format.layout import (
     INDEX_SUFFIXES,
     segment_file,
-    staged_by_run,
 )
 from ..format.records import ScanProblem
 from ..format.values import AbortedTxn
 from ..recovery.findings import CUT_TAIL, files_to_rebuild, kind
-from ..storage.publish import discard, discard_staged, fsync_path, install_segment, keep_backup, stage_segment
+from ..storage.partition_files import file_exists
+from ..storage.publish import (
+    cut_log_tail,
+    discard_staged,
+    discard_staged_by_run,
+    install_segment,
+    keep_backup,
+    stage_segment,
+)
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
 from .segment_task import SegmentFacts, SegmentOutcome, SegmentTask
@@ -103,8 +108,7 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
     target_dir = t.target_dir or t.partition_dir
     try:
         if decision.write_txn:
-            stale = os.path.lexists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
-            os.makedirs(target_dir, exist_ok=True)
+            stale = file_exists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
             staged_txn = stage_segment(
                 target_dir, t.base_offset, outcome.plan, replay.aborted, (".txnindex",), stale, t.segment_index_bytes,
                 t.run_id,
@@ -113,6 +117,8 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             if t.backup_dir is not None:
                 backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
         if decision.cut_tail_at is not None:  # from here on the saved tail is the only copy of those bytes
+            if t.backup_dir is None:
+                raise TargetDirError(f"{t.log_path}: cutting a corrupt tail needs a backup dir")
             cut_log_tail(t.log_path, decision.cut_tail_at, t.backup_dir, result.written, result.backups)
         installing, staged = staged, {}  # from here on a backup may be the only copy of a replaced file
         install_segment(installing, sync_dir=False, written=result.written)  # backups were kept when staging
@@ -126,43 +132,10 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
     return result
 
 
-def cut_log_tail(
-    log_path: str, valid_bytes: int, backup_dir: str | None, written: list[str], backups: list[str]
-) -> None:
-    """Save ``log_path[valid_bytes:]`` to ``backup_dir`` (fsynced), then truncate the ``.log`` there.
-    Appends to ``backups`` once the saved tail is durable and to ``written`` once the ``.log`` is cut,
-    so the report stays true if a later step fails."""
-    if backup_dir is None:
-        raise TargetDirError(f"{log_path}: cutting a corrupt tail needs a backup dir")
-    os.makedirs(backup_dir, exist_ok=True)
-    saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
-    try:
-        with open(log_path, "rb") as src, open(saved, "wb") as dst:
-            src.seek(valid_bytes)
-            shutil.copyfileobj(src, dst, 1 << 20)
-            dst.flush()
-            os.fsync(dst.fileno())
-    except BaseException:  # the .log is not cut yet: a partial copy is worth nothing
-        discard(saved)
-        raise
-    fsync_path(backup_dir)
-    backups.append(saved)
-    os.truncate(log_path, valid_bytes)
-    written.append(log_path)
-    fsync_path(log_path)
-
-
 def sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
     """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
     superseded after staging). Only names this run made (see :func:`indexlib.format.layout.staged_by_run`)."""
-    for target in sorted({t.target_dir for t in tasks if t.stage != "none" and t.target_dir}):
-        try:
-            names = os.listdir(target)
-        except OSError:
-            continue
-        for name in names:
-            if staged_by_run(name, run_id):
-                discard(os.path.join(target, name))
+    discard_staged_by_run([t.target_dir for t in tasks if t.stage != "none" and t.target_dir], run_id)
 
 
 def files_to_replace(outcome: SegmentOutcome, decision: Decision) -> list[str]:

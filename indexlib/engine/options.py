@@ -4,7 +4,6 @@ write there."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import uuid
@@ -13,6 +12,7 @@ from datetime import UTC, datetime
 
 from ..format.errors import KafkaIndexError
 from ..storage.discovery import Discovery, Partition
+from ..storage.publish import first_file_under, nearest_existing, why_unwritable
 
 MODES = ("verify", "rebuild", "repair")
 
@@ -119,7 +119,7 @@ def check_backups_unused(options: RunOptions) -> None:
     if root is None or options.run_id is None:
         return
     run_dir = os.path.join(root, options.run_id)
-    first = next((os.path.join(d, n) for d, _, names in os.walk(run_dir) for n in names), None)
+    first = first_file_under(run_dir)
     if first is not None:
         raise RunOptionError(
             f"{run_dir}: run id {options.run_id!r} was used by an earlier run that may have replaced files (its backups "
@@ -147,22 +147,12 @@ def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> 
                 )
 
 
-def _why_unwritable(directory: str) -> str | None:
-    """Why files cannot be created in ``directory`` (an existing dir), or None."""
-    if os.access(directory, os.W_OK | os.X_OK):
-        return None
-    with contextlib.suppress(OSError):
-        if os.statvfs(directory).f_flag & os.ST_RDONLY:
-            return "Read-only file system"
-    return "Permission denied"
-
-
 def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> None:
     """Before any work, both command lines alike: every dir a writing run writes into must be writable (an
     in-place partition dir; ``--output-dir`` and the backup root, or the nearest dir above them that exists,
     which must be a dir). :class:`TargetDirError` naming the dir and why."""
     for p in discovery.partitions:
-        if options.in_place(p) and p.unreadable is None and (why := _why_unwritable(p.path)):
+        if options.in_place(p) and p.unreadable is None and (why := why_unwritable(p.path)):
             hint = " (rebuild elsewhere with --output-dir DIR)" if options.mode == "rebuild" else ""
             raise TargetDirError(
                 f"{p.path}: {why}: cannot write the {options.mode}'s index files into this directory{hint}"
@@ -170,10 +160,8 @@ def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> Non
     for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
         if directory is None:
             continue
-        probe = os.path.abspath(directory)
-        while not os.path.lexists(probe):
-            probe = os.path.dirname(probe)
-        if not os.path.isdir(probe):
+        probe, is_dir = nearest_existing(directory)
+        if not is_dir:
             raise TargetDirError(f"{directory}: {option} must be a directory, but {probe} is a file")
-        if why := _why_unwritable(probe):
+        if why := why_unwritable(probe):
             raise TargetDirError(f"{directory}: {option}: {why}: cannot create or write {probe}")

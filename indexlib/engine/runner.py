@@ -39,10 +39,10 @@ from ..format.layout import (
 from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
+from ..storage.locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from ..storage.publish import discard_staged, fsync_path
 from .commit import Decision, SegmentResult, commit_segment, decide, sweep_staged
 from .interrupts import deferred_signals
-from .locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from .options import RunOptions, check_run, new_run_id
 from .replay import replay_outcomes
 from .segment_task import MapSegments, SegmentOutcome, plan_tasks

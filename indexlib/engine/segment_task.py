@@ -10,7 +10,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..format.layout import (
-    INDEX_SUFFIXES,
     segment_file,
 )
 from ..recovery.checks import (
@@ -28,6 +27,7 @@ from ..recovery.settings import (
 )
 from ..storage.discovery import Discovery, Partition
 from ..storage.partition_files import (
+    index_file_sizes,
     read_existing_indexes,
     summarize_log,
     tail_is_zero,
@@ -169,15 +169,9 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
         )
     else:
         findings, identical = log_findings(task.log_path, summary, plan.fatal, zero_tail), {}
-    sizes: dict[str, int | None] = {}
-    for suffix in INDEX_SUFFIXES:
-        try:
-            sizes[suffix] = os.stat(segment_file(task.partition_dir, task.base_offset, suffix)).st_size
-        except OSError:
-            sizes[suffix] = None
     outcome = SegmentOutcome(
         task, plan.summary(), summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
-        identical, sizes, 0.0,
+        identical, index_file_sizes(task.partition_dir, task.base_offset), 0.0,
     )  # fmt: skip
     if task.stage == "all":
         suffixes: tuple[str, ...] = STAGED_BY_EXECUTORS
@@ -190,7 +184,6 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
     if suffixes and plan.fatal is None:
         target_dir = task.target_dir or task.partition_dir
         try:
-            os.makedirs(target_dir, exist_ok=True)
             outcome.staged = stage_segment(
                 target_dir, task.base_offset, plan, [], suffixes, False, task.segment_index_bytes, tag or task.run_id
             )

@@ -1,5 +1,7 @@
-"""Where the engine's files are found and written: log dirs and partitions (``discovery``), staging, backups,
-locks and atomic publishing (``publish``).
+"""Every file the engine touches, found, read, locked and written here and nowhere else (the seam where
+another store plugs in): log dirs and partitions (``discovery``), a partition's files as a run reads them
+(``partition_files``), the broker's ``.lock`` and the run locks (``locks``), and staging, backups, tail cuts
+and atomic publishing (``publish``).
 
 Imports ``format`` and ``recovery``."""
 

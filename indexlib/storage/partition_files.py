@@ -19,7 +19,13 @@ from ..format.abstract_index import AbstractIndex
 from ..format.checkpoint import parse_offset_checkpoint
 from ..format.errors import CorruptIndexError, describe_error
 from ..format.index_file import read_snapshot
-from ..format.layout import LOG_START_OFFSET_CHECKPOINT, SNAPSHOT_SUFFIX, parse_segment_name, segment_file
+from ..format.layout import (
+    INDEX_SUFFIXES,
+    LOG_START_OFFSET_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
+    parse_segment_name,
+    segment_file,
+)
 from ..format.offset_index import OffsetIndex
 from ..format.producer_snapshot import SnapshotError, parse_snapshot
 from ..format.time_index import TimeIndex
@@ -171,3 +177,19 @@ def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition
     except FileNotFoundError:
         return 0
     return parse_offset_checkpoint(text, path).get((topic, partition), 0)
+
+
+def index_file_sizes(partition_dir: str, base_offset: int) -> dict[str, int | None]:
+    """The size of each of a segment's index files (``INDEX_SUFFIXES``), None for one that cannot be stat'ed."""
+    sizes: dict[str, int | None] = {}
+    for suffix in INDEX_SUFFIXES:
+        try:
+            sizes[suffix] = os.stat(segment_file(partition_dir, base_offset, suffix)).st_size
+        except OSError:
+            sizes[suffix] = None
+    return sizes
+
+
+def file_exists(path: str) -> bool:
+    """Whether anything is at ``path``, a dangling symlink included (what a rename over it replaces)."""
+    return os.path.lexists(path)

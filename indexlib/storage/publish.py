@@ -9,18 +9,17 @@ jobs stage on executors and install on the driver). Nothing is ever written thro
 
 from __future__ import annotations
 
-import errno
-import fcntl
+import contextlib
 import os
 import shutil
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 
 from ..format.errors import KafkaIndexError
-from ..format.layout import INDEX_SUFFIXES, LOG_DIR_LOCK, segment_file, staged_path
+from ..format.layout import INDEX_SUFFIXES, segment_file, staged_by_run, staged_path
 from ..format.offset_index import OffsetIndex
 from ..format.time_index import TimeIndex
 from ..format.transaction_index import TransactionIndex
@@ -35,33 +34,6 @@ class UnrebuildableSegmentError(KafkaIndexError, ValueError, TypeError):
     """Index files staged for a segment its plan cannot give them for: a fatal plan (Kafka's recovery
     refuses the segment; a ``ValueError``), or a :class:`PlanSummary`, which keeps no index entries (a
     ``TypeError``)."""
-
-
-def lock_is_held(path: str, lockers: tuple[Callable[[int, int], Any], ...] = (fcntl.lockf, fcntl.flock)) -> bool:
-    """Whether another process holds a lock on ``path`` of one of these kinds (a shared, non-blocking probe,
-    released at once): POSIX record locks (``fcntl.lockf``: Java's ``FileChannel.tryLock``, a broker's) and
-    BSD ``flock`` locks (a script's, another tool's, a writing run's). A missing file is not locked."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        for lock in lockers:
-            try:
-                lock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno in (errno.EACCES, errno.EAGAIN):
-                    return True
-                raise
-            lock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
-def log_dir_is_locked(log_dir: str | os.PathLike[str]) -> bool:
-    """Whether another process holds ``<log_dir>/.lock`` (a running broker, or any other holder)."""
-    return lock_is_held(os.path.join(log_dir, LOG_DIR_LOCK))
 
 
 def fsync_path(path: str) -> None:
@@ -208,7 +180,8 @@ def stage_segment(
     module's docstring); returns ``{final: staged}`` in ``INDEX_SUFFIXES`` order. Kafka sees nothing
     until :func:`install_segment`. ``.index``/``.timeindex`` need a full :class:`SegmentPlan`; ``.txnindex``
     is staged only when there are aborted transactions or ``stale_txn`` (an existing one, which becomes 0
-    bytes as Kafka does). Never call this for a segment whose plan is fatal. On failure nothing is left."""
+    bytes as Kafka does). Creates ``target_dir`` if needed. Never call this for a segment whose plan is fatal.
+    On failure nothing is left."""
     if plan.fatal is not None:
         raise UnrebuildableSegmentError(f"segment {base_offset} of {target_dir} cannot be rebuilt: {plan.fatal.detail}")
 
@@ -229,6 +202,7 @@ def stage_segment(
         ),
         ".txnindex": lambda f: stage_transaction_index(f, base_offset, aborted, tag),
     }
+    os.makedirs(target_dir, exist_ok=True)
     staged: dict[str, str] = {}
     try:
         for suffix in INDEX_SUFFIXES:
@@ -264,3 +238,62 @@ def install_segment(
         for directory in {os.path.dirname(final) for final in written}:
             fsync_path(directory)
     return written, backups
+
+
+def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str, written: list[str], backups: list[str]) -> None:
+    """Save ``log_path[valid_bytes:]`` to ``backup_dir`` (fsynced), then truncate the ``.log`` there.
+    Appends to ``backups`` once the saved tail is durable and to ``written`` once the ``.log`` is cut,
+    so the report stays true if a later step fails."""
+    os.makedirs(backup_dir, exist_ok=True)
+    saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
+    try:
+        with open(log_path, "rb") as src, open(saved, "wb") as dst:
+            src.seek(valid_bytes)
+            shutil.copyfileobj(src, dst, 1 << 20)
+            dst.flush()
+            os.fsync(dst.fileno())
+    except BaseException:  # the .log is not cut yet: a partial copy is worth nothing
+        discard(saved)
+        raise
+    fsync_path(backup_dir)
+    backups.append(saved)
+    os.truncate(log_path, valid_bytes)
+    written.append(log_path)
+    fsync_path(log_path)
+
+
+def discard_staged_by_run(directories: list[str], run_id: str) -> None:
+    """Remove every file in ``directories`` that this run staged (see :func:`indexlib.format.layout.staged_by_run`);
+    a directory that cannot be listed is skipped."""
+    for directory in sorted(set(directories)):
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            if staged_by_run(name, run_id):
+                discard(os.path.join(directory, name))
+
+
+def why_unwritable(directory: str) -> str | None:
+    """Why files cannot be created in ``directory`` (an existing dir), or None."""
+    if os.access(directory, os.W_OK | os.X_OK):
+        return None
+    with contextlib.suppress(OSError):
+        if os.statvfs(directory).f_flag & os.ST_RDONLY:
+            return "Read-only file system"
+    return "Permission denied"
+
+
+def nearest_existing(path: str) -> tuple[str, bool]:
+    """``path`` made absolute, or the nearest path above it that exists (what creating it would write into),
+    and whether that is a directory."""
+    probe = os.path.abspath(path)
+    while not os.path.lexists(probe):
+        probe = os.path.dirname(probe)
+    return probe, os.path.isdir(probe)
+
+
+def first_file_under(directory: str) -> str | None:
+    """Some file anywhere under ``directory`` (None when it holds none, or does not exist)."""
+    return next((os.path.join(d, n) for d, _, names in os.walk(directory) for n in names), None)

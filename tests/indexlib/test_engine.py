@@ -265,8 +265,8 @@ def test_a_writing_run_removes_the_staged_files_of_dead_runs_only(tmp_path, caps
     removes those whose run holds no lock any more, and says so; a live run's (its lock held by another
     open of the lock file, as a running process holds it) and verify's read-only runs leave them alone."""
     from indexlib.cli.main import main
-    from indexlib.engine.locks import run_is_alive, run_locks
     from indexlib.format.layout import staged_path
+    from indexlib.storage.locks import run_is_alive, run_locks
 
     logs = tmp_path / "logs"
     part = logs / "orders-0"
@@ -299,7 +299,7 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
     import sys
     import time
 
-    from indexlib.engine.locks import run_is_alive, run_locks
+    from indexlib.storage.locks import run_is_alive, run_locks
 
     from ..conftest import PROJECT_ROOT, descendants, identities, running
 
@@ -307,7 +307,7 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
     for p in range(60):
         generate_partition(logs / f"orders-{p}", segments=2, batches_per_segment=40, seed=p)
     holder = subprocess.Popen(  # a live run of another id writing in the same log dir
-        [sys.executable, "-c", "import sys; from indexlib.engine.locks import run_locks\n"
+        [sys.executable, "-c", "import sys; from indexlib.storage.locks import run_locks\n"
          f"with run_locks([{str(logs)!r}], 'live-run'):\n    print('held', flush=True); sys.stdin.read()"],
         cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -55,7 +55,7 @@ def _hold(lock_path, call: str) -> subprocess.Popen:
 
 def test_a_lock_held_by_another_process_is_seen_posix_or_flock(tmp_path):
     """A broker holds .lock with Java's FileChannel.tryLock (a POSIX record lock); other tools use flock."""
-    from indexlib.storage.publish import log_dir_is_locked
+    from indexlib.storage.locks import log_dir_is_locked
 
     assert not log_dir_is_locked(tmp_path)  # no .lock at all
     (tmp_path / ".lock").write_bytes(b"")

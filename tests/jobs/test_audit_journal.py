@@ -165,7 +165,7 @@ def test_a_second_run_with_the_same_run_id_is_refused_while_the_first_holds_it(s
     written; once the holder is gone the same command runs and leaves no lock file behind."""
     logs = damaged_log_dir(tmp_path, partitions=1, segments=1)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from indexlib.engine.locks import run_locks\n"
+        [sys.executable, "-c", "import sys; from indexlib.storage.locks import run_locks\n"
          f"with run_locks([{str(logs)!r}], 'same-id'):\n    print('held', flush=True); sys.stdin.read()"],
         cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -217,7 +217,7 @@ def test_a_second_run_with_the_same_run_id_is_refused(tmp_path):
     """The first run really runs (a process killed later); the second, same id, same log dir, is refused."""
     logs = damaged_logs(tmp_path, partitions=2)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from indexlib.engine.locks import run_locks\n"
+        [sys.executable, "-c", "import sys; from indexlib.storage.locks import run_locks\n"
          f"with run_locks([{str(logs)!r}], 'twice'):\n    print('held', flush=True); sys.stdin.read()"],
         cwd=PROJECT_ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip

@@ -205,7 +205,7 @@ def test_staged_files_of_a_lost_task_attempt_are_swept(spark, tmp_path):
     """A task attempt that died after staging leaves a file no outcome names; the run removes its own
     such files, and another run's only when that run is dead: here "sweep-run.7" is alive (it holds its
     run lock), so its file stays."""
-    from indexlib.engine.locks import run_locks
+    from indexlib.storage.locks import run_locks
 
     logs = tmp_path / "logs"
     part = logs / "orders-0"

@@ -5,18 +5,20 @@ broker's own ``.lock``, which an in-place write respects."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..format.errors import KafkaIndexError
 from ..format.layout import (
+    LOG_DIR_LOCK,
     run_lock_name,
     run_lock_run_id,
     staged_run_id,
 )
-from ..storage.discovery import Partition
-from ..storage.publish import lock_is_held, log_dir_is_locked
+from .discovery import Partition
 
 
 class LockedLogDirError(KafkaIndexError, RuntimeError):
@@ -25,6 +27,33 @@ class LockedLogDirError(KafkaIndexError, RuntimeError):
 
 class RunInUseError(LockedLogDirError):
     """Another process is running with the same run id and writes under the same dir."""
+
+
+def lock_is_held(path: str, lockers: tuple[Callable[[int, int], Any], ...] = (fcntl.lockf, fcntl.flock)) -> bool:
+    """Whether another process holds a lock on ``path`` of one of these kinds (a shared, non-blocking probe,
+    released at once): POSIX record locks (``fcntl.lockf``: Java's ``FileChannel.tryLock``, a broker's) and
+    BSD ``flock`` locks (a script's, another tool's, a writing run's). A missing file is not locked."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        for lock in lockers:
+            try:
+                lock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EAGAIN):
+                    return True
+                raise
+            lock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+def log_dir_is_locked(log_dir: str | os.PathLike[str]) -> bool:
+    """Whether another process holds ``<log_dir>/.lock`` (a running broker, or any other holder)."""
+    return lock_is_held(os.path.join(log_dir, LOG_DIR_LOCK))
 
 
 #: the run lock descriptors this process holds (see :func:`run_locks`)
