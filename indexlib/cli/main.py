@@ -117,6 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="FILE",
             help="also write the full report as JSON to FILE (- for stdout; the text report then goes to stderr)",
         )
+        sub.add_argument(
+            "--broker-id",
+            type=int,
+            metavar="N",
+            help="the broker a log dir without meta.properties belongs to (refused if a meta.properties names another)",
+        )
 
     rebuild = commands.add_parser(
         "rebuild",
@@ -230,7 +236,12 @@ def run_rebuild(args: argparse.Namespace) -> int:
     settings = check_settings(args)
     found = discover_paths(args.paths)
     options = RunOptions(
-        "rebuild", run_id=args.run_id, output_dir=args.output_dir, force=args.force, backup_root=args.backup_dir
+        "rebuild",
+        run_id=args.run_id,
+        output_dir=args.output_dir,
+        force=args.force,
+        backup_root=args.backup_dir,
+        broker_id=args.broker_id,
     )
     in_place = [p for p in found.partitions if options.in_place(p)]
     if in_place:
@@ -248,7 +259,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     settings = check_settings(args)
-    return _run(args, discover_paths(args.paths), RunOptions("verify"), settings)
+    return _run(args, discover_paths(args.paths), RunOptions("verify", broker_id=args.broker_id), settings)
 
 
 def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: IndexSettings) -> int:

@@ -371,11 +371,13 @@ def test_a_partition_verify_cannot_list_is_a_finding_not_healthy(shared_partitio
 # ---------------------------------------------------------------------------------------------- verify
 def test_verify_healthy(capsys, partition):
     run(capsys, "rebuild", partition)
+    (partition.parent / "meta.properties").write_text("version=1\nnode.id=7\ncluster.id=C1\ndirectory.id=D1\n")
     code, out, err = run(capsys, "verify", partition)
     assert code == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].startswith("verify orders-0 (") and "3 segments" in lines[0]
     assert not any(x.startswith("kind ") for x in lines)  # no findings table
+    assert f"log dir {partition.parent}: broker 7 of cluster C1 (directory id D1)" in lines
     segment_lines = [x for x in lines if x.startswith("  000")]
     assert len(segment_lines) == 3
     assert all(".index identical, .timeindex identical, .txnindex identical" in x for x in segment_lines)
