@@ -4,13 +4,14 @@ map them, replay each partition, decide and commit each segment), and the partit
 Modules, one stage each: ``options`` (a run's options and the checks before it touches anything), ``locks``
 (run locks, the broker's lock), ``segment_task`` (one segment's scan, plan, checks and staging, anywhere),
 ``pool`` (the map step on one machine), ``replay`` (producer state per partition, on the driver), ``commit``
-(decide and commit one segment), ``runner`` (a whole run and its report), ``partition`` (one partition in
+(decide and commit one segment), ``identity`` (whose log dirs: meta.properties), ``runner`` (a whole run and its report), ``partition`` (one partition in
 memory), ``interrupts`` (how a command stops on a signal).
 
 Imports ``format``, ``recovery`` and ``storage``. The names below are the engine's door for the command
 lines and the Spark job."""
 
 from .commit import Decision, SegmentResult, files_to_replace
+from .identity import log_dir_identities
 from .interrupts import received, stdout_closed, stop_on_signals, stopped_by
 from .locks import LockedLogDirError, RunInUseError
 from .options import MODES, RunOptionError, RunOptions, TargetDirError, check_run, new_run_id
@@ -35,6 +36,7 @@ __all__ = [
     "TargetDirError",
     "check_run",
     "files_to_replace",
+    "log_dir_identities",
     "map_locally",
     "new_run_id",
     "process_segment",

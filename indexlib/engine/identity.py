@@ -46,6 +46,11 @@ def meta_finding(meta: LogDirMeta, broker_id: int | None) -> Finding | None:
     return Finding(kind, meta.path, detail=meta.detail + named)
 
 
+def log_dir_identities(discovery: Discovery, broker_id: int | None) -> list[BrokerIdentity]:
+    """The identities of a run's log dirs (each once): whose rows a run writes."""
+    return list(dict.fromkeys(identities(discovery, broker_id)[0].values()))
+
+
 def identities(
     discovery: Discovery, broker_id: int | None
 ) -> tuple[dict[str, BrokerIdentity], dict[str, list[Finding]]]:
