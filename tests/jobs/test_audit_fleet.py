@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from datetime import UTC, datetime
 
@@ -220,3 +221,11 @@ def test_runs_of_three_brokers_then_the_audit_queries_by_broker(spark, tmp_path,
     assert {r["broker_id"] for r in json.loads(capsys.readouterr().out)} == {3}
     assert main(["audit", "--audit-table", str(table), "--sql", "SELECT 1", "--broker", "3"]) == 2
     assert "--broker/--cluster do not apply to --sql" in capsys.readouterr().err
+
+    # the README's SQL examples run as they are written (its run id is this test's)
+    [block] = re.findall(r"```sql\n(.*?)```", (PROJECT_ROOT / "README.md").read_text(), flags=re.S)
+    statements = [q.strip() for q in block.replace("fleet-2026-11-25", "fleet-1").split(";") if q.strip()]
+    answers = [audit.query(str(table), q).to_pylist() for q in statements]
+    assert [(r["broker_id"], r["exit_code"]) for r in answers[0]] == [(1, 0), (2, 1), (3, 0)]
+    assert answers[1] == [{"broker_id": 2, "kind": "index_missing", "segments": 1}]
+    assert [(r["broker_id"], r["topic"], r["damaged"]) for r in answers[2] if r["damaged"]] == [(2, "orders", 1)]
