@@ -1,23 +1,36 @@
-"""The Delta Lake audit table: one row per segment per run, plus one ``record_type = 'run'`` row per run.
+"""The Delta Lake audit table: one row per segment per run, plus one ``record_type = 'run'`` row per run and
+broker.
 
-One schema (:data:`SCHEMA`), one table, partitioned by ``date`` (the run's UTC start date). Writes are a
-MERGE on the natural key (run_id, record_type, log_dir, topic, partition, base_offset): a new key is
-inserted; a row already there is replaced only by another attempt's row when it is stale
-(:data:`REPLACE_WHEN`), so replaying a journal or re-running a verify changes nothing. The writer is ``deltalake``
-(delta-rs, no JVM) on the driver, or ``delta-spark`` when the Spark session has Delta Lake's SQL
-extension configured. Queries (:func:`query`) run on delta-rs's SQL engine (no Spark needed).
+One schema (:data:`SCHEMA`), one table, partitioned by ``date`` (the run's UTC start date), shared by every
+broker of a fleet: each row carries its log dir's broker identity (``cluster_id``, ``broker_id``,
+``directory_id``, from ``meta.properties``). Writes are a MERGE on the natural key (:data:`KEY`: run id, record
+type, cluster id, broker id, log dir, topic, partition, base offset; the identity compared null-safe): a new key
+is inserted; a row already there is replaced only by another attempt's row when it is stale
+(:data:`REPLACE_WHEN`), so replaying a journal or re-running a verify changes nothing. Many writers share the
+table: the MERGE pins with literals what it can touch (the date partition, the run id, the cluster and broker:
+:func:`merge_predicate`), so runs of different brokers never conflict; a real conflict is retried with backoff
+(:func:`write`), and the journal stays the last resort. A table written before the identity columns existed is
+upgraded in place on the first write (:func:`upgrade`: new nullable columns, old rows keep nulls). The table
+may live on object storage (``s3://...``), with delta-rs's storage options (``AWS_*`` environment variables, or
+the ``audit_storage_options`` setting). The writer is ``deltalake`` (delta-rs, no JVM) on the driver, or
+``delta-spark`` when the Spark session has Delta Lake's SQL extension configured. Queries (:func:`query`) run on
+delta-rs's SQL engine (no Spark needed).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import random
+import time
+from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 import pyarrow as pa
 
 from indexlib.engine import RunOptions, RunReport, SegmentResult
+from indexlib.format import BrokerIdentity
 
 from .config import Settings
 from .pipeline import TOOL_VERSION
@@ -25,7 +38,21 @@ from .pipeline import TOOL_VERSION
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-KEY = ("run_id", "record_type", "log_dir", "topic", "partition", "base_offset")
+KEY = ("run_id", "record_type", "cluster_id", "broker_id", "log_dir", "topic", "partition", "base_offset")
+#: key columns that may be null (a log dir without meta.properties names no cluster or broker): compared null-safe
+NULLABLE_KEY = ("cluster_id", "broker_id")
+#: the columns a MERGE pins with literals of its rows' values, so writers of other brokers never conflict
+PINNED = ("date", "run_id", "cluster_id", "broker_id")
+#: the columns added after the first release, nullable: a table without them is upgraded in place
+IDENTITY_COLUMNS: list[tuple[str, pa.DataType, str]] = [
+    ("cluster_id", pa.string(), "string"),
+    ("broker_id", pa.int32(), "integer"),
+    ("directory_id", pa.string(), "string"),
+    ("exit_code", pa.int32(), "integer"),
+]
+#: how often a write that lost a real conflict is tried again, and the first backoff (doubling, jittered)
+WRITE_RETRIES = 6
+BACKOFF_S = 0.2
 
 _COLUMNS: list[tuple[str, pa.DataType]] = [
     ("run_id", pa.string()),
@@ -59,6 +86,8 @@ _COLUMNS: list[tuple[str, pa.DataType]] = [
     ("duration_s", pa.float64()),
     ("tool_version", pa.string()),
     ("settings_json", pa.string()),
+    # since issue 23 (added in place to an older table): the broker whose log dir it is, and a run row's exit code
+    *[(name, kind) for name, kind, _ in IDENTITY_COLUMNS],
 ]
 SCHEMA = pa.schema(_COLUMNS)
 
@@ -87,6 +116,7 @@ def segment_row(o: SegmentResult, common: dict[str, Any], options: RunOptions) -
     return {
         **common,
         "record_type": "segment",
+        **t.broker.to_dict(),
         "log_dir": t.log_dir,
         "topic": t.topic,
         "partition": t.partition,
@@ -123,44 +153,80 @@ def segment_row(o: SegmentResult, common: dict[str, Any], options: RunOptions) -
     }
 
 
+def _who(identity: BrokerIdentity) -> tuple[str | None, int | None]:
+    return identity.cluster_id, identity.broker_id
+
+
 def rows_for(report: RunReport, settings: Settings) -> list[dict[str, Any]]:
-    """The audit rows of one run: one per segment, then the run's row (see :func:`to_table`)."""
+    """The audit rows of one run: one per segment, then one run row per broker the run read (one for the usual
+    run on one broker's host; see :func:`to_table`). A run row counts its broker's segments and findings; its
+    ``exit_code`` is the whole run's."""
     common = run_common(report.run_id, report.mode, report.started, report.finished)
     rows = [segment_row(o, common, report.options) for o in report.segments]
-    kinds = sorted({f.kind for f in report.remaining_findings} | {k for r in rows for k in r["finding_kinds"]})
-    rows.append(
-        {
-            **common,
-            "record_type": "run",
-            "log_dir": ",".join(sorted({p.log_dir for p in report.partitions})),
-            "topic": "",
-            "partition": -1,
-            "base_offset": -1,
-            "segment_bytes": sum(o.file_size for o in report.segments),
-            "segments": len(report.segments),
-            "batches_scanned": sum(o.batches for o in report.segments),
-            "bytes_scanned": sum(o.file_size for o in report.segments),
-            "valid_bytes": sum(o.valid_bytes for o in report.segments),
-            "invalid_tail_bytes": sum(o.invalid_bytes for o in report.segments),
-            "finding_kinds": kinds,
-            "findings_json": json.dumps([f.to_dict() for fs in report.partition_findings.values() for f in fs]),
-            "status": "failed" if report.failed else "ok" if report.exit_code == 0 else "findings",
-            "action": report.mode,
-            "files_written": [w for o in report.segments for w in o.written],
-            "duration_s": (report.finished - report.started).total_seconds(),
-            "settings_json": json.dumps(
-                {
-                    "log_dirs": settings.log_dirs,
-                    "index_interval_bytes": settings.defaults.index_interval_bytes,
-                    "segment_index_bytes": settings.defaults.segment_index_bytes,
-                    "topic_overrides": settings.topic_overrides,
-                    "cli_overrides": settings.cli_overrides,
-                    "output_dir": report.options.output_dir,
-                    "dry_run": report.options.dry_run,
-                }
-            ),
-        }
-    )
+    brokers: dict[tuple[str | None, int | None], list[str]] = {}
+    for log_dir, identity in report.brokers.items():
+        brokers.setdefault(_who(identity), []).append(log_dir)
+    for o in report.segments:  # a report made without its brokers' identities
+        brokers.setdefault(_who(o.task.broker), []).append(o.task.log_dir)
+    if not brokers:
+        brokers[(None, None)] = []
+    remaining = report.remaining_findings
+    for who, log_dirs in brokers.items():
+        segments = [o for o in report.segments if _who(o.task.broker) == who]
+        seg_rows = [r for r in rows if (r["cluster_id"], r["broker_id"]) == who]
+        left = [f for f in remaining if _who(report.broker_of(f.file)) == who]
+        partition_findings = [
+            f for path, fs in report.partition_findings.items() if _who(report.broker_of(path)) == who for f in fs
+        ]
+        kinds = sorted({f.kind for f in left} | {k for r in seg_rows for k in r["finding_kinds"]})
+        failed = any(o.error for o in segments)
+        refused = report.mode == "rebuild" and any(o.action in ("cannot_rebuild", "failed") for o in segments)
+        directories = sorted(
+            {d for d in (report.brokers.get(ld, BrokerIdentity()).directory_id for ld in log_dirs) if d}
+        )
+        dirs = sorted(set(log_dirs)) or sorted({p.log_dir for p in report.partitions})
+        rows.append(
+            {
+                **common,
+                "record_type": "run",
+                "cluster_id": who[0],
+                "broker_id": who[1],
+                "directory_id": ",".join(directories) or None,
+                "log_dir": ",".join(dirs),
+                "topic": "",
+                "partition": -1,
+                "base_offset": -1,
+                "segment_bytes": sum(o.file_size for o in segments),
+                "segments": len(segments),
+                "batches_scanned": sum(o.batches for o in segments),
+                "bytes_scanned": sum(o.file_size for o in segments),
+                "valid_bytes": sum(o.valid_bytes for o in segments),
+                "invalid_tail_bytes": sum(o.invalid_bytes for o in segments),
+                "finding_kinds": kinds,
+                "findings_json": json.dumps([f.to_dict() for f in partition_findings]),
+                "status": "failed"
+                if failed
+                else "findings"
+                if (refused or (left and report.mode != "rebuild"))
+                else "ok",
+                "action": report.mode,
+                "files_written": [w for o in segments for w in o.written],
+                "duration_s": (report.finished - report.started).total_seconds(),
+                "exit_code": report.exit_code,
+                "settings_json": json.dumps(
+                    {
+                        "log_dirs": settings.log_dirs,
+                        "index_interval_bytes": settings.defaults.index_interval_bytes,
+                        "segment_index_bytes": settings.defaults.segment_index_bytes,
+                        "topic_overrides": settings.topic_overrides,
+                        "cli_overrides": settings.cli_overrides,
+                        "output_dir": report.options.output_dir,
+                        "dry_run": report.options.dry_run,
+                        "broker_id_option": report.options.broker_id,
+                    }
+                ),
+            }
+        )
     return rows
 
 
@@ -170,8 +236,44 @@ def to_table(rows: list[dict[str, Any]]) -> pa.Table:
     return pa.table(columns, schema=SCHEMA)
 
 
+def _literal(value: object) -> str:
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(int(value))  # type: ignore[call-overload]
+
+
+def _pin(column: str, values: Iterable[object]) -> str:
+    """``t.<column>`` limited to ``values`` with literals (null-aware)."""
+    distinct = sorted({v for v in values if v is not None}, key=str)
+    has_null = any(v is None for v in values)
+    parts = []
+    if len(distinct) == 1:
+        parts.append(f"t.{column} = {_literal(distinct[0])}")
+    elif distinct:
+        parts.append(f"t.{column} IN ({', '.join(map(_literal, distinct))})")
+    if has_null:
+        parts.append(f"t.{column} IS NULL")
+    return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+
+
+def merge_predicate(rows: pa.Table | None = None, earlier_dates: Iterable[str] = ()) -> str:
+    """The MERGE's predicate: the key (:data:`KEY`, its nullable columns null-safe), and, given the rows to
+    merge, literals pinning the :data:`PINNED` columns to their values. delta-rs reads only the files those
+    literals can match (the date partition; the run and broker by the files' statistics), and its conflict
+    check asks only whether a concurrent commit added or removed such files: runs of other brokers (or other
+    runs) never conflict with this one. ``earlier_dates``: the date partitions holding rows of these runs
+    already (an attempt of the same run id on an earlier day, whose rows the key must still match)."""
+    join = " AND ".join(f"(t.{k} IS NOT DISTINCT FROM s.{k})" if k in NULLABLE_KEY else f"t.{k} = s.{k}" for k in KEY)
+    if rows is None or rows.num_rows == 0:
+        return join
+    values = {c: rows.column(c).to_pylist() for c in PINNED}
+    values["date"] += list(earlier_dates)
+    pins = [_pin(c, values[c]) for c in PINNED]
+    return " AND ".join([*pins, join])
+
+
 def _merge_predicate() -> str:
-    return " AND ".join(f"t.{k} = s.{k}" for k in KEY)
+    return merge_predicate()
 
 
 def _has_files(alias: str) -> str:
@@ -198,10 +300,74 @@ def spark_has_delta(spark: SparkSession | None) -> TypeGuard[SparkSession]:
     return "DeltaSparkSessionExtension" in (spark.conf.get("spark.sql.extensions", "") or "")
 
 
-def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> tuple[str, int | None, int]:
-    """MERGE ``rows`` into the audit table (created on first use). Returns the writer used, how many rows
-    were new (``None`` where the writer does not say: delta-spark) and how many replaced stale rows
-    (:data:`REPLACE_WHEN`; 0 where the writer does not say)."""
+class WriteResult(NamedTuple):
+    writer: str  # "deltalake" or "delta-spark"
+    inserted: int | None  # rows new (None where the writer does not say: delta-spark)
+    replaced: int  # rows that replaced stale rows (REPLACE_WHEN); 0 where the writer does not say
+    retries: int = 0  # conflicts lost and tried again
+
+
+def open_table(table_uri: str, storage_options: dict[str, str] | None = None) -> Any:
+    """The table as delta-rs opens it (``TableNotFoundError`` when there is none)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(table_uri, storage_options=storage_options or None)
+
+
+def upgrade(target: Any) -> list[str]:
+    """Add the columns a table written by an older release lacks (:data:`IDENTITY_COLUMNS`, nullable: its rows
+    keep nulls there), in one metadata commit; returns their names ([] when none was missing)."""
+    from deltalake.schema import Field, PrimitiveType
+
+    have = set(target.schema().to_arrow().names)
+    missing = [(name, kind) for name, _, kind in IDENTITY_COLUMNS if name not in have]
+    if missing:
+        target.alter.add_columns([Field(name, PrimitiveType(kind), nullable=True) for name, kind in missing])
+    return [name for name, _ in missing]
+
+
+def _create(table_uri: str, storage_options: dict[str, str] | None) -> None:
+    """Create the empty table (schema, partitioning) unless it exists: writers racing to create it all end with
+    the one table, and every row then goes through the MERGE (two first writers never both insert a key)."""
+    from deltalake import DeltaTable
+
+    try:
+        DeltaTable.create(
+            table_uri,
+            SCHEMA,
+            mode="ignore",
+            partition_by=["date"],
+            description="kafka-index-rebuild audit: one row per segment per run",
+            storage_options=storage_options or None,
+        )
+    except Exception:  # another writer created it first: fine if it is there now
+        open_table(table_uri, storage_options)
+
+
+def _dates_of_runs(target: Any, rows: pa.Table) -> list[str]:
+    """The date partitions that already hold rows of ``rows``' run ids (usually none, or today's)."""
+    run_ids = sorted({str(r) for r in rows.column("run_id").to_pylist()})
+    if not run_ids:
+        return []
+    found = target.to_pyarrow_table(columns=["date"], filters=[("run_id", "in", run_ids)])
+    return sorted(set(found.column("date").to_pylist()))
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(5.0, BACKOFF_S * 2**attempt) * random.uniform(0.5, 1.5))
+
+
+def write(
+    table_uri: str,
+    rows: pa.Table,
+    spark: SparkSession | None = None,
+    storage_options: dict[str, str] | None = None,
+    retries: int = WRITE_RETRIES,
+) -> WriteResult:
+    """MERGE ``rows`` into the audit table (created on first use, upgraded in place when an older release
+    wrote it). A commit that loses a real conflict (another writer touched the same files) is tried again, up
+    to ``retries`` times with a jittered doubling backoff; the MERGE is idempotent, so a retry never adds a
+    row twice."""
     if spark_has_delta(spark):  # pragma: no cover - the Delta Lake jars cannot be fetched on CI's machines
         from delta.tables import DeltaTable as SparkDeltaTable
 
@@ -212,86 +378,188 @@ def write(table_uri: str, rows: pa.Table, spark: SparkSession | None = None) -> 
             (
                 SparkDeltaTable.forPath(spark, table_uri)
                 .alias("t")
-                .merge(frame.alias("s"), _merge_predicate())
+                .merge(frame.alias("s"), merge_predicate(rows))
                 .whenMatchedUpdateAll(condition=REPLACE_WHEN)
                 .whenNotMatchedInsertAll()
                 .execute()
             )
-        return "delta-spark", None, 0
-    from deltalake import DeltaTable, write_deltalake
-    from deltalake.exceptions import TableNotFoundError
+        return WriteResult("delta-spark", None, 0)
+    from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
-    try:
-        target = DeltaTable(table_uri)
-    except TableNotFoundError:
-        write_deltalake(
-            table_uri,
-            rows,
-            partition_by=["date"],
-            mode="append",
-            description="kafka-index-rebuild audit: one row per segment per run",
-        )
-        return "deltalake", rows.num_rows, 0
-    metrics = (
-        target.merge(rows, _merge_predicate(), source_alias="s", target_alias="t")
-        .when_matched_update_all(predicate=REPLACE_WHEN)
-        .when_not_matched_insert_all()
-        .execute()
-    )
-    return "deltalake", int(metrics["num_target_rows_inserted"]), int(metrics["num_target_rows_updated"])
+    attempt = 0
+    while True:
+        try:
+            try:
+                target = open_table(table_uri, storage_options)
+            except TableNotFoundError:
+                _create(table_uri, storage_options)
+                target = open_table(table_uri, storage_options)
+            if upgrade(target):
+                target = open_table(table_uri, storage_options)
+            metrics = (
+                target.merge(
+                    rows, merge_predicate(rows, _dates_of_runs(target, rows)), source_alias="s", target_alias="t"
+                )
+                .when_matched_update_all(predicate=REPLACE_WHEN)
+                .when_not_matched_insert_all()
+                .execute()
+            )
+        except CommitFailedError:
+            if attempt >= retries:
+                raise
+            time.sleep(_backoff(attempt))
+            attempt += 1
+            continue
+        inserted, replaced = int(metrics["num_target_rows_inserted"]), int(metrics["num_target_rows_updated"])
+        return WriteResult("deltalake", inserted, replaced, attempt)
 
 
-def rows_with_files(table_uri: str, run_id: str) -> list[dict[str, Any]]:
+def rows_with_files(
+    table_uri: str,
+    run_id: str,
+    brokers: Iterable[BrokerIdentity] | None = None,
+    storage_options: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
     """The rows of ``run_id`` that record files a run replaced (``files_written`` not empty; not the
-    ``interrupted`` rows, whose files only may have been replaced). [] when the table does not exist."""
-    from deltalake import DeltaTable
+    ``interrupted`` rows, whose files only may have been replaced); only those of ``brokers`` when given (the
+    brokers of a fleet share a run id; rows an older release wrote, without a broker, count for every
+    broker). [] when the table does not exist."""
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        table = DeltaTable(table_uri)
+        table = open_table(table_uri, storage_options)
     except TableNotFoundError:
         return []
+    have = set(table.schema().to_arrow().names)
     columns = ["record_type", "topic", "partition", "base_offset", "status", "files_written"]
+    columns += [c for c in ("cluster_id", "broker_id") if c in have]
     rows = table.to_pyarrow_table(columns=columns, filters=[("run_id", "=", run_id)]).to_pylist()
-    return [r for r in rows if r["files_written"] and r["status"] != "interrupted"]
+    wanted = None if brokers is None else {_who(b) for b in brokers}
+
+    def ours(r: dict[str, Any]) -> bool:
+        who = (r.get("cluster_id"), r.get("broker_id"))
+        return wanted is None or who in wanted or who == (None, None)
+
+    return [r for r in rows if r["files_written"] and r["status"] != "interrupted" and ours(r)]
 
 
-def read(table_uri: str) -> pa.Table:
-    from deltalake import DeltaTable
-
-    return DeltaTable(table_uri).to_pyarrow_table()
+def read(table_uri: str, storage_options: dict[str, str] | None = None) -> pa.Table:
+    return pa.table(open_table(table_uri, storage_options).to_pyarrow_table())
 
 
-def query(table_uri: str, sql: str) -> pa.Table:
+def query(table_uri: str, sql: str, storage_options: dict[str, str] | None = None) -> pa.Table:
     """Run SQL over the audit table, registered as ``audit`` (delta-rs's DataFusion engine)."""
-    from deltalake import DeltaTable, QueryBuilder
+    from deltalake import QueryBuilder
 
-    result = QueryBuilder().register("audit", DeltaTable(table_uri)).execute(sql)
+    result = QueryBuilder().register("audit", open_table(table_uri, storage_options)).execute(sql)
     return pa.table(result.read_all()) if hasattr(result, "read_all") else pa.table(result)
 
 
-def latest_run_sql() -> str:
+def latest_run_sql(cluster_id: str | None = None, broker_id: int | None = None) -> str:
+    """The latest run's row (one per broker for a fleet's run: every run row of the newest run id)."""
+    where = f"record_type = 'run'{_broker_filter(cluster_id, broker_id)}"
     return (
-        "SELECT run_id, run_mode, run_started, run_finished, segments, bytes_scanned, finding_kinds, status, "
-        "duration_s FROM audit WHERE record_type = 'run' ORDER BY run_started DESC LIMIT 1"
+        "SELECT run_id, run_mode, run_started, run_finished, broker_id, segments, bytes_scanned, finding_kinds, "
+        f"status, duration_s FROM audit WHERE {where} AND run_id = (SELECT run_id FROM audit WHERE {where} "
+        "ORDER BY run_started DESC LIMIT 1) ORDER BY cluster_id, broker_id"
     )
 
 
-def window_sql(since: datetime, until: datetime, status: str) -> str:
+def window_sql(
+    since: datetime, until: datetime, status: str, cluster_id: str | None = None, broker_id: int | None = None
+) -> str:
     wanted = {"repaired": "('repaired')", "failing": "('findings', 'failed')"}[status]
     return (
-        'SELECT run_id, run_started, log_dir, topic, "partition", base_offset, finding_kinds, action, status, '
-        f"backup_location FROM audit WHERE record_type = 'segment' AND status IN {wanted} "
+        'SELECT run_id, run_started, broker_id, log_dir, topic, "partition", base_offset, finding_kinds, action, '
+        f"status, backup_location FROM audit WHERE record_type = 'segment' AND status IN {wanted} "
         f"AND run_started >= '{since.astimezone(UTC).isoformat()}' "
-        f"AND run_started < '{until.astimezone(UTC).isoformat()}' "
-        'ORDER BY run_started, topic, "partition", base_offset'
+        f"AND run_started < '{until.astimezone(UTC).isoformat()}'{_broker_filter(cluster_id, broker_id)} "
+        'ORDER BY run_started, broker_id, topic, "partition", base_offset'
     )
 
 
-def partition_history_sql(topic: str, partition: int) -> str:
+def partition_history_sql(
+    topic: str, partition: int, cluster_id: str | None = None, broker_id: int | None = None
+) -> str:
     safe_topic = topic.replace("'", "''")
     return (
-        "SELECT run_id, run_mode, run_started, base_offset, finding_kinds, action, status, files_written "
-        f"FROM audit WHERE record_type = 'segment' AND topic = '{safe_topic}' AND \"partition\" = {int(partition)} "
-        "ORDER BY run_started, base_offset"
+        "SELECT run_id, run_mode, run_started, broker_id, base_offset, finding_kinds, action, status, files_written "
+        f"FROM audit WHERE record_type = 'segment' AND topic = '{safe_topic}' AND \"partition\" = {int(partition)}"
+        f"{_broker_filter(cluster_id, broker_id)} ORDER BY run_started, broker_id, base_offset"
     )
+
+
+# ----------------------------------------------------------------------------------------- by broker
+def _broker_filter(cluster_id: str | None, broker_id: int | None) -> str:
+    """`` AND ...`` limiting a query to one broker (and cluster), or nothing."""
+    where = ""
+    if broker_id is not None:
+        where += f" AND broker_id = {int(broker_id)}"
+    if cluster_id is not None:
+        where += f" AND cluster_id = {_literal(cluster_id)}"
+    return where
+
+
+def brokers_latest_sql(cluster_id: str | None = None, broker_id: int | None = None) -> str:
+    """The latest verdict of each broker: its newest run row (rows an older release wrote have no broker)."""
+    return (
+        "SELECT cluster_id, broker_id, run_id, run_mode, run_started, segments, finding_kinds, status, exit_code "
+        "FROM (SELECT *, row_number() OVER (PARTITION BY cluster_id, broker_id ORDER BY run_started DESC) AS n "
+        f"FROM audit WHERE record_type = 'run'{_broker_filter(cluster_id, broker_id)}) WHERE n = 1 "
+        "ORDER BY cluster_id, broker_id"
+    )
+
+
+def damage_sql(since: datetime, until: datetime, cluster_id: str | None = None, broker_id: int | None = None) -> str:
+    """Damage per broker and topic over time: per day, broker and topic, the segments found damaged (findings,
+    failed), repaired or rebuilt, and the finding kinds seen, in the window."""
+    return (
+        "SELECT date, cluster_id, broker_id, topic, "
+        "count(DISTINCT run_id) AS runs, "
+        "sum(CASE WHEN status IN ('findings', 'failed') THEN 1 ELSE 0 END) AS damaged, "
+        "sum(CASE WHEN status IN ('repaired', 'rebuilt') THEN 1 ELSE 0 END) AS repaired, "
+        "array_distinct(flatten(array_agg(finding_kinds))) AS kinds "
+        f"FROM audit WHERE record_type = 'segment' AND (cardinality(finding_kinds) > 0 OR status <> 'ok') "
+        f"AND run_started >= '{since.astimezone(UTC).isoformat()}' "
+        f"AND run_started < '{until.astimezone(UTC).isoformat()}'{_broker_filter(cluster_id, broker_id)} "
+        "GROUP BY date, cluster_id, broker_id, topic ORDER BY date, cluster_id, broker_id, topic"
+    )
+
+
+def run_by_broker_sql(run_id: str) -> str:
+    """One run (a fleet's brokers share its id) per broker: segments checked, segments with findings, the finding
+    kinds, status and exit code (from each broker's run row): what a fleet's summary prints."""
+    run = _literal(run_id)
+    return (
+        "SELECT r.cluster_id, r.broker_id, r.log_dir, r.segments, coalesce(s.with_findings, 0) AS with_findings, "
+        "r.finding_kinds, r.status, r.exit_code, r.run_started, r.duration_s "
+        "FROM (SELECT * FROM audit WHERE record_type = 'run' AND run_id = " + run + ") r "
+        "LEFT JOIN (SELECT cluster_id, broker_id, "
+        "sum(CASE WHEN cardinality(finding_kinds) > 0 THEN 1 ELSE 0 END) AS with_findings "
+        "FROM audit WHERE record_type = 'segment' AND run_id = " + run + " GROUP BY cluster_id, broker_id) s "
+        "ON (r.cluster_id IS NOT DISTINCT FROM s.cluster_id) AND (r.broker_id IS NOT DISTINCT FROM s.broker_id) "
+        "ORDER BY r.cluster_id, r.broker_id"
+    )
+
+
+def findings_by_broker_sql(run_id: str) -> str:
+    """One run's findings by broker and kind (segment rows' kinds, one count per segment)."""
+    return (
+        "SELECT cluster_id, broker_id, kind, count(*) AS segments FROM (SELECT cluster_id, broker_id, "
+        f"unnest(finding_kinds) AS kind FROM audit WHERE record_type = 'segment' AND run_id = {_literal(run_id)}) "
+        "GROUP BY cluster_id, broker_id, kind ORDER BY cluster_id, broker_id, kind"
+    )
+
+
+def run_summary(table_uri: str, run_id: str, storage_options: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """A run's outcome per broker, read from the table (what a fleet DAG's summary task needs): one dict per
+    broker with its run row's facts and ``findings`` (kind -> segments)."""
+    brokers = query(table_uri, run_by_broker_sql(run_id), storage_options).to_pylist()
+    kinds = query(table_uri, findings_by_broker_sql(run_id), storage_options).to_pylist()
+    for b in brokers:
+        b["findings"] = {
+            k["kind"]: k["segments"]
+            for k in kinds
+            if (k["cluster_id"], k["broker_id"]) == (b["cluster_id"], b["broker_id"])
+        }
+    return brokers

@@ -19,6 +19,7 @@ from .config import Settings
 
 if TYPE_CHECKING:
     from indexlib.engine import RunReport
+    from indexlib.format import BrokerIdentity
 
     from .journal import AuditJournal
 
@@ -43,7 +44,9 @@ def write_audit(
         kept = False
         print(f"{PROG}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
     try:
-        writer, inserted, replaced = quiet_if_it_fails(audit.write, table, audit.to_table(rows), spark)
+        writer, inserted, replaced, retries = quiet_if_it_fails(
+            audit.write, table, audit.to_table(rows), spark, settings.audit_storage_options
+        )
     except Exception as exc:  # deltalake/DataFusion errors, OSError (a full disk), an unreachable URI
         where = f"kept in {journal.path}; merge them with `{PROG} audit --recover`" if kept else "LOST"
         print(f"{PROG}: error: audit table {table}: {first_line(exc)}; the run's {len(rows)} rows are {where}",
@@ -53,6 +56,8 @@ def write_audit(
     added = f"{len(rows)} rows merged" if inserted is None else f"{inserted} of {len(rows)} rows new"
     if replaced:
         added += f", {replaced} replacing stale rows of an earlier attempt"
+    if retries:
+        added += f", after {retries} commit conflict(s) with other writers"
     if out is not None:
         print(f"audit: {added} in {table} ({writer}), run id {report.run_id}", file=out)
     return True
@@ -102,12 +107,12 @@ def first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def check_run_id_unused(run_id: str, settings: Settings) -> None:
+def check_run_id_unused(run_id: str, settings: Settings, brokers: list[BrokerIdentity] | None = None) -> None:
     """UsageError when a writing run's ``--run-id`` was used by an earlier run that may have replaced files,
     by the jobs' evidence (its backup dir is the engine's, :func:`indexlib.engine.options.check_backups_unused`):
     the run's audit journal, or rows of the audit table that record files written. A table that does not
     exist is no evidence; one that cannot be read gets a warning (its write will fail the same way, and the
-    rows then wait in the journal)."""
+    rows then wait in the journal). With ``brokers`` only their rows count: a fleet's brokers share run ids."""
     from . import audit
     from .journal import journal_path
 
@@ -120,7 +125,7 @@ def check_run_id_unused(run_id: str, settings: Settings) -> None:
     if not settings.audit_table:
         return
     try:
-        rows = audit.rows_with_files(settings.audit_table, run_id)
+        rows = audit.rows_with_files(settings.audit_table, run_id, brokers, settings.audit_storage_options)
     except Exception as exc:  # an unreachable URI, a damaged table
         print(f"{PROG}: warning: audit table {settings.audit_table}: cannot check whether run id {run_id!r} was "
               f"used before: {first_line(exc)}", file=sys.stderr)  # fmt: skip
@@ -141,7 +146,9 @@ def _lines(numbers: list[int]) -> str:
     return f"line{'s' if len(numbers) > 1 else ''} {shown}"
 
 
-def recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
+def recover_journals(
+    journal_dir: str, table: str, at_start: bool, storage_options: dict[str, str] | None = None
+) -> int:
     """Merge the rows waiting in ``journal_dir``'s journals for ``table``, a line for each journal on stderr.
     Returns ``audit --recover``'s exit code: 0 every journal merged and removed; EXIT_AUDIT_FAILED a journal
     is kept with rows waiting (the table write failed, or it is another table's: its rows are never merged
@@ -177,7 +184,7 @@ def recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
                   file=sys.stderr)  # fmt: skip
             continue
         try:
-            run_id, count, inserted, replaced, finished = quiet_if_it_fails(recover, journal, table)
+            run_id, count, inserted, replaced, finished = quiet_if_it_fails(recover, journal, table, storage_options)
         except Exception as exc:
             code = max(code, EXIT_AUDIT_FAILED)
             print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {first_line(exc)}",
@@ -199,11 +206,12 @@ def recover_journals(journal_dir: str, table: str, at_start: bool) -> int:
 # ------------------------------------------------------------------------------------------ audit
 def run_audit(args: argparse.Namespace) -> int:
     from . import audit
-    from .config import ConfigError, load_config_file
+    from .config import ConfigError, load_config_file, parse_storage_options
 
     try:
         conf = load_config_file(args.config)
         table = args.audit_table or conf["audit_table"]
+        storage_options = {**conf["audit_storage_options"], **parse_storage_options(args.audit_storage_option)}
     except ConfigError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -215,13 +223,21 @@ def run_audit(args: argparse.Namespace) -> int:
             print(f"{PROG}: error: --since/--until do not apply to --recover", file=sys.stderr)
             return 2
         journal_dir = args.audit_journal or conf["audit_journal"]
-        return recover_journals(journal_dir, table, at_start=False)
+        return recover_journals(journal_dir, table, at_start=False, storage_options=storage_options)
+    who = {"cluster_id": args.cluster, "broker_id": args.broker}
     try:
-        if (args.since or args.until) and not (args.repaired or args.failing):
-            raise UsageError("--since/--until choose the window of --repaired and --failing; they do not apply here")
+        windowed = args.repaired or args.failing or args.damage
+        if (args.since or args.until) and not windowed:
+            raise UsageError(
+                "--since/--until choose the window of --repaired, --failing and --damage; they do not apply here"
+            )
+        if (args.broker is not None or args.cluster) and (args.sql or args.run):
+            raise UsageError("--broker/--cluster do not apply to --sql (write the WHERE) or --run (every broker)")
         if args.sql:
             sql = args.sql
-        elif args.repaired or args.failing:
+        elif args.run:
+            sql = audit.run_by_broker_sql(args.run)
+        elif windowed:
             until = parse_time(args.until, option="--until") if args.until else datetime.now(UTC)
             if args.since:
                 since = parse_time(args.since, option="--since")
@@ -229,17 +245,24 @@ def run_audit(args: argparse.Namespace) -> int:
                 since = until - timedelta(days=7)
             else:
                 raise UsageError(f"--until: {args.until!r} leaves no 7-day window after year 1; give --since too")
-            sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing")
+            if args.damage:
+                sql = audit.damage_sql(since, until, **who)
+            else:
+                sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing", **who)
+        elif args.brokers:
+            sql = audit.brokers_latest_sql(**who)
         elif args.partition:
             from indexlib.format import parse_partition_dir_name
 
             named = parse_partition_dir_name(args.partition)
             if named is None:
                 raise UsageError(f"--partition: expected TOPIC-N, got {args.partition!r}")
-            sql = audit.partition_history_sql(*named)
+            sql = audit.partition_history_sql(*named, **who)
         else:
-            sql = audit.latest_run_sql()
-        result = audit.query(table, sql)
+            sql = audit.latest_run_sql(**who)
+        result = audit.query(table, sql, storage_options)
+        if args.run and not args.as_json:
+            kinds = audit.query(table, audit.findings_by_broker_sql(args.run), storage_options)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -247,6 +270,9 @@ def run_audit(args: argparse.Namespace) -> int:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"{PROG}: error: audit table {table}: {first}", file=sys.stderr)
         return 2
+    if args.run and args.as_json:  # the fleet summary's form: one record per broker, findings by kind
+        print(json.dumps(audit.run_summary(table, args.run, storage_options), indent=2, default=str))
+        return 0
     rows = result.to_pylist()
     if args.as_json:
         print(json.dumps(rows, indent=2, default=str))
@@ -255,6 +281,11 @@ def run_audit(args: argparse.Namespace) -> int:
 
         print(format_table(result.column_names, [[_short(r[c]) for c in result.column_names] for r in rows]))
         print(f"({len(rows)} rows)")
+        if args.run:
+            found = kinds.to_pylist()
+            print("\nfindings by broker and kind:" if found else "\nno findings")
+            if found:
+                print(format_table(kinds.column_names, [[_short(r[c]) for c in kinds.column_names] for r in found]))
     return 0
 
 

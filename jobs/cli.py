@@ -18,6 +18,7 @@ import sys
 from typing import TYPE_CHECKING, NoReturn
 
 from indexlib.cli import (
+    add_broker_id,
     add_dump_command,
     add_index_settings,
     add_json_report,
@@ -64,6 +65,8 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     )
     add_index_settings(p, None)
     p.add_argument("--audit-table", metavar="PATH", help="Delta audit table path/URI; 'none' disables auditing")
+    _storage_option(p)
+    add_broker_id(p)
     p.add_argument(
         "--audit-journal",
         metavar="DIR",
@@ -112,6 +115,16 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         )
 
 
+def _storage_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--audit-storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a delta-rs storage option for the audit table (repeatable; e.g. AWS_ENDPOINT_URL=http://host:9000); "
+        "the AWS_* environment variables work too",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     from indexlib import __version__
@@ -130,17 +143,26 @@ def build_parser() -> argparse.ArgumentParser:
     audit = sub.add_parser("audit", help=text, description=text)
     audit.add_argument("--audit-table", metavar="PATH", help="the table (default: the config's audit_table)")
     audit.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
+    _storage_option(audit)
     q = audit.add_mutually_exclusive_group()
     q.add_argument("--latest", action="store_true", help="the latest run's summary (default)")
     q.add_argument("--repaired", action="store_true", help="segments repaired in the time window")
     q.add_argument("--failing", action="store_true", help="segments with findings or failures in the time window")
     q.add_argument("--partition", metavar="TOPIC-N", help="history of one partition")
+    q.add_argument("--brokers", action="store_true", help="the latest verdict of each broker (its newest run)")
+    q.add_argument(
+        "--damage", action="store_true", help="damage per day, broker and topic in the time window (default 7d)"
+    )
+    q.add_argument("--run", metavar="RUN_ID", help="one run per broker: segments, findings by kind, status, exit code")
     q.add_argument("--sql", help="free SQL over the table, registered as 'audit'")
     q.add_argument(
         "--recover",
         action="store_true",
         help="merge the rows kept in the audit journal (runs killed in their commit, failed table writes)",
     )
+    audit.add_argument("--broker", type=int, metavar="N", help="only this broker's rows (with --latest, --brokers, "
+                       "--repaired, --failing, --damage, --partition)")  # fmt: skip
+    audit.add_argument("--cluster", metavar="ID", help="only this cluster's rows (same queries as --broker)")
     audit.add_argument("--audit-journal", metavar="DIR", help="the journal dir (default: the config's)")
     audit.add_argument("--since", help="window start: 7d, 12h, 30m, today, yesterday or ISO (UTC); default 7d")
     audit.add_argument("--until", help="window end, same forms as --since; default now")
@@ -153,7 +175,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
     """A job's settings, partitions and run options from its arguments, everything checked before Spark starts:
     ``UsageError`` or a ``ValueError`` (a config, log dir or run option error) with the one line to print."""
     from indexlib.cli import check_json_target
-    from indexlib.engine import RunOptions, check_run, new_run_id
+    from indexlib.engine import RunOptions, check_run, log_dir_identities, new_run_id
     from indexlib.storage import discover, is_partition_dir, parse_partition_filter
 
     from .config import resolve_settings
@@ -168,6 +190,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         audit_table=args.audit_table,
         audit_journal=args.audit_journal,
         backup_dir=getattr(args, "backup_dir", None),
+        audit_storage_options=args.audit_storage_option,
     )
     if not settings.log_dirs:
         raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")
@@ -212,10 +235,11 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         getattr(args, "truncate_corrupt_tail", False),
         getattr(args, "force", False),
         settings.backup_dir,
+        args.broker_id,
     )
-    check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files
+    check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
     if args.run_id and not options.read_only:
-        check_run_id_unused(args.run_id, settings)
+        check_run_id_unused(args.run_id, settings, log_dir_identities(found, options.broker_id))
     return settings, found, options
 
 
@@ -239,7 +263,8 @@ def run_job(args: argparse.Namespace) -> int:
     if settings.audit_table and (not options.dry_run or getattr(args, "audit_dry_run", False)):
         from .journal import AuditJournal
 
-        recover_journals(settings.audit_journal, settings.audit_table, at_start=True)
+        recover_journals(settings.audit_journal, settings.audit_table, at_start=True,
+                         storage_options=settings.audit_storage_options)  # fmt: skip
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
     delta_writer = False
     try:

@@ -40,6 +40,7 @@ KAFKA_DEFAULTS = {
     "segment_index_bytes": DEFAULT_SEGMENT_INDEX_BYTES,
     "audit_table": "kafka-index-audit",
     "audit_journal": "kafka-index-audit-journal",
+    "audit_storage_options": {},
     "backup_dir": None,
     "bytes_per_task": 256 << 20,
     "spark": {"master": "local[*]", "app_name": "kafka-index-rebuild", "conf": {}},
@@ -65,6 +66,7 @@ class Settings:
     cli_overrides: dict[str, int] = field(default_factory=dict)
     audit_table: str | None = None
     audit_journal: str = "kafka-index-audit-journal"  # where the audit rows wait until the table has them
+    audit_storage_options: dict[str, str] = field(default_factory=dict)  # delta-rs's, for an s3:// table
     backup_dir: str | None = None
     bytes_per_task: int = 256 << 20
     spark_master: str = "local[*]"
@@ -144,6 +146,10 @@ def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, An
             if value is not None and not isinstance(value, str):
                 raise ConfigError(f"{source}: {key} must be a string or null, got {value!r}")
             merged[key] = value
+        elif key == "audit_storage_options":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{source}: audit_storage_options must be a mapping of delta-rs storage options")
+            merged[key] = {str(k): str(v) for k, v in value.items()}
         elif key == "audit_journal":
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{source}: audit_journal must be a directory path, got {value!r}")
@@ -203,6 +209,17 @@ def load_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]
     return out
 
 
+def parse_storage_options(pairs: list[str] | None) -> dict[str, str]:
+    """``--audit-storage-option KEY=VALUE`` (repeatable) as a mapping; ConfigError for one without ``=``."""
+    options = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--audit-storage-option: expected KEY=VALUE, got {pair!r}")
+        options[key.strip()] = value
+    return options
+
+
 def resolve_settings(
     *,
     config_file: str | None = None,
@@ -214,6 +231,7 @@ def resolve_settings(
     audit_table: str | None = None,
     audit_journal: str | None = None,
     backup_dir: str | None = None,
+    audit_storage_options: list[str] | None = None,
 ) -> Settings:
     """Merge every layer (see the module docstring). ``audit_table="none"`` disables auditing."""
     conf = load_config_file(config_file)
@@ -239,6 +257,7 @@ def resolve_settings(
         cli_overrides=cli,
         audit_table=table,
         audit_journal=audit_journal if audit_journal is not None else conf["audit_journal"],
+        audit_storage_options={**conf["audit_storage_options"], **parse_storage_options(audit_storage_options)},
         backup_dir=backup_dir if backup_dir is not None else conf["backup_dir"],
         bytes_per_task=conf["bytes_per_task"],
         spark_master=conf["spark"]["master"],

@@ -82,6 +82,7 @@ class AuditJournal:
     def before_commit(self, outcome: SegmentOutcome, decision: Decision) -> None:
         t = outcome.task
         key = {"log_dir": t.log_dir, "topic": t.topic, "partition": t.partition, "base_offset": t.base_offset}
+        key.update(t.broker.to_dict())
         self._append({"record": "intent", **key, "files": files_to_replace(outcome, decision)})
 
     def after_commit(self, result: SegmentResult) -> None:
@@ -209,6 +210,9 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
             rows[key] = {
                 **common,
                 "record_type": "segment",
+                "cluster_id": r.get("cluster_id"),
+                "broker_id": r.get("broker_id"),
+                "directory_id": r.get("directory_id"),
                 "log_dir": r["log_dir"],
                 "topic": r["topic"],
                 "partition": r["partition"],
@@ -231,19 +235,27 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
             row = _decode(dict(r["row"]))
             rows[(row["log_dir"], row["topic"], row["partition"], row["base_offset"])] = row
     segments = list(rows.values())
-    run_row = {
-        **common,
-        "record_type": "run",
-        "log_dir": ",".join(sorted({r["log_dir"] for r in segments})),
-        "topic": "",
-        "partition": -1,
-        "base_offset": -1,
-        "segments": len(segments),
-        "status": INTERRUPTED,
-        "action": header["mode"],
-        "files_written": [f for r in segments for f in r.get("files_written") or []],
-    }
-    return [*segments, run_row], False
+    brokers: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for row in segments:
+        brokers.setdefault((row.get("cluster_id"), row.get("broker_id")), []).append(row)
+    run_rows = [
+        {
+            **common,
+            "record_type": "run",
+            "cluster_id": who[0],
+            "broker_id": who[1],
+            "log_dir": ",".join(sorted({r["log_dir"] for r in mine})),
+            "topic": "",
+            "partition": -1,
+            "base_offset": -1,
+            "segments": len(mine),
+            "status": INTERRUPTED,
+            "action": header["mode"],
+            "files_written": [f for r in mine for f in r.get("files_written") or []],
+        }
+        for who, mine in (brokers or {(None, None): []}).items()
+    ]
+    return [*segments, *run_rows], False
 
 
 def journal_paths(journal_dir: str) -> list[str]:
@@ -259,7 +271,9 @@ def journal_paths(journal_dir: str) -> list[str]:
     return sorted(times, key=lambda path: (times[path], path))
 
 
-def recover(journal: Journal, table: str) -> tuple[str, int, int | None, int, bool]:
+def recover(
+    journal: Journal, table: str, storage_options: dict[str, str] | None = None
+) -> tuple[str, int, int | None, int, bool]:
     """Merge one journal's readable rows into ``table`` and remove it, unless it has unreadable lines (then
     it is kept for a person to mend). Returns (run id, rows, rows new, rows replaced, finished). Raises
     whatever the table write raises (the journal is then kept)."""
@@ -269,7 +283,8 @@ def recover(journal: Journal, table: str) -> tuple[str, int, int | None, int, bo
     inserted: int | None = 0
     replaced = 0
     if rows:
-        _, inserted, replaced = audit.write(table, audit.to_table(rows))
+        result = audit.write(table, audit.to_table(rows), storage_options=storage_options)
+        inserted, replaced = result.inserted, result.replaced
     if not journal.unreadable:
         _remove(journal.path)
     return run_id, len(rows), inserted, replaced, finished

@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from .dump import write_dump
     from .main import main
     from .options import (
+        add_broker_id,
         add_dump_command,
         add_index_settings,
         add_json_report,
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
     "main": "main",
+    "add_broker_id": "options",
     "add_dump_command": "options",
     "add_index_settings": "options",
     "add_json_report": "options",
@@ -43,6 +45,7 @@ _PUBLIC = {
 __all__ = [
     "JsonTargetError",
     "LookupTargetError",
+    "add_broker_id",
     "add_dump_command",
     "add_index_settings",
     "add_json_report",

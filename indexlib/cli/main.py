@@ -57,6 +57,7 @@ from ..recovery.settings import (
 from ..storage.discovery import Discovery, discover, discover_partition_dir
 from ..storage.locks import log_dir_is_locked
 from .options import (
+    add_broker_id,
     add_dump_command,
     add_index_settings,
     add_json_report,
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="segments processed at once, each in its own process (default: the cores, %(default)s)",
         )
         add_json_report(sub)
+        add_broker_id(sub)
 
     rebuild = commands.add_parser(
         "rebuild",
@@ -186,7 +188,12 @@ def run_rebuild(args: argparse.Namespace) -> int:
     settings = check_settings(args)
     found = discover_paths(args.paths)
     options = RunOptions(
-        "rebuild", run_id=args.run_id, output_dir=args.output_dir, force=args.force, backup_root=args.backup_dir
+        "rebuild",
+        run_id=args.run_id,
+        output_dir=args.output_dir,
+        force=args.force,
+        backup_root=args.backup_dir,
+        broker_id=args.broker_id,
     )
     in_place = [p for p in found.partitions if options.in_place(p)]
     if in_place:
@@ -204,7 +211,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     settings = check_settings(args)
-    return _run(args, discover_paths(args.paths), RunOptions("verify"), settings)
+    return _run(args, discover_paths(args.paths), RunOptions("verify", broker_id=args.broker_id), settings)
 
 
 def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: IndexSettings) -> int:

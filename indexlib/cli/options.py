@@ -3,7 +3,7 @@
 destination and help never differ between the two. What a command line does with a value stays its own
 (``kafka-index`` layers the index settings over its config files; ``python -m indexlib`` uses them as given).
 
-Destinations: ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``force``,
+Destinations: ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``force``,
 ``output_dir``, ``json_file`` (the report's file, ``-`` for stdout), ``as_json`` (dump and lookup print JSON),
 ``file`` (dump), ``segment``, ``offset``, ``timestamp``, ``ceiling`` (lookup)."""
 
@@ -62,6 +62,15 @@ def add_write_options(parser: argparse.ArgumentParser, mode: str) -> None:
         parser.add_argument(
             "--output-dir", metavar="DIR", help="write into DIR/<topic>-<partition>/ and only read the log dirs"
         )
+
+
+def add_broker_id(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker-id",
+        type=int,
+        metavar="N",
+        help="the broker a log dir without meta.properties belongs to (refused if a meta.properties names another)",
+    )
 
 
 def add_json_report(parser: argparse.ArgumentParser) -> None:

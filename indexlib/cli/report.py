@@ -10,6 +10,7 @@ from typing import Any, TextIO
 
 from ..engine import RunReport, summary_rows
 from ..format.errors import KafkaIndexError
+from ..recovery.findings import Finding
 
 
 class JsonTargetError(KafkaIndexError, ValueError):
@@ -35,9 +36,17 @@ def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
     findings = [f for fs in report.partition_findings.values() for f in fs] + [
         f for s in report.segments for f in s.findings
     ]
+    # one line per log dir names its broker; the tables add a broker column when the run reads several brokers'
+    several = len({identity.broker_id for identity in report.brokers.values()}) > 1
+    for log_dir, identity in report.brokers.items():
+        directory = f" (directory id {identity.directory_id})" if identity.directory_id else ""
+        print(f"log dir {log_dir}: {identity.describe()}{directory}", file=out)
+    if report.brokers:
+        print(file=out)
     if findings:
         rows = [
             [
+                *([_broker(report.broker_of(f.file).broker_id)] if several else []),
                 f.kind if f.severity == "error" else f"{f.kind} (info)",
                 os.path.relpath(f.file),
                 f.entry,
@@ -47,7 +56,8 @@ def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
             ]
             for f in findings
         ]
-        print(format_table(["kind", "file", "entry", "expected", "found", "detail"], rows), file=out)
+        headers = ["kind", "file", "entry", "expected", "found", "detail"]
+        print(format_table(["broker", *headers] if several else headers, rows), file=out)
         print(file=out)
     if report.swept:
         print(f"removed {len(report.swept)} staged files that killed runs had left (never installed):", file=out)
@@ -55,6 +65,7 @@ def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
     _print_failures(report, out)
     summary = [
         [
+            *([_broker(report.broker_of(r["log_dir"]).broker_id)] if several else []),
             r["partition"],
             r["segments"],
             f"{r['bytes'] / 2**20:.1f}",
@@ -65,14 +76,16 @@ def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
         ]
         for r in summary_rows(report)
     ]
-    print(
-        format_table(["partition", "segments", "MiB", "findings", "kinds", "files written", "action"], summary),
-        file=out,
-    )
+    headers = ["partition", "segments", "MiB", "findings", "kinds", "files written", "action"]
+    print(format_table(["broker", *headers] if several else headers, summary), file=out)
     if level == "verbose" and report.phase_seconds:
         phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in report.phase_seconds.items())
         print(f"\nphases: {phases}", file=out)
     print(_verdict_line(report), file=out)
+
+
+def _broker(broker_id: int | None) -> str:
+    return "?" if broker_id is None else str(broker_id)
 
 
 def _print_failures(report: RunReport, out: TextIO) -> None:
@@ -108,7 +121,12 @@ def _verdict(report: RunReport) -> str:
 
 
 def report_to_dict(report: RunReport) -> dict[str, Any]:
-    """The ``--json`` report (JSON-able)."""
+    """The ``--json`` report (JSON-able). Every segment and every finding carries the cluster id, broker id and
+    directory id of its log dir (``brokers`` lists them per log dir)."""
+
+    def finding(f: Finding) -> dict[str, Any]:
+        return {**f.to_dict(), **report.broker_of(f.file).to_dict()}
+
     return {
         "run_id": report.run_id,
         "mode": report.mode,
@@ -117,12 +135,14 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "finished": report.finished.isoformat(),
         "phase_seconds": {k: round(v, 4) for k, v in report.phase_seconds.items()},
         "log_dirs": report.log_dirs,
+        "brokers": [{"log_dir": d, **identity.to_dict()} for d, identity in report.brokers.items()],
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
         "swept": list(report.swept),
-        "partition_findings": {k: [f.to_dict() for f in v] for k, v in report.partition_findings.items() if v},
+        "partition_findings": {k: [finding(f) for f in v] for k, v in report.partition_findings.items() if v},
         "segments": [
             {
                 "log_dir": s.task.log_dir,
+                **s.task.broker.to_dict(),
                 "topic": s.task.topic,
                 "partition": s.task.partition,
                 "base_offset": s.task.base_offset,
@@ -133,7 +153,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
                 "invalid_bytes": s.invalid_bytes,
                 "index_interval_bytes": s.task.index_interval_bytes,
                 "segment_index_bytes": s.task.segment_index_bytes,
-                "findings": [f.to_dict() for f in s.findings],
+                "findings": [{**f.to_dict(), **s.task.broker.to_dict()} for f in s.findings],
                 "identical": s.identical,
                 "action": s.action,
                 "written": s.written,
@@ -143,7 +163,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
             }
             for s in report.segments
         ],
-        "remaining_findings": [f.to_dict() for f in report.remaining_findings],
+        "remaining_findings": [finding(f) for f in report.remaining_findings],
     }
 
 

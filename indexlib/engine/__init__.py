@@ -5,8 +5,8 @@ map them, replay each partition, decide and commit each segment): the one door. 
 Modules, one stage each: ``options`` (a run's options and the checks before it touches anything),
 ``segment_task`` (one segment's scan, plan, checks and staging, anywhere),
 ``pool`` (the map step on one machine), ``replay`` (producer state per partition, on the driver), ``commit``
-(decide and commit one segment), ``runner`` (a whole run and its report), ``partition`` (one partition
-dir through ``run``), ``interrupts`` (how a command stops on a signal).
+(decide and commit one segment), ``identity`` (whose log dirs: meta.properties), ``runner`` (a whole run and
+its report), ``partition`` (one partition dir through ``run``), ``interrupts`` (how a command stops on a signal).
 
 Imports ``format``, ``recovery`` and ``storage``; every file it reads or writes goes through ``storage``
 (``tests/test_architecture.py``). The names below are the engine's door for the command
@@ -14,6 +14,7 @@ lines and the Spark job."""
 
 from ..storage.locks import LockedLogDirError, RunInUseError
 from .commit import Decision, SegmentResult, files_to_replace
+from .identity import log_dir_identities
 from .interrupts import received, stdout_closed, stop_on_signals, stopped_by
 from .options import MODES, RunOptionError, RunOptions, TargetDirError, check_run, new_run_id
 from .partition import rebuild_partition, verify_partition
@@ -37,6 +38,7 @@ __all__ = [
     "TargetDirError",
     "check_run",
     "files_to_replace",
+    "log_dir_identities",
     "map_locally",
     "new_run_id",
     "process_segment",

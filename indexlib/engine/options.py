@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from ..format.errors import KafkaIndexError
 from ..storage.discovery import Discovery, Partition
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
+from .identity import BROKER_ID_MAX, broker_id_conflicts
 
 MODES = ("verify", "rebuild", "repair")
 
@@ -44,6 +45,7 @@ class RunOptions:
     truncate_corrupt_tail: bool = False
     force: bool = False
     backup_root: str | None = None
+    broker_id: int | None = None  # names the broker of a log dir without meta.properties (--broker-id)
 
     @property
     def read_only(self) -> bool:
@@ -72,11 +74,20 @@ def new_run_id(mode: str) -> str:
 def check_run(discovery: Discovery, options: RunOptions) -> None:
     """Refuse, before anything runs, what a run cannot do safely (:class:`RunOptionError` or
     :class:`TargetDirError`, both ``ValueError``, with the reason): an
-    unknown mode; a malformed run id; a partition given twice (two paths to one dir); one partition name
+    unknown mode; a ``--broker-id`` that a log dir's ``meta.properties`` contradicts; a malformed run id; a partition given twice (two paths to one dir); one partition name
     in two log dirs when writing (its backup dir, or its ``--output-dir`` dir, is named by the partition
     alone); a writing run whose run id already has backups (:func:`check_backups_unused`)."""
     if options.mode not in MODES:
         raise RunOptionError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})")
+    if options.broker_id is not None:
+        if not 0 <= options.broker_id <= BROKER_ID_MAX:
+            raise RunOptionError(f"--broker-id {options.broker_id}: a broker id is 0 to {BROKER_ID_MAX}")
+        conflicts = broker_id_conflicts(discovery, options.broker_id)
+        if conflicts:
+            raise RunOptionError(
+                f"{conflicts[0]}: --broker-id names the broker of a log dir without meta.properties; this run "
+                "reads another broker's log dir (drop --broker-id, or give that broker's log dirs)"
+            )
     if options.run_id is not None and not RUN_ID.fullmatch(options.run_id):
         raise RunOptionError(
             f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "

@@ -36,12 +36,14 @@ from typing import Any, Protocol
 from ..format.layout import (
     partition_name,
 )
+from ..format.meta_properties import BrokerIdentity
 from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
 from ..storage.locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from ..storage.publish import discard_staged, fsync_path
 from .commit import Decision, SegmentResult, commit_segment, decide, sweep_staged
+from .identity import identities
 from .interrupts import deferred_signals
 from .options import RunOptions, check_run, new_run_id
 from .replay import replay_outcomes
@@ -57,12 +59,21 @@ class RunReport:
     finished: datetime
     options: RunOptions
     segments: list[SegmentResult]
-    partition_findings: dict[str, list[Finding]]  # partition dir -> partition-level findings
+    partition_findings: dict[str, list[Finding]]  # partition dir (or log dir) -> its findings
     skipped: list[tuple[str, str]]
     partitions: list[Partition]
     log_dirs: list[str]
     phase_seconds: dict[str, float] = field(default_factory=dict)  # "scan" (the map), "replay", "commit"
     swept: list[str] = field(default_factory=list)  # staged files of dead runs this run removed
+    brokers: dict[str, BrokerIdentity] = field(default_factory=dict)  # log dir -> whose it is
+
+    def broker_of(self, path: str) -> BrokerIdentity:
+        """The identity of the log dir ``path`` is in (or is): the longest log dir that holds it."""
+        best = ""
+        for log_dir in self.brokers:
+            if (path == log_dir or path.startswith(log_dir.rstrip(os.sep) + os.sep)) and len(log_dir) > len(best):
+                best = log_dir
+        return self.brokers.get(best, BrokerIdentity())
 
     @property
     def findings(self) -> list[Finding]:
@@ -134,10 +145,11 @@ def run(
             sweep_dead_run_locks(lock_dirs, run_id)
         clock = time.perf_counter()
         phases: dict[str, float] = {}
-        tasks = plan_tasks(discovery, options, run_id, index_settings)
+        brokers, log_dir_findings = identities(discovery, options.broker_id)
+        tasks = plan_tasks(discovery, options, run_id, index_settings, brokers)
         outcomes: list[SegmentOutcome] = []
         results: list[SegmentResult] = []
-        partition_findings: dict[str, list[Finding]] = {}
+        partition_findings: dict[str, list[Finding]] = dict(log_dir_findings)
         touched: set[str] = set()
         try:
             outcomes = map_segments(tasks, run_id) if tasks else []
@@ -174,7 +186,7 @@ def run(
     results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
-        discovery.partitions, discovery.log_dirs, phases, swept,
+        discovery.partitions, discovery.log_dirs, phases, swept, brokers,
     )  # fmt: skip
 
 
@@ -198,9 +210,10 @@ def summary_rows(report: RunReport) -> list[dict[str, Any]]:
             row["actions"].add(s.action)
     for path, findings in report.partition_findings.items():
         errors = [f for f in findings if f.severity == "error"]
-        if errors and path not in rows:  # a partition with no segment read (an unreadable dir)
-            p = next(p for p in report.partitions if p.path == path)
-            rows[path] = {"partition": p.name, "log_dir": p.log_dir, "segments": 0, "bytes": 0, "findings": 0,
+        if errors and path not in rows:  # a partition with no segment read (an unreadable dir), or a log dir
+            p = next((p for p in report.partitions if p.path == path), None)
+            name, log_dir = (p.name, p.log_dir) if p is not None else ("(log dir)", path)
+            rows[path] = {"partition": name, "log_dir": log_dir, "segments": 0, "bytes": 0, "findings": 0,
                           "kinds": set(), "written": 0, "actions": set()}  # fmt: skip
         if errors:
             rows[path]["findings"] += len(errors)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from ..format.layout import (
     segment_file,
 )
+from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import (
     check_segment_files,
     has_invalid_tail,
@@ -59,13 +60,18 @@ class SegmentTask:
     target_dir: str | None = None  # where files are written (the partition dir, or under --output-dir)
     backup_dir: str | None = None  # copy the files to be replaced here first
     run_id: str | None = None  # tags staged file names
+    broker: BrokerIdentity = BrokerIdentity()  # whose log dir (its meta.properties, or --broker-id)
 
 
 def plan_tasks(
-    discovery: Discovery, options: RunOptions, run_id: str, index_settings: Callable[[str], IndexSettings]
+    discovery: Discovery,
+    options: RunOptions,
+    run_id: str,
+    index_settings: Callable[[str], IndexSettings],
+    brokers: dict[str, BrokerIdentity] | None = None,
 ) -> list[SegmentTask]:
     """One task per segment, with what to check and stage for this run's mode (``index_settings``: a
-    topic's settings)."""
+    topic's settings; ``brokers``: each log dir's identity)."""
     stage = "none" if options.read_only else {"rebuild": "all", "repair": "damaged"}[options.mode]
     tasks = []
     for p in discovery.partitions:
@@ -90,6 +96,7 @@ def plan_tasks(
                     target,
                     backup,
                     run_id,
+                    (brokers or {}).get(p.log_dir, BrokerIdentity()),
                 )
             )
     return tasks

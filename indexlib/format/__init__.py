@@ -1,12 +1,22 @@
 """The bytes Kafka writes: record batches (``records``, and the compiled scan ``_kernel``), the three index
 files (``offset_index``, ``time_index``, ``transaction_index``, their base ``abstract_index`` and the file
 they live in, ``index_file``), file and directory naming (``layout``), the values entries hold (``values``)
-and the errors the library raises (``errors``).
+the errors the library raises (``errors``), and whose log dir it is (``meta_properties``).
 
 Imports nothing else of indexlib. It knows bytes and how one index file is mapped or read, nothing about
 partitions, runs or what a verdict is."""
 
 from .errors import describe_error, error_line
 from .layout import parse_partition_dir_name, segment_base_offsets, segment_file
+from .meta_properties import BrokerIdentity, MetaPropertiesError, parse_meta_properties
 
-__all__ = ["describe_error", "error_line", "parse_partition_dir_name", "segment_base_offsets", "segment_file"]
+__all__ = [
+    "BrokerIdentity",
+    "MetaPropertiesError",
+    "parse_meta_properties",
+    "describe_error",
+    "error_line",
+    "parse_partition_dir_name",
+    "segment_base_offsets",
+    "segment_file",
+]

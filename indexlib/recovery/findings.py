@@ -151,6 +151,20 @@ KINDS: dict[str, FindingKind] = _kinds(
     _refuse("unreadable_segment", "the .log cannot be read (permissions, not a regular file)"),
     # ---- the partition dir and its log dir
     FindingKind(
+        "no_meta_properties",
+        INFO,
+        "log dir",
+        NOTHING,
+        "the log dir has no meta.properties, so it names no broker (--broker-id names it); Kafka writes one at start",
+    ),
+    FindingKind(
+        "bad_meta_properties",
+        ERROR,
+        "log dir",
+        NOTHING,
+        "the log dir's meta.properties is unreadable or malformed (Kafka refuses to start on it); no broker named",
+    ),
+    FindingKind(
         "bad_log_start_checkpoint",
         ERROR,
         "log dir",

@@ -8,19 +8,23 @@ Imports ``format`` and ``recovery``."""
 from .discovery import (
     Discovery,
     LogDirError,
+    LogDirMeta,
     PartitionFilterError,
     discover,
     is_partition_dir,
     parse_partition_filter,
+    read_log_dir_meta,
 )
 from .publish import fsync_path
 
 __all__ = [
     "Discovery",
     "LogDirError",
+    "LogDirMeta",
     "PartitionFilterError",
     "discover",
     "fsync_path",
     "is_partition_dir",
     "parse_partition_filter",
+    "read_log_dir_meta",
 ]

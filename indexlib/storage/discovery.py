@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..format.abstract_index import INT32_MAX
-from ..format.errors import KafkaIndexError
+from ..format.errors import KafkaIndexError, describe_error
 from ..format.layout import (
     LOG_SUFFIX,
     is_kafka_transient,
@@ -22,6 +22,7 @@ from ..format.layout import (
     segment_file,
     skipped_dir_kind,
 )
+from ..format.meta_properties import META_PROPERTIES, BrokerIdentity, MetaPropertiesError, parse_meta_properties
 
 
 class LogDirError(KafkaIndexError, ValueError):
@@ -97,6 +98,35 @@ def parse_partition_filter(text: str | None) -> PartitionSelection | None:
             ) from None
         ranges.append((first, last))
     return PartitionSelection(tuple(ranges))
+
+
+@dataclass(frozen=True)
+class LogDirMeta:
+    """What a log dir's ``meta.properties`` says. ``problem``: None (read), ``"missing"`` (no such file: the
+    broker never started on this dir, or it was copied without it) or ``"malformed"`` (Kafka would refuse it;
+    ``detail`` says why); then ``identity`` is empty."""
+
+    log_dir: str
+    path: str
+    identity: BrokerIdentity
+    problem: str | None = None
+    detail: str = ""
+
+
+def read_log_dir_meta(log_dir: str) -> LogDirMeta:
+    """Read ``<log_dir>/meta.properties`` (:func:`indexlib.format.meta_properties.parse_meta_properties`)."""
+    path = os.path.join(log_dir, META_PROPERTIES)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return LogDirMeta(log_dir, path, BrokerIdentity(), "missing", "no meta.properties in this log dir")
+    except (OSError, UnicodeDecodeError) as exc:
+        return LogDirMeta(log_dir, path, BrokerIdentity(), "malformed", f"cannot read it: {describe_error(exc)}")
+    try:
+        return LogDirMeta(log_dir, path, parse_meta_properties(text, path))
+    except MetaPropertiesError as exc:
+        return LogDirMeta(log_dir, path, BrokerIdentity(), "malformed", str(exc).removeprefix(f"{path}: "))
 
 
 def discover(

@@ -18,6 +18,7 @@ from indexlib import KafkaIndexError, OffsetIndex, TimeIndex, cli, engine, recov
 from indexlib.cli.main import InputError
 from indexlib.format.checkpoint import CheckpointError
 from indexlib.format.errors import describe_error, error_line
+from indexlib.format.meta_properties import MetaPropertiesError
 from indexlib.format.producer_snapshot import SnapshotError
 from indexlib.recovery.checks import VerifyInputError
 from indexlib.recovery.findings import FindingKindError
@@ -133,6 +134,7 @@ ERROR_CLASSES = [
     (indexlib.InvalidRecordError, ValueError),
     (SnapshotError, ValueError),
     (CheckpointError, ValueError),
+    (MetaPropertiesError, ValueError),
     (recovery.SettingError, ValueError),
     (FindingKindError, ValueError),
     (VerifyInputError, ValueError),

@@ -172,7 +172,7 @@ def test_audit_time_forms_and_where_they_apply(capsys, tmp_path):
         assert "give 7d, 12h, 30m, today, yesterday or an ISO date/time" in str(exc)
     # --since with --latest used to be ignored silently
     assert main(["audit", "--audit-table", str(tmp_path / "t"), "--latest", "--since", "7d"]) == 2
-    assert "--since/--until choose the window of --repaired and --failing" in one_error_line(capsys)
+    assert "--since/--until choose the window of --repaired, --failing and --damage" in one_error_line(capsys)
     # a time before year 1 used to be blamed on the table ("audit table t: Python int too large ...")
     for option, value in (("--since", "99999999999d"), ("--since", "999999d"), ("--until", "0001-01-03")):
         assert main(["audit", "--audit-table", str(tmp_path / "t"), "--repaired", option, value]) == 2
@@ -236,8 +236,8 @@ def test_the_options_both_command_lines_take_are_declared_once(command):
     shared = set(library) & set(jobs)
     expected = {
         "rebuild": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--run-id", "--backup-dir", "--force",
-                    "--output-dir"},
-        "verify": {"--index-interval-bytes", "--segment-index-bytes", "--json"},
+                    "--output-dir", "--broker-id"},
+        "verify": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--broker-id"},
         "dump": {"file", "--json"},
         "lookup": {"--segment", "--offset", "--timestamp", "--ceiling", "--json"},
     }[command]  # fmt: skip

@@ -1,0 +1,128 @@
+"""A log dir's ``meta.properties``: which broker of which cluster the dir belongs to.
+
+Kafka writes it with ``java.util.Properties.store`` (``#`` comments, ``key=value`` lines, ``\\`` escapes):
+
+* ``version=0`` (ZooKeeper-era brokers): ``broker.id``, and ``cluster.id`` once the broker saw a cluster;
+* ``version=1`` (KRaft): ``node.id`` and ``cluster.id``, and ``directory.id`` (the log dir's own id, Kafka 3.7+).
+
+:func:`parse_meta_properties` turns the text into a :class:`BrokerIdentity`, refusing what Kafka's
+``MetaProperties`` would refuse (an unknown version, a missing or non-integer id). A pure function: the file
+is read by ``indexlib.storage``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import KafkaIndexError
+
+META_PROPERTIES = "meta.properties"
+
+
+class MetaPropertiesError(KafkaIndexError, ValueError):
+    """A ``meta.properties`` that Kafka would refuse to load (the message names the file and the problem)."""
+
+
+@dataclass(frozen=True)
+class BrokerIdentity:
+    """Whose log dir this is. Every field may be None: a log dir without ``meta.properties`` names nobody
+    (unless the operator names its broker), and ZooKeeper-era dirs have no ``directory.id``."""
+
+    cluster_id: str | None = None
+    broker_id: int | None = None
+    directory_id: str | None = None
+
+    def to_dict(self) -> dict[str, str | int | None]:
+        return {"cluster_id": self.cluster_id, "broker_id": self.broker_id, "directory_id": self.directory_id}
+
+    def describe(self) -> str:
+        """``broker 3 of cluster abc`` (what a report line says), ``unknown broker`` when nothing is known."""
+        who = f"broker {self.broker_id}" if self.broker_id is not None else "unknown broker"
+        return who + (f" of cluster {self.cluster_id}" if self.cluster_id else "")
+
+
+def _unescape(text: str) -> str:
+    """Java properties' backslash escapes (``\\:``, ``\\=``, ``\\t``, ``\\uXXXX``, ...)."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text):
+            n = text[i + 1]
+            if n == "u" and i + 6 <= len(text):
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(n, n))
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def _split(line: str) -> tuple[str, str]:
+    """A logical line's key and value: the first unescaped ``=``, ``:`` or whitespace separates them."""
+    i = 0
+    while i < len(line) and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    key, rest = line[:i], line[i:].lstrip(" \t\f")
+    if rest[:1] in ("=", ":"):
+        rest = rest[1:].lstrip(" \t\f")
+    return _unescape(key), _unescape(rest)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java ``Properties.load`` of ``text`` (comments, blank lines, continuation lines, escapes)."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip(" \t\f")  # a continuation line's leading blanks go too
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:  # an odd number of backslashes: the line goes on
+            pending += line[:-1]
+            continue
+        key, value = _split(pending + line)
+        pending = ""
+        props[key] = value
+    if pending:
+        key, value = _split(pending)
+        props[key] = value
+    return props
+
+
+def _int(props: dict[str, str], name: str, path: str) -> int:
+    text = props[name].strip()
+    try:
+        value = int(text)
+    except ValueError:
+        raise MetaPropertiesError(f"{path}: {name} must be an integer, got {text!r}") from None
+    if not -(2**31) <= value < 2**31:
+        raise MetaPropertiesError(f"{path}: {name} {value} is outside Java's int")
+    return value
+
+
+def parse_meta_properties(text: str, path: str) -> BrokerIdentity:
+    """The identity ``meta.properties`` names. :class:`MetaPropertiesError` naming ``path`` for what Kafka
+    would refuse: no or an unknown ``version``, a version 0 file without ``broker.id``, a version 1 file
+    without ``node.id`` or ``cluster.id``, an id that is not an integer."""
+    try:
+        props = parse_properties(text)
+    except ValueError as exc:  # a malformed \\uXXXX escape
+        raise MetaPropertiesError(f"{path}: malformed properties: {exc}") from None
+    version = props.get("version", "").strip()
+    cluster_id = props.get("cluster.id", "").strip() or None
+    directory_id = props.get("directory.id", "").strip() or None
+    if version == "0":
+        if "broker.id" not in props:
+            raise MetaPropertiesError(f"{path}: version 0 (ZooKeeper-era) but no broker.id")
+        return BrokerIdentity(cluster_id, _int(props, "broker.id", path), directory_id)
+    if version == "1":
+        missing = [name for name in ("node.id", "cluster.id") if not props.get(name, "").strip()]
+        if missing:
+            raise MetaPropertiesError(f"{path}: version 1 (KRaft) but no {' and no '.join(missing)}")
+        return BrokerIdentity(cluster_id, _int(props, "node.id", path), directory_id)
+    if not version:
+        raise MetaPropertiesError(f"{path}: no version (not a Kafka meta.properties)")
+    raise MetaPropertiesError(f"{path}: unknown version {version!r} (Kafka knows 0 and 1)")
