@@ -340,8 +340,11 @@ def _create(table_uri: str, storage_options: dict[str, str] | None) -> None:
             description="kafka-index-rebuild audit: one row per segment per run",
             storage_options=storage_options or None,
         )
-    except Exception:  # another writer created it first: fine if it is there now
-        open_table(table_uri, storage_options)
+    except Exception as exc:  # another writer created it first: fine if it is there now
+        try:
+            open_table(table_uri, storage_options)
+        except Exception:  # it is not: the create's own error (a full disk, a denied bucket) says why
+            raise exc from None
 
 
 def _dates_of_runs(target: Any, rows: pa.Table) -> list[str]:

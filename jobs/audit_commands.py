@@ -102,9 +102,18 @@ def _drain(fd: int, into: list[bytes]) -> None:
             into.append(chunk)
 
 
+#: a terminal colour code (delta-rs colours its chained errors)
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def first_line(exc: BaseException) -> str:
-    text = describe_error(exc) if isinstance(exc, OSError) else str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    """An error in one line: its first line, and for a chained message (delta-rs prints each cause on a line of
+    its own, ``↳`` and colours included) the innermost cause after it, which says what went wrong."""
+    text = describe_error(exc) if isinstance(exc, OSError) else str(exc)
+    lines = [line for line in (ANSI.sub("", raw).strip().lstrip("↳").strip() for raw in text.splitlines()) if line]
+    if not lines:
+        return type(exc).__name__
+    return lines[0] if len(lines) == 1 else f"{lines[0]}: {lines[-1]}"
 
 
 def check_run_id_unused(run_id: str, settings: Settings, brokers: list[BrokerIdentity] | None = None) -> None:
@@ -267,8 +276,7 @@ def run_audit(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # deltalake's TableNotFoundError, DataFusion SQL errors
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"{PROG}: error: audit table {table}: {first}", file=sys.stderr)
+        print(f"{PROG}: error: audit table {table}: {first_line(exc)}", file=sys.stderr)
         return 2
     if args.run and args.as_json:  # the fleet summary's form: one record per broker, findings by kind
         print(json.dumps(audit.run_summary(table, args.run, storage_options), indent=2, default=str))
