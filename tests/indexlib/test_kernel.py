@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexlib.format import records
-from indexlib.format.records import scan_buffer
+from indexlib.format.batch_walk import scan_buffer
 from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
 
 from ..conftest import KAFKA_REAL

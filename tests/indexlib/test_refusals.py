@@ -24,7 +24,8 @@ import pytest
 
 from indexlib.cli.main import main
 from indexlib.engine.partition import plan_partition, plan_segment_file, rebuild_partition
-from indexlib.format.records import StopReason, scan_buffer
+from indexlib.format.batch_walk import scan_buffer
+from indexlib.format.records import StopReason
 from indexlib.format.values import AbortedTxn
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.findings import KINDS, REFUSE_SEGMENT
