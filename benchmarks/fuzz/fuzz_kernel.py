@@ -38,7 +38,7 @@ import numpy as np  # noqa: E402
 
 from indexlib.format import batch_walk, control_records, scan_kernel  # noqa: E402
 from indexlib.recovery.log_scan import Probes, from_kernel, summarize  # noqa: E402
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
 
 sys.path.insert(0, HERE)
 from supervisor import supervise  # noqa: E402

@@ -18,7 +18,8 @@ from indexlib.format.layout import segment_file
 from indexlib.recovery.settings import IndexSettings
 from indexlib.storage.discovery import discover
 from indexlib.storage.publish import discard_staged
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch
+from indexlib.testing.generate import generate_partition
 
 BATCHES = 20_000
 

@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexlib.format import batch_walk, control_records, records
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import KAFKA_REAL
 from .test_kernel import mutated_logs as mutated_v2_logs

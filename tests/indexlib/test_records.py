@@ -25,7 +25,7 @@ from indexlib.format.records import (
 )
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.log_scan import summarize
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
 
 #: The problems a walk or the marker check may report (batch_walk.py, control_records.py), and the fatal kinds.
 PROBLEM_KINDS = {"size_below_minimum", "truncated_batch", "crc_mismatch", "invalid_marker"}

@@ -32,7 +32,7 @@ from indexlib.recovery.findings import KINDS, REFUSE_SEGMENT
 from indexlib.recovery.log_scan import summarize
 from indexlib.recovery.producer_state import replay_segment
 from indexlib.recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch
 
 BAD = 100  # base offset of the case's segment
 AFTER = 1000  # base offset of the healthy segment after it

@@ -29,7 +29,8 @@ from indexlib.recovery.log_scan import (
     summarize,
 )
 from indexlib.storage.partition_files import read_existing_indexes, summarize_log
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, generate_partition, write_uniform_segment
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch
+from indexlib.testing.generate import generate_partition, write_uniform_segment
 
 from ..conftest import KAFKA_REAL
 from .test_records import mutated_logs

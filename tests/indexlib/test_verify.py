@@ -18,7 +18,7 @@ from indexlib import TransactionIndex
 from indexlib.engine.partition import plan_partition, rebuild_partition, verify_partition
 from indexlib.format.batch_walk import scan_log
 from indexlib.format.layout import segment_file
-from indexlib.testing.generate import encode_batch_v2
+from indexlib.testing.batch_encoder import encode_batch_v2
 
 from ..conftest import KAFKA_REAL, requires_kafka_real
 from .test_conformance import partitions

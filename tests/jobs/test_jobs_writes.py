@@ -8,7 +8,8 @@ import os
 
 from indexlib.engine.partition import plan_partition, rebuild_partition
 from indexlib.format.layout import segment_file
-from indexlib.testing.generate import encode_batch_v2, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2
+from indexlib.testing.generate import generate_partition
 from jobs.cli import main
 
 TS = 1_700_000_000_000
