@@ -18,8 +18,14 @@ Iteration rules (Kafka's ``FileLogInputStream`` + ``ensureValid``, kafka-index-f
   marker; a malformed one ends the valid data *after* that batch (Kafka's ``InvalidRecordException``),
   and a control type other than ABORT/COMMIT is fatal for Kafka's recovery (reported, not guessed).
 
+The fast loop accepts the common case only: a magic-2 batch whose whole header lies before ``end``, with size
+>= 61, that fits, and whose CRC-32C matches. Every other batch (legacy, magic 3..127, the last bytes of the file,
+anything wrong) falls through to the general step, which applies all of Kafka's rules to that same batch, so the
+result does not depend on which part accepted a batch.
+
 Invariants: the file is opened read-only and never modified; nothing of it is copied into Python bytes, and
-nothing at or past ``end`` is read; the compiled and the pure-Python walk accept the same batches.
+nothing at or past ``end`` is read (only Kafka's 17-byte header before a batch is known to fit); the compiled and
+the pure-Python walk accept the same batches.
 """
 
 from __future__ import annotations
