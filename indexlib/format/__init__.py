@@ -1,9 +1,9 @@
-"""The bytes Kafka writes: record batches (their layout and a walk's result ``records``, the walk ``batch_walk``
-with its header gather ``batch_headers`` and marker reading ``control_records``, the compiled scan ``_kernel``
-and which scan runs, ``scan_kernel``), the three index
-files (``offset_index``, ``time_index``, ``transaction_index``, their base ``abstract_index`` and the file
-they live in, ``index_file``), file and directory naming (``layout``), the values entries hold (``values``)
-and the errors the library raises (``errors``).
+"""The bytes Kafka writes: record batches (their layout and a walk's result ``records``; the walk ``batch_walk``
+with its header gather ``batch_headers`` and marker reading ``control_records``; the compiled scan ``_kernel``
+and which scan runs, ``scan_kernel``), the three index files (``offset_index``, ``time_index``,
+``transaction_index``, their base ``abstract_index`` and the file they live in, ``index_file``), file and
+directory naming (``layout``), the values entries hold (``values``) and the errors the library raises
+(``errors``).
 
 Imports nothing else of indexlib. It knows bytes and how one index file is mapped or read, nothing about
 partitions, runs or what a verdict is."""
