@@ -154,7 +154,7 @@ def crc_pass(path: str, chunk: int) -> None:
     Python loop."""
     import crc32c
 
-    from indexlib.format.records import open_log
+    from indexlib.format.batch_walk import open_log
 
     _, mm = open_log(path)
     view = memoryview(mm)

@@ -72,8 +72,8 @@ from common import (  # noqa: E402
 
 import indexlib  # noqa: E402
 from indexlib.cli import main as cli  # noqa: E402
-from indexlib.format import records  # noqa: E402
-from indexlib.format.records import open_log  # noqa: E402
+from indexlib.format import control_records, scan_kernel  # noqa: E402
+from indexlib.format.batch_walk import open_log, open_segment  # noqa: E402
 from indexlib.recovery.entry_plan import plan_segment  # noqa: E402
 from indexlib.storage.partition_files import summarize_log  # noqa: E402
 from indexlib.storage.publish import install_segment, stage_segment  # noqa: E402
@@ -139,13 +139,13 @@ def verify_args(partition_dir: str) -> list[str]:
 def check_modes() -> dict[str, str]:
     """Each mode's child really uses the scan it is named for; returns the indexlib each child imports."""
     where = {}
-    probe = "import indexlib, indexlib.format.records as r; print(r.KERNEL is not None, indexlib.__file__)"
+    probe = "import indexlib, indexlib.format.scan_kernel as k; print(k.KERNEL is not None, indexlib.__file__)"
     for mode in MODES:
         out = subprocess.run(
             [sys.executable, "-c", probe], cwd=REPO, env=env_for(mode), capture_output=True, text=True, check=True
         ).stdout.split()
         if (out[0] == "True") != (mode == "compiled"):
-            raise BenchError(f"the {mode} child has records.KERNEL {'set' if out[0] == 'True' else 'None'}")
+            raise BenchError(f"the {mode} child has scan_kernel.KERNEL {'set' if out[0] == 'True' else 'None'}")
         where[mode] = out[1]
     return where
 
@@ -179,12 +179,12 @@ def breakdown(log: str, out_root: str, partition_dir: str) -> dict[str, float]:
         t["kernel_crc"] = timed(lambda: kernel.crc32c(mm))
     finally:
         mm.close()
-    fd = records.open_segment(log)
+    fd = open_segment(log)
     try:
         for prefetch in (True, False):
             t[f"scan_prefetch_{prefetch}"] = timed(
                 lambda: kernel.scan_segment(
-                    fd, size, 0, INDEX_INTERVAL_BYTES, b"", b"", records.marker_type_or_error, 1 << 20, prefetch
+                    fd, size, 0, INDEX_INTERVAL_BYTES, b"", b"", control_records.marker_type_or_error, 1 << 20, prefetch
                 )
             )
     finally:
@@ -417,7 +417,7 @@ def print_start_budget(runs: list[dict], label: str) -> None:
 
 # ------------------------------------------------------------------------------------------- main
 def scan_part(args, cases) -> int:
-    if kernel is None or records.KERNEL is None:
+    if kernel is None or scan_kernel.KERNEL is None:
         print(f"kernel: the compiled kernel is not built, or {PURE_ENV} is set", file=sys.stderr)
         return 1
     global OTHER_TREE

@@ -17,7 +17,7 @@ def test_make_package_builds_a_wheel_and_a_working_packed_env(tmp_path):
     dist = PROJECT_ROOT / "dist"
     wheel = next(dist.glob("kafka_index_rebuild-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
-    for needed in ("indexlib/format/records.py", "jobs/cli.py", "jobs/spark_job.py"):
+    for needed in ("indexlib/format/batch_walk.py", "jobs/cli.py", "jobs/spark_job.py"):
         assert needed in names
     assert any(n.endswith("share/kafka-index-rebuild/conf/defaults.yaml") for n in names)
     archive_path = dist / "kafka-index-executor-env.tar.gz"
@@ -31,7 +31,7 @@ def test_make_package_builds_a_wheel_and_a_working_packed_env(tmp_path):
     assert unpacked < 90 * 2**20, unpacked  # 100 MB with pip, setuptools and the packer inside
     probe = (
         "import importlib.util, indexlib, indexlib.format._kernel, jobs.pipeline, numpy, crc32c; "
-        "from indexlib.format.records import KERNEL; assert KERNEL is not None; "
+        "from indexlib.format.scan_kernel import KERNEL; assert KERNEL is not None; "
         "print(*[importlib.util.find_spec(m) is None for m in ('pyarrow', 'deltalake', 'yaml')])"
     )
     ran = subprocess.run([str(tmp_path / "env/bin/python"), "-c", probe], capture_output=True, text=True, cwd=tmp_path)

@@ -1,6 +1,6 @@
 """A long fuzz run of the compiled streaming scan (``indexlib.format._kernel.scan_segment``, issue 11): on random
 and mutated logs it must never crash, hang or read past ``end``, and must give exactly the reference
-summary (:func:`indexlib.recovery.log_scan.summarize` over :func:`indexlib.format.records.scan_buffer`'s columns).
+summary (:func:`indexlib.recovery.log_scan.summarize` over :func:`indexlib.format.batch_walk.scan_buffer`'s columns).
 
 Run: ``.venv/bin/python benchmarks/fuzz/fuzz_kernel.py [--seconds S] [--seed N] [--workers W]``; default 600 s,
 seed 1, 2 workers. The suite runs a bounded version of the same on every ``make test``
@@ -36,9 +36,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(HERE)))  # the project
 import crc32c  # noqa: E402
 import numpy as np  # noqa: E402
 
-from indexlib.format import records  # noqa: E402
+from indexlib.format import batch_walk, control_records, scan_kernel  # noqa: E402
 from indexlib.recovery.log_scan import Probes, from_kernel, summarize  # noqa: E402
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy  # noqa: E402
 
 sys.path.insert(0, HERE)
 from supervisor import supervise  # noqa: E402
@@ -143,9 +143,9 @@ def compiled_summary(path: str, end: int, base: int, interval: int, probes: Prob
     """``summarize_log``'s compiled half with an explicit ``end``, read window and read-ahead choice."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        raw = records.compiled_kernel().scan_segment(
+        raw = scan_kernel.compiled_kernel().scan_segment(
             fd, end, base, interval, probes.positions.tobytes(), probes.offsets.tobytes(),
-            records.marker_type_or_error, window, prefetch,
+            control_records.marker_type_or_error, window, prefetch,
         )  # fmt: skip
     finally:
         os.close(fd)
@@ -163,7 +163,7 @@ def worker(index: int, deadline: float, workdir: str, counter, mismatches, seed:
         with open(meta, "w") as f:
             f.write(f"end={end} base={base} interval={interval} window={window} prefetch={prefetch} probes={probes}\n")
         compiled = compiled_summary(path, end, base, interval, probes, window, prefetch)
-        reference = summarize(records.scan_buffer(data, end, path, compiled=False), base, interval, probes)
+        reference = summarize(batch_walk.scan_buffer(data, end, path, compiled=False), base, interval, probes)
         reference.file_size = end
         if not same(compiled, reference):
             with mismatches.get_lock():
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
-    kernel = records.compiled_kernel()
+    kernel = scan_kernel.compiled_kernel()
     if kernel is None or not hasattr(kernel, "scan_segment"):
         print("fuzz_kernel: the compiled kernel is not built", file=sys.stderr)
         return 1

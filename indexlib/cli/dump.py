@@ -8,7 +8,7 @@
   yields the JSON text in chunks. Neither builds the whole output in memory.
 
 The kind of file comes from its name, which must be ``<20-digit base offset>.<suffix>``. Every file is
-opened read-only (``O_RDONLY | O_NONBLOCK``, through the index classes and :func:`records.scan_log`),
+opened read-only (``O_RDONLY | O_NONBLOCK``, through the index classes and :func:`batch_walk.scan_log`),
 so a dump needs no write permission, never changes a file and never hangs on a FIFO. Bad input raises
 ``ValueError`` or ``OSError`` naming the file.
 
@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ..format.batch_walk import scan_log
 from ..format.errors import CorruptIndexError, FileNameError, NotARegularFileError
 from ..format.layout import parse_segment_name
 from ..format.offset_index import OffsetIndex
@@ -41,7 +42,6 @@ from ..format.records import (
     MARKER_ABORT,
     MARKER_COMMIT,
     ScanProblem,
-    scan_log,
 )
 from ..format.time_index import TimeIndex
 from ..format.transaction_index import ABORTED_TXN_VERSION, TransactionIndex

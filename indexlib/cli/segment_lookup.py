@@ -9,10 +9,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from ..format.batch_walk import scan_log
 from ..format.errors import FileNameError, KafkaIndexError
 from ..format.layout import LOG_SUFFIX, parse_segment_name, segment_file
 from ..format.offset_index import OffsetIndex
-from ..format.records import scan_log
 from ..format.time_index import TimeIndex
 
 #: Kafka's offsets and timestamps are Java longs; an offset is never negative

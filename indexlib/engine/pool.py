@@ -9,7 +9,7 @@ import signal
 import sys
 from typing import Any
 
-from ..format import records
+from ..format import scan_kernel
 from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segment
 
 
@@ -87,5 +87,5 @@ def pool_reads_ahead(workers: int) -> bool:
 
 
 def scan_without_read_ahead() -> None:
-    """A pool worker's initializer: its scans read synchronously (``records.READ_AHEAD``)."""
-    records.READ_AHEAD = False
+    """A pool worker's initializer: its scans read synchronously (``scan_kernel.READ_AHEAD``)."""
+    scan_kernel.READ_AHEAD = False

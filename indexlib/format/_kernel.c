@@ -1,18 +1,18 @@
 /*
- * indexlib.format._kernel: the compiled inner loop of indexlib.format.records.scan_buffer.
+ * indexlib.format._kernel: the compiled inner loop of indexlib.format.batch_walk.scan_buffer.
  *
  * walk_v2(buffer, pos, end) -> (positions: bytes of native int64, pos)
  *   Accepts, from byte `pos` on, every batch of the common case only: a magic-2 batch whose whole
  *   61-byte header lies before `end`, whose size field is >= 49, that fits before `end`, and whose
  *   CRC-32C (over bytes 21.. of the batch) matches the stored one. It stops at the first batch that is
  *   anything else and returns where it stopped; the Python general step applies all of Kafka's rules
- *   to that batch, exactly as after records.py's own fast loop. No byte at or after `end` is read.
+ *   to that batch, exactly as after batch_walk.py's own fast loop. No byte at or after `end` is read.
  *
  * scan_segment(fd, end, base_offset, index_interval_bytes, offset_probes, time_probes, marker_parser,
  *              window=1 << 20, prefetch=True) -> dict
  *   The streaming walk: one pass over a .log through a reused pread buffer (never mmap: a file that
  *   shrinks under us is an OSError, not SIGBUS), with Kafka's iteration rules exactly as
- *   records.scan_buffer + records._check_markers apply them, and the per-batch parts of
+ *   batch_walk.scan_buffer + control_records.check_markers apply them, and the per-batch parts of
  *   rebuild.plan_segment (selected index rows, running time-index values, compacted producer events)
  *   and the position / offset lookups verify needs. Nothing is kept per batch. A file longer than two
  *   windows is read ahead by a thread of its own (prefetch=False: not). See scan_segment below.
@@ -134,7 +134,7 @@ static PyObject *py_hardware(PyObject *self, PyObject *unused) { return PyBool_F
  * a batch header (61 bytes, or what is left before `end`) is always made contiguous by moving the unread rest
  * to the front and refilling; a longer batch has its CRC computed over successive
  * reads. Only a control batch whose marker is parsed is held whole (the buffer grows to it). The walk rules
- * are records.scan_buffer's; the marker rules are records._check_markers'; the running values and the index
+ * are batch_walk.scan_buffer's; the marker rules are control_records.check_markers'; the running values and the index
  * selection are rebuild.plan_segment's; the events are rebuild.transaction_events + compact_events. The GIL
  * is released except while `marker_parser` runs.
  *
@@ -1114,7 +1114,7 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "indexlib.format._kernel", "The compiled inner loop of indexlib.format.records.scan_buffer.", -1, methods,
+    PyModuleDef_HEAD_INIT, "indexlib.format._kernel", "The compiled inner loop of indexlib.format.batch_walk.scan_buffer.", -1, methods,
     NULL, NULL, NULL, NULL,
 };
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 
 from .errors import KafkaIndexError
-from .records import crc32c_function
+from .scan_kernel import crc32c_function
 
 SNAPSHOT_VERSION = 1
 _SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, count

@@ -120,6 +120,25 @@ def check_offset_index(
     n = _zero_tail_start(rel, pos, total)
     findings = _zero_tail(path, n, total, 8, active)
     off, pos = base + rel[:n], pos[:n]
+    _flag_offset_order(findings, path, base, off, pos)
+    inside = (pos >= 0) & (pos < summary.valid_bytes)
+    flag_entries(
+        findings,
+        "position_outside_valid_data",
+        path,
+        ~inside,
+        8,
+        None,
+        pos,
+        f"position is outside the valid data of the .log ({summary.valid_bytes} bytes)",
+    )
+    if summary.batch_count:
+        _flag_offset_batches(findings, path, summary, off, pos, inside)
+    return findings
+
+
+def _flag_offset_order(findings: list[Finding], path: str, base: int, off: np.ndarray, pos: np.ndarray) -> None:
+    """The ``.index`` entries' own order: offsets from the base offset up, offsets and positions increasing."""
     prev_off = np.concatenate(([np.iinfo(np.int64).min], off[:-1]))
     prev_pos = np.concatenate(([-1], pos[:-1]))
     flag_entries(
@@ -128,7 +147,7 @@ def check_offset_index(
         path,
         off < base,
         8,
-        np.full(n, base),
+        np.full(len(off), base),
         off,
         "offset is below the segment's base offset",
     )
@@ -152,51 +171,45 @@ def check_offset_index(
         pos,
         "position is not above the previous entry's",
     )
-    inside = (pos >= 0) & (pos < summary.valid_bytes)
+
+
+def _flag_offset_batches(
+    findings: list[Finding], path: str, summary: LogSummary, off: np.ndarray, pos: np.ndarray, inside: np.ndarray
+) -> None:
+    """The ``.index`` entries against the ``.log``'s batches: each position (``inside`` the valid data) is the start
+    of a batch that holds the entry's offset, and the batch before it does not."""
+    starts, batch_base, prev_last = summary.answers.at_positions(pos)
+    is_start = inside & (starts == pos)
     flag_entries(
         findings,
-        "position_outside_valid_data",
+        "position_not_batch_start",
         path,
-        ~inside,
+        inside & ~is_start,
         8,
-        None,
+        starts,
         pos,
-        f"position is outside the valid data of the .log ({summary.valid_bytes} bytes)",
+        "position points into the middle of a batch (expected: the start of that batch)",
     )
-    if summary.batch_count:
-        starts, batch_base, prev_last = summary.answers.at_positions(pos)
-        is_start = inside & (starts == pos)
-        flag_entries(
-            findings,
-            "position_not_batch_start",
-            path,
-            inside & ~is_start,
-            8,
-            starts,
-            pos,
-            "position points into the middle of a batch (expected: the start of that batch)",
-        )
-        flag_entries(
-            findings,
-            "offset_before_batch",
-            path,
-            is_start & (off < batch_base),
-            8,
-            batch_base,
-            off,
-            "the batch at this position starts after the entry's offset",
-        )
-        flag_entries(
-            findings,
-            "offset_inside_previous_batch",
-            path,
-            is_start & (prev_last >= off),
-            8,
-            prev_last + 1,
-            off,
-            "the batch before this position already reaches the entry's offset",
-        )
-    return findings
+    flag_entries(
+        findings,
+        "offset_before_batch",
+        path,
+        is_start & (off < batch_base),
+        8,
+        batch_base,
+        off,
+        "the batch at this position starts after the entry's offset",
+    )
+    flag_entries(
+        findings,
+        "offset_inside_previous_batch",
+        path,
+        is_start & (prev_last >= off),
+        8,
+        prev_last + 1,
+        off,
+        "the batch before this position already reaches the entry's offset",
+    )
 
 
 def check_time_index(

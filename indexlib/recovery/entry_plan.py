@@ -23,7 +23,7 @@ import numpy.typing as npt
 from ..format.abstract_index import round_down_to_multiple
 from ..format.records import ScanProblem
 from .log_scan import NO_OFFSET, LogSummary
-from .settings import DEFAULT_SEGMENT_INDEX_BYTES, check_index_setting
+from .settings import DEFAULT_SEGMENT_INDEX_BYTES
 
 
 @dataclass
@@ -88,42 +88,69 @@ class PlanSummary:
 
 
 def plan_segment(summary: LogSummary, segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES) -> SegmentPlan:
-    """Compute the rebuilt index entries of one segment from its summary (see the module docstring)."""
-    check_index_setting("plan_segment", "segment_index_bytes", segment_index_bytes)
+    """Compute the rebuilt index entries of one segment from its summary (see the module docstring).
+    ``segment_index_bytes`` is trusted: settings are validated where they enter (:mod:`.settings`)."""
     base_offset, n, m = summary.base_offset, summary.batch_count, summary.plan_end
-    problems: list[ScanProblem] = []
-    if summary.fatal is not None:
-        problems.append(summary.fatal)
-    stop = summary.stop_row
-    if stop is not None and (summary.fatal is None or summary.fatal.batch_index > m):
-        # LogSegmentOffsetOverflowException: checked on every batch right after its CRC.
-        problems.append(
-            ScanProblem(
-                "offset_overflow",
-                int(stop["position"]),
-                m,
-                f"batch last offset {int(stop['last_offset'])} does not fit the 32-bit relative range of base "
-                f"offset {base_offset}; Kafka would split this segment",
-                int(stop["base_offset"]),
-            )
-        )
     entries = summary.entries
-    off_offsets = entries["last_offset"]
-    off_positions = entries["position"]
     # Time index candidates: the running max at each indexed batch, then the forced final entry.
-    cand_ts = entries["running_max"]
-    cand_off = entries["max_offset"]
+    cand_ts, cand_off = entries["running_max"], entries["max_offset"]
+    written = cand_ts > np.concatenate(([-1], cand_ts[:-1]))  # written where the candidate timestamp grows
+    time_ts, time_off, final_problem = _with_final_time_entry(summary, cand_ts[written], cand_off[written])
+    problems = [
+        problem
+        for problem in (
+            summary.fatal,
+            _offset_overflow(summary),
+            _first_index_error(entries, written, base_offset, segment_index_bytes),
+            final_problem,
+        )
+        if problem is not None
+    ]
+    fatal = min(problems, key=lambda p: p.batch_index) if problems else None
+    replayed = min(fatal.batch_index + 1 if fatal is not None else m, n)  # batches Kafka's recovery replays
+    return SegmentPlan(
+        base_offset=base_offset,
+        valid_bytes=summary.valid_bytes,
+        batch_count=n,
+        offset_offsets=entries["last_offset"].copy(),
+        offset_positions=entries["position"].copy(),
+        time_timestamps=time_ts.copy(),
+        time_offsets=time_off.copy(),
+        events=summary.events[summary.events["batch"] < replayed],
+        fatal=fatal,
+        last_offset=summary.last_offset if summary.last_offset is not None else base_offset - 1,
+        next_v2_offset=_next_v2_offset(summary, replayed),
+    )
 
+
+def _offset_overflow(summary: LogSummary) -> ScanProblem | None:
+    """Kafka's ``LogSegmentOffsetOverflowException`` at the batch that ends the plan, unless a fatal problem of the
+    scan comes first (checked on every batch right after its CRC)."""
+    stop, m = summary.stop_row, summary.plan_end
+    if stop is None or (summary.fatal is not None and summary.fatal.batch_index <= m):
+        return None
+    return ScanProblem(
+        "offset_overflow",
+        int(stop["position"]),
+        m,
+        f"batch last offset {int(stop['last_offset'])} does not fit the 32-bit relative range of base "
+        f"offset {summary.base_offset}; Kafka would split this segment",
+        int(stop["base_offset"]),
+    )
+
+
+def _first_index_error(
+    entries: np.ndarray, written: npt.NDArray[np.bool_], base_offset: int, segment_index_bytes: int
+) -> ScanProblem | None:
+    """The first indexed batch at which appending to the indexes throws: the offset index's append order
+    (``InvalidOffsetException``) or capacity (full), the time index's capacity or an offset going back."""
+    off_offsets, cand_off = entries["last_offset"], entries["max_offset"]
     max_offset_entries = round_down_to_multiple(segment_index_bytes, 8) // 8
     max_time_entries = round_down_to_multiple(segment_index_bytes, 12) // 12
-
-    # Offset index: append order (InvalidOffsetException) and capacity (full).
     k = len(entries)
     bad_order = np.flatnonzero(off_offsets[1:] <= off_offsets[:-1])
     first_bad_order = int(bad_order[0]) + 1 if len(bad_order) else k
     first_full = max_offset_entries if k > max_offset_entries else k
-    # Time index: entries written where the candidate timestamp grows.
-    written = cand_ts > np.concatenate(([-1], cand_ts[:-1]))
     entries_before: npt.NDArray[np.int64] = np.cumsum(written) - written
     time_full = np.flatnonzero(entries_before >= max_time_entries - 1)
     first_time_full = int(time_full[0]) if len(time_full) else k
@@ -132,69 +159,53 @@ def plan_segment(summary: LogSummary, segment_index_bytes: int = DEFAULT_SEGMENT
     prev_off = np.where(prev_written >= 0, cand_off[np.maximum(prev_written, 0)], base_offset)
     time_back = np.flatnonzero((prev_written >= 0) & (cand_off < prev_off))
     first_time_back = int(time_back[0]) if len(time_back) else k
-    first_index_error = min(first_bad_order, first_full, first_time_full, first_time_back)
-    if first_index_error < k:
-        j = first_index_error
-        if j in (first_bad_order, first_full):
-            if j == first_full:
-                reason = (
-                    f"the offset index would need more than {max_offset_entries} entries with "
-                    f"segment.index.bytes={segment_index_bytes}"
-                )
-                kind = "offset_index_full"
-            else:
-                reason = (
-                    f"batch last offset {int(off_offsets[j])} is not above the previous indexed "
-                    f"offset {int(off_offsets[j - 1])}"
-                )
-                kind = "log_offset_not_increasing"
-        elif j == first_time_full:
-            reason = (
-                f"the time index would need more than {max_time_entries - 1} entries with "
-                f"segment.index.bytes={segment_index_bytes}"
-            )
-            kind = "time_index_full"
-        else:
-            reason = f"time index offset {int(cand_off[j])} goes back below {int(prev_off[j])}"
-            kind = "log_time_offset_not_increasing"
-        row = entries[j]
-        problems.append(ScanProblem(kind, int(row["position"]), int(row["batch"]), reason, int(row["base_offset"])))
+    j = min(first_bad_order, first_full, first_time_full, first_time_back)
+    if j == k:
+        return None
+    if j == first_full:
+        kind = "offset_index_full"
+        reason = (
+            f"the offset index would need more than {max_offset_entries} entries with "
+            f"segment.index.bytes={segment_index_bytes}"
+        )
+    elif j == first_bad_order:
+        kind = "log_offset_not_increasing"
+        reason = f"batch last offset {int(off_offsets[j])} is not above the previous indexed offset {int(off_offsets[j - 1])}"
+    elif j == first_time_full:
+        kind = "time_index_full"
+        reason = (
+            f"the time index would need more than {max_time_entries - 1} entries with "
+            f"segment.index.bytes={segment_index_bytes}"
+        )
+    else:
+        kind = "log_time_offset_not_increasing"
+        reason = f"time index offset {int(cand_off[j])} goes back below {int(prev_off[j])}"
+    row = entries[j]
+    return ScanProblem(kind, int(row["position"]), int(row["batch"]), reason, int(row["base_offset"]))
 
-    time_ts = cand_ts[written]
-    time_off = cand_off[written]
+
+def _with_final_time_entry(
+    summary: LogSummary, time_ts: np.ndarray, time_off: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, ScanProblem | None]:
+    """The time entries with the forced final one (``skipFullCheck``) after them, written only if the running max
+    grew since the last entry; or, where its offset would go back below the last entry's, that problem."""
     last = summary.last_row
-    if last is not None:  # forced final entry (skipFullCheck), written only if the max grew since the last entry
-        final_ts, final_off = int(last["running_max"]), int(last["max_offset"])
-        last_ts = int(time_ts[-1]) if len(time_ts) else -1
-        if len(time_ts) and final_off < int(time_off[-1]):
-            problems.append(
-                ScanProblem(
-                    "log_time_offset_not_increasing",
-                    int(last["position"]),
-                    m - 1,
-                    f"final time index offset {final_off} goes back below {int(time_off[-1])}",
-                    int(last["base_offset"]),
-                )
-            )
-        elif final_ts > last_ts:
-            time_ts = np.append(time_ts, final_ts)
-            time_off = np.append(time_off, final_off)
-
-    fatal = min(problems, key=lambda p: p.batch_index) if problems else None
-    replayed = min(fatal.batch_index + 1 if fatal is not None else m, n)  # batches Kafka's recovery replays
-    return SegmentPlan(
-        base_offset=base_offset,
-        valid_bytes=summary.valid_bytes,
-        batch_count=n,
-        offset_offsets=off_offsets.copy(),
-        offset_positions=off_positions.copy(),
-        time_timestamps=time_ts.copy(),
-        time_offsets=time_off.copy(),
-        events=summary.events[summary.events["batch"] < replayed],
-        fatal=fatal,
-        last_offset=summary.last_offset if summary.last_offset is not None else base_offset - 1,
-        next_v2_offset=_next_v2_offset(summary, replayed),
-    )
+    if last is None:
+        return time_ts, time_off, None
+    final_ts, final_off = int(last["running_max"]), int(last["max_offset"])
+    last_ts = int(time_ts[-1]) if len(time_ts) else -1
+    if len(time_ts) and final_off < int(time_off[-1]):
+        problem = ScanProblem(
+            "log_time_offset_not_increasing",
+            int(last["position"]),
+            summary.plan_end - 1,
+            f"final time index offset {final_off} goes back below {int(time_off[-1])}",
+            int(last["base_offset"]),
+        )
+        return time_ts, time_off, problem
+    if final_ts > last_ts:
+        return np.append(time_ts, final_ts), np.append(time_off, final_off), None
+    return time_ts, time_off, None
 
 
 def _next_v2_offset(summary: LogSummary, replayed: int) -> int | None:

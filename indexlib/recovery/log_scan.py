@@ -29,17 +29,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..format import records
 from ..format.abstract_index import INT32_MAX
+from ..format.batch_walk import scan_buffer
 from ..format.errors import describe_error
 from ..format.records import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
     MARKER_ABORT,
     MARKER_COMMIT,
+    STOP_CODES,
     LogScan,
     ScanProblem,
     StopReason,
+    problem_from_code,
 )
 
 #: "no such offset" in the int64 columns (no v2 batch yet, no previous batch, a probe outside the data)
@@ -320,9 +322,9 @@ def from_kernel(
         index_interval_bytes=index_interval_bytes,
         batch_count=raw["batch_count"],
         valid_bytes=raw["valid_bytes"],
-        stop=records.STOP_CODES[raw["stop"]],
-        problem=records.problem_from_code(*raw["problem"]) if raw["problem"] is not None else None,
-        fatal=records.problem_from_code(*raw["fatal"]) if raw["fatal"] is not None else None,
+        stop=STOP_CODES[raw["stop"]],
+        problem=problem_from_code(*raw["problem"]) if raw["problem"] is not None else None,
+        fatal=problem_from_code(*raw["fatal"]) if raw["fatal"] is not None else None,
         plan_end=raw["plan_end"],
         entries=np.frombuffer(raw["entries"], ROW_DTYPE),
         last_row=row(raw["last_row"]),
@@ -342,7 +344,7 @@ def from_kernel(
 
 def unreadable_summary(path: str, base_offset: int, index_interval_bytes: int, exc: BaseException) -> LogSummary:
     """The summary of a segment that cannot be read: no batch, and a ``fatal`` that says why."""
-    summary = summarize(records.scan_buffer(b"", 0, path), base_offset, index_interval_bytes)
+    summary = summarize(scan_buffer(b"", 0, path), base_offset, index_interval_bytes)
     summary.fatal = ScanProblem("unreadable_segment", 0, 0, f"cannot read {path}: {describe_error(exc)}")
     return summary
 

@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from ..format import records
+from ..format import control_records, scan_kernel
 from ..format.abstract_index import AbstractIndex
+from ..format.batch_walk import open_segment, scan_log
 from ..format.checkpoint import parse_offset_checkpoint
 from ..format.errors import CorruptIndexError, describe_error
 from ..format.index_file import read_snapshot
@@ -43,14 +44,14 @@ def summarize_log(
     compiled: bool | None = None,
 ) -> LogSummary:
     """The summary of a ``.log`` file: one streaming pass of the compiled kernel, or (``compiled=False``,
-    or the kernel not in use, see :data:`indexlib.format.records.KERNEL`) :func:`~indexlib.recovery.log_scan.summarize`
-    over :func:`~indexlib.format.records.scan_log`. Never modifies the file. Raises ``OSError``/``ValueError``
+    or the kernel not in use, see :data:`indexlib.format.scan_kernel.KERNEL`) :func:`~indexlib.recovery.log_scan.summarize`
+    over :func:`~indexlib.format.batch_walk.scan_log`. Never modifies the file. Raises ``OSError``/``ValueError``
     when it cannot be read."""
     path = os.fspath(path)
-    kernel = records.KERNEL if compiled is None else (records.compiled_kernel() if compiled else None)
+    kernel = scan_kernel.kernel_for(compiled)
     if kernel is None or not hasattr(kernel, "scan_segment"):
-        return summarize(records.scan_log(path), base_offset, index_interval_bytes, probes)
-    fd = records.open_segment(path)
+        return summarize(scan_log(path), base_offset, index_interval_bytes, probes)
+    fd = open_segment(path)
     try:
         size = os.fstat(fd).st_size
         raw = kernel.scan_segment(
@@ -60,9 +61,9 @@ def summarize_log(
             index_interval_bytes,
             probes.positions.tobytes(),
             probes.offsets.tobytes(),
-            records.marker_type_or_error,
+            control_records.marker_type_or_error,
             1 << 20,
-            records.READ_AHEAD,
+            scan_kernel.READ_AHEAD,
         )
     finally:
         os.close(fd)
@@ -73,7 +74,7 @@ def tail_is_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
     """Whether every byte of the file from ``start`` on is zero (and there is one); read in chunks with
     ``pread``, so a file that shrinks meanwhile is just "no"."""
     try:
-        fd = records.open_segment(path)
+        fd = open_segment(path)
     except (OSError, ValueError):
         return False
     try:
@@ -98,7 +99,7 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
         return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
     es = cls.ENTRY_SIZE
     try:
-        fd = records.open_segment(path)
+        fd = open_segment(path)
         try:
             snapshot = read_snapshot(fd)
         finally:

@@ -17,7 +17,8 @@ import pytest
 from indexlib.cli.dump import dump_file
 from indexlib.cli.main import main
 from indexlib.engine import rebuild_partition, verify_partition
-from indexlib.testing.generate import encode_batch_v2, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import KAFKA_REAL, PROJECT_ROOT, dump_into_head, requires_kafka_real, run_as_unprivileged
 

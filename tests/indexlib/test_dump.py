@@ -22,7 +22,8 @@ from indexlib.cli.dump import FileDump, dump_file, format_dump, iter_json, parse
 from indexlib.engine import rebuild_partition
 from indexlib.engine.segment_task import plan_segment_file
 from indexlib.format.layout import segment_file
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import KAFKA_REAL, requires_kafka_real, run_as_unprivileged
 

@@ -19,7 +19,8 @@ from indexlib.format.layout import segment_file
 from indexlib.recovery.settings import IndexSettings
 from indexlib.storage.discovery import discover
 from indexlib.storage.publish import discard_staged
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch
+from indexlib.testing.generate import generate_partition
 
 BATCHES = 20_000
 
@@ -351,9 +352,9 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
 
 
 def _read_ahead_in_this_process(_: int) -> bool:
-    from indexlib.format import records
+    from indexlib.format import scan_kernel
 
-    return records.READ_AHEAD
+    return scan_kernel.READ_AHEAD
 
 
 def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypatch):
@@ -362,7 +363,7 @@ def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypa
     from concurrent.futures import ProcessPoolExecutor
 
     from indexlib.engine.pool import pool_reads_ahead, pool_worker
-    from indexlib.format import records
+    from indexlib.format import scan_kernel
 
     cores = len(os.sched_getaffinity(0))
     assert not pool_reads_ahead(cores) and not pool_reads_ahead(cores + 3)
@@ -374,8 +375,8 @@ def test_a_pool_that_keeps_every_core_scanning_turns_the_read_ahead_off(monkeypa
     with ProcessPoolExecutor(max_workers=2, initializer=pool_worker, initargs=(False,)) as pool:
         assert list(pool.map(_read_ahead_in_this_process, range(4))) == [False] * 4
     with ProcessPoolExecutor(max_workers=2, initializer=pool_worker, initargs=(True,)) as pool:
-        assert list(pool.map(_read_ahead_in_this_process, range(4))) == [records.READ_AHEAD] * 4
-    assert (os.environ.get("KAFKA_INDEX_READ_AHEAD", "1") != "0") == records.READ_AHEAD
+        assert list(pool.map(_read_ahead_in_this_process, range(4))) == [scan_kernel.READ_AHEAD] * 4
+    assert (os.environ.get("KAFKA_INDEX_READ_AHEAD", "1") != "0") == scan_kernel.READ_AHEAD
 
 
 def test_a_partition_that_could_not_be_listed_makes_the_run_unhealthy(tmp_path):

@@ -10,7 +10,8 @@ import subprocess
 import sys
 
 from indexlib.engine import rebuild_partition
-from indexlib.testing.generate import encode_batch_v2, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import PROJECT_ROOT
 

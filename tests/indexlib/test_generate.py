@@ -11,13 +11,8 @@ from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.legacy_records import LegacyRecordBatch
 
-from indexlib.testing.generate import (
-    encode_batch_v2,
-    encode_control_batch,
-    encode_legacy,
-    generate_partition,
-    write_uniform_segment,
-)
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
+from indexlib.testing.generate import generate_partition, write_uniform_segment
 
 RECORDS = [
     (b"key-a", b"value-a", 1_700_000_000_100),

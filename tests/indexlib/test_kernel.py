@@ -15,8 +15,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexlib.format import records
-from indexlib.format.records import scan_buffer
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
+from indexlib.format.batch_walk import scan_buffer
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import KAFKA_REAL
 

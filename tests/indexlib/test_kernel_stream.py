@@ -1,6 +1,6 @@
 """The compiled streaming walk (``indexlib.format._kernel.scan_segment``) against a pure-Python reference.
 
-:func:`reference` computes the same dict from the columns of ``records.scan_buffer(..., compiled=False)``
+:func:`reference` computes the same dict from the columns of ``batch_walk.scan_buffer(..., compiled=False)``
 with numpy, straight from the definitions (walk, markers, running time-index values, index selection,
 producer events and their compaction, position and offset lookups). Every case compares every key, with
 read windows from 64 bytes (batches straddle every refill) to 1 MiB. Also: the three-stream CRC-32C, a
@@ -21,8 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexlib.format import records
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
+from indexlib.format import batch_walk, control_records, records
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import KAFKA_REAL
 from .test_kernel import mutated_logs as mutated_v2_logs
@@ -48,7 +49,7 @@ KEYS = {
 def parse(batch: bytes, records_count: int) -> int | str:
     """The marker parser the kernel calls: the control type, or why the marker is malformed."""
     try:
-        return records.parse_marker(memoryview(batch), 0, len(batch), records_count)[0]
+        return control_records.parse_marker(memoryview(batch), 0, len(batch), records_count)[0]
     except ValueError as exc:
         return str(exc)
 
@@ -109,7 +110,7 @@ def reference(
     data: bytes, base: int, interval: int, offset_probes: list[int], time_probes: list[int]
 ) -> dict[str, object]:
     """scan_segment's dict, from the pure-Python scan's columns (straight from the definitions)."""
-    scan = records.scan_buffer(data, len(data), compiled=False)
+    scan = batch_walk.scan_buffer(data, len(data), compiled=False)
     n = scan.batch_count
     positions = scan.positions
     bases, lasts, ts, magic = scan.base_offsets, scan.last_offsets, scan.max_timestamps, scan.magic
@@ -198,7 +199,7 @@ def memfd(data: bytes) -> int:
 
 def probes_for(data: bytes) -> tuple[list[int], list[int]]:
     """Positions around every batch start and the file's edges; offsets around every batch's last offset."""
-    scan = records.scan_buffer(data, len(data), compiled=False)
+    scan = batch_walk.scan_buffer(data, len(data), compiled=False)
     positions = {INT64_MIN, -1, 0, 1, len(data) - 1, len(data), len(data) + 5, INT64_MAX, scan.valid_bytes}
     for p, size in zip(scan.positions.tolist(), scan.sizes.tolist(), strict=True):
         positions |= {p - 1, p, p + 1, p + size // 2, p + size - 1}

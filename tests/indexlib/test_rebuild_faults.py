@@ -10,10 +10,12 @@ import pytest
 
 from indexlib import AbortedTxn, OffsetIndex, TimeIndex, TransactionIndex
 from indexlib.engine import rebuild_partition, verify_partition
-from indexlib.format.records import StopReason, scan_log
+from indexlib.format.batch_walk import scan_log
+from indexlib.format.records import StopReason
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.log_scan import summarize
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
+from indexlib.testing.generate import generate_partition
 
 
 def write_log(path, batches):

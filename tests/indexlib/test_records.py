@@ -1,4 +1,4 @@
-"""indexlib.format.records: the batch reader's stop rules and problems (kafka-index-format.md 2.2, 2.4, 6.1, 6.2).
+"""indexlib.format.batch_walk (and records, control_records): the batch reader's stop rules and problems (kafka-index-format.md 2.2, 2.4, 6.1, 6.2).
 
 Every case asserts the exact problem kind, byte position and batch index. The fuzz tests hold the
 reader's contract on random and mutated input: it returns (never raises), and what it returns keeps the
@@ -16,19 +16,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from indexlib.format.batch_walk import scan_buffer, scan_log
 from indexlib.format.records import (
     HEADER_SIZE_UP_TO_MAGIC,
     MIN_SIZE_FIELD,
     V2_HEADER_SIZE,
     StopReason,
-    scan_buffer,
-    scan_log,
 )
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.log_scan import summarize
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, encode_legacy
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
 
-#: The problems a walk or the marker check may report (records.py), and the fatal kinds.
+#: The problems a walk or the marker check may report (batch_walk.py, control_records.py), and the fatal kinds.
 PROBLEM_KINDS = {"size_below_minimum", "truncated_batch", "crc_mismatch", "invalid_marker"}
 FATAL_KINDS = {"unknown_control_type", "compressed_control_batch", "unknown_compression"}
 STOP_OF_PROBLEM = {

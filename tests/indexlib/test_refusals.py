@@ -25,14 +25,15 @@ import pytest
 from indexlib.cli.main import main
 from indexlib.engine import rebuild_partition, verify_partition
 from indexlib.engine.segment_task import plan_segment_file
-from indexlib.format.records import StopReason, scan_buffer
+from indexlib.format.batch_walk import scan_buffer
+from indexlib.format.records import StopReason
 from indexlib.format.values import AbortedTxn
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.findings import KINDS, REFUSE_SEGMENT
 from indexlib.recovery.log_scan import summarize
 from indexlib.recovery.producer_state import replay_segment
 from indexlib.recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch
 
 BAD = 100  # base offset of the case's segment
 AFTER = 1000  # base offset of the healthy segment after it

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexlib.format import records
+from indexlib.format import batch_walk, scan_kernel
 from indexlib.format.layout import segment_base_offsets, segment_file
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.log_scan import (
@@ -29,12 +29,13 @@ from indexlib.recovery.log_scan import (
     summarize,
 )
 from indexlib.storage.partition_files import read_existing_indexes, summarize_log
-from indexlib.testing.generate import encode_batch_v2, encode_control_batch, generate_partition, write_uniform_segment
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch
+from indexlib.testing.generate import generate_partition, write_uniform_segment
 
 from ..conftest import KAFKA_REAL
 from .test_records import mutated_logs
 
-kernel = records.compiled_kernel()
+kernel = scan_kernel.compiled_kernel()
 needs_kernel = pytest.mark.skipif(
     kernel is None or not hasattr(kernel, "scan_segment"),
     reason="the C extension with scan_segment is not built (no compiler at install)",
@@ -132,7 +133,7 @@ def test_random_bytes_summarize_alike(tmp_path, data, base):
 def test_the_reference_answers_probes_by_the_batch_holding_them(tmp_path):
     generate_partition(tmp_path / "t-0", segments=1, batches_per_segment=40, seed=2)
     log = segment_file(str(tmp_path / "t-0"), 0, ".log")
-    scan = records.scan_log(log)
+    scan = batch_walk.scan_log(log)
     middle = scan.positions[5] + 3
     probes = Probes.of([scan.positions[0], scan.positions[5], middle, -1, scan.valid_bytes], [scan.last_offsets[7]])
     summary = summarize(scan, 0, 4096, probes)
@@ -166,19 +167,19 @@ def test_compaction_is_prefix_stable(pairs, k):
 
 READ_AHEAD_PROBE = """
 import os, sys
-from indexlib.format import records
+from indexlib.format import control_records, scan_kernel
 from indexlib.storage import partition_files
-threads, parse = [], records.marker_type_or_error
+threads, parse = [], control_records.marker_type_or_error
 def parser(batch, count):
     threads.append(len(os.listdir("/proc/self/task")))  # mid-walk: is the read-ahead thread there?
     return parse(batch, count)
-records.marker_type_or_error = parser
+control_records.marker_type_or_error = parser
 s = partition_files.summarize_log(sys.argv[1], 0, 4096)
-print(records.READ_AHEAD, s.batch_count, len(s.events), max(threads))
+print(scan_kernel.READ_AHEAD, s.batch_count, len(s.events), max(threads))
 """
 
 
-@pytest.mark.skipif(records.compiled_kernel() is None, reason="the C extension is not built")
+@pytest.mark.skipif(scan_kernel.compiled_kernel() is None, reason="the C extension is not built")
 def test_the_read_ahead_thread_runs_unless_turned_off(tmp_path):
     """A segment longer than two read windows (2 MiB) with a marker in its middle: while the walk is at the
     marker, the process has the kernel's read-ahead thread beside its own, unless KAFKA_INDEX_READ_AHEAD=0;

@@ -17,10 +17,10 @@ import pytest
 from indexlib import TransactionIndex
 from indexlib.engine import rebuild_partition, verify_partition
 from indexlib.engine.segment_task import plan_segment_file
+from indexlib.format.batch_walk import scan_log
 from indexlib.format.layout import segment_file
-from indexlib.format.records import scan_log
 from indexlib.storage import LogDirError
-from indexlib.testing.generate import encode_batch_v2
+from indexlib.testing.batch_encoder import encode_batch_v2
 
 from ..conftest import KAFKA_REAL, requires_kafka_real
 from .test_conformance import partitions

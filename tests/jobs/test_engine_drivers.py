@@ -13,7 +13,8 @@ import pytest
 
 from indexlib.cli.main import main as indexlib_main
 from indexlib.engine import rebuild_partition
-from indexlib.testing.generate import encode_batch_v2, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2
+from indexlib.testing.generate import generate_partition
 from jobs.cli import main as kafka_index_main
 
 from ..conftest import KAFKA_REAL, requires_kafka_real

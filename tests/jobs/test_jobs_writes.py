@@ -9,7 +9,8 @@ import os
 from indexlib.engine import rebuild_partition
 from indexlib.engine.segment_task import plan_segment_file
 from indexlib.format.layout import segment_file
-from indexlib.testing.generate import encode_batch_v2, generate_partition
+from indexlib.testing.batch_encoder import encode_batch_v2
+from indexlib.testing.generate import generate_partition
 from jobs.cli import main
 
 TS = 1_700_000_000_000

@@ -1,0 +1,171 @@
+"""Record-level reading of control batches: the transaction marker a control batch's first record holds.
+
+Kafka's ``ControlRecordType`` / ``EndTransactionMarker`` parsing, as its producer state reads it: the record's
+varints and length-prefixed key and value, the control type in the key, the coordinator epoch in the value.
+
+Invariants: nothing is decompressed (a compressed control batch is a fatal problem, not parsed); no byte outside
+the batch given is read; a malformed record is :class:`InvalidRecordError` with Kafka's reason, never a guess;
+:func:`check_markers` only ever shortens a :class:`~.records.LogScan` (to end after the batch concerned).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .errors import InvalidRecordError
+from .records import (
+    ATTR_COMPRESSION_MASK,
+    ATTR_CONTROL,
+    F_COMPRESSED_CONTROL,
+    F_UNKNOWN_CONTROL_TYPE,
+    MARKER_ABORT,
+    MARKER_COMMIT,
+    P_INVALID_MARKER,
+    V2_HEADER_SIZE,
+    LogScan,
+    StopReason,
+    problem_from_code,
+)
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer  # collections.abc.Buffer from Python 3.12 on
+
+
+def _read_zigzag(view: memoryview | bytes, pos: int, limit: int, max_bytes: int) -> tuple[int, int]:
+    """Zig-zag varint of at most ``max_bytes`` bytes at ``pos``; :class:`InvalidRecordError` when malformed or past ``limit``."""
+    result = shift = 0
+    for _ in range(max_bytes):
+        if pos >= limit:
+            raise InvalidRecordError("varint runs past the end of the record")
+        b = view[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+    raise InvalidRecordError(f"varint longer than {max_bytes} bytes")
+
+
+def _read_varint(view: memoryview | bytes, pos: int, limit: int) -> tuple[int, int]:
+    return _read_zigzag(view, pos, limit, 5)
+
+
+def _read_varlong(view: memoryview | bytes, pos: int, limit: int) -> tuple[int, int]:
+    return _read_zigzag(view, pos, limit, 10)
+
+
+def _length_prefixed(view: memoryview | bytes, p: int, end: int, what: str) -> tuple[int, int, int]:
+    """A control record's varint-length-prefixed key or value: (start, length, position after it)."""
+    length, p = _read_varint(view, p, end)
+    if length < 0:
+        raise InvalidRecordError(f"control record has no {what}")
+    if p + length > end:
+        raise InvalidRecordError(f"control record {what} runs past the record")
+    return p, length, p + length
+
+
+def parse_marker(view: memoryview | bytes, pos: int, size: int, records_count: int) -> tuple[int, int]:
+    """Parse the first record of an uncompressed control batch at ``pos`` as a transaction marker.
+
+    Returns ``(control_type, coordinator_epoch)``. Raises :class:`InvalidRecordError` with Kafka's reason when the
+    record or the marker is malformed (Kafka: ``InvalidRecordException``). The control type is returned
+    as found; callers decide what a type other than ABORT/COMMIT means.
+    """
+    end = pos + size
+    p = pos + V2_HEADER_SIZE
+    body_len, p = _read_varint(view, p, end)
+    record_start = p
+    if body_len < 0 or record_start + body_len > end:
+        raise InvalidRecordError(f"invalid record size {body_len}")
+    record_end = record_start + body_len
+    p += 1  # attributes
+    _, p = _read_varlong(view, p, record_end)  # timestamp delta
+    _, p = _read_varint(view, p, record_end)  # offset delta
+    key, key_len, p = _length_prefixed(view, p, record_end, "key")
+    value, value_len, p = _length_prefixed(view, p, record_end, "value")
+    header_count, p = _read_varint(view, p, record_end)
+    if header_count < 0:
+        raise InvalidRecordError(f"invalid header count {header_count}")
+    for _ in range(header_count):
+        hk, p = _read_varint(view, p, record_end)
+        if hk < 0 or p + hk > record_end:
+            raise InvalidRecordError("invalid header key")
+        p += hk
+        hv, p = _read_varint(view, p, record_end)
+        if p + max(hv, 0) > record_end:
+            raise InvalidRecordError("invalid header value")
+        p += max(hv, 0)
+    if p != record_end:
+        raise InvalidRecordError(f"record body of {body_len} bytes has {record_end - p} bytes left over")
+    if records_count == 1 and record_end != end:
+        raise InvalidRecordError("incorrect declared batch size, records still remaining in the batch")
+    if key_len < 4:
+        raise InvalidRecordError(f"control record key of {key_len} bytes is shorter than 4")
+    key_version, control_type = struct.unpack_from(">hh", view, key)
+    if key_version < 0:
+        raise InvalidRecordError(f"invalid control record key version {key_version}")
+    if control_type not in (MARKER_ABORT, MARKER_COMMIT):
+        return control_type, -1
+    if value_len < 6:
+        raise InvalidRecordError(f"end transaction marker value of {value_len} bytes is shorter than 6")
+    value_version, coordinator_epoch = struct.unpack_from(">hi", view, value)
+    if value_version < 0:
+        raise InvalidRecordError(f"invalid end transaction marker version {value_version}")
+    return control_type, coordinator_epoch
+
+
+def marker_type_or_error(batch: Buffer, records_count: int) -> int | str:
+    """The control type of the marker a whole control batch (its bytes from the first) holds, or why it
+    is malformed (:func:`parse_marker`'s reason)."""
+    view = memoryview(batch)
+    try:
+        return parse_marker(view, 0, len(view), records_count)[0]
+    except ValueError as exc:
+        return str(exc)
+
+
+def check_markers(view: memoryview, scan: LogScan) -> None:
+    """Parse the markers of control batches that carry a producer id (what Kafka's producer state reads),
+    recording their type, and cut the scan after a malformed one."""
+    is_marker = ((scan.attributes & ATTR_CONTROL) != 0) & (scan.magic >= 2) & (scan.producer_ids > -1)
+    is_marker &= scan.records_counts != 0
+    for i in np.flatnonzero(is_marker).tolist():
+        pos, size = int(scan.positions[i]), int(scan.sizes[i])
+        codec = int(scan.attributes[i]) & ATTR_COMPRESSION_MASK
+        base = int(scan.base_offsets[i])
+        if codec != 0:
+            scan.fatal = problem_from_code(F_COMPRESSED_CONTROL, pos, i, base, codec, 0, None)
+            _cut(scan, i)
+            return
+        control_type = marker_type_or_error(view[pos : pos + size], int(scan.records_counts[i]))
+        if isinstance(control_type, str):
+            scan.problem = problem_from_code(P_INVALID_MARKER, pos, i, base, 0, 0, control_type)
+            scan.stop = StopReason.INVALID_RECORD
+            _cut(scan, i + 1)
+            return
+        scan.marker_types[i] = control_type
+        if control_type not in (MARKER_ABORT, MARKER_COMMIT):
+            scan.fatal = problem_from_code(F_UNKNOWN_CONTROL_TYPE, pos, i, base, control_type, 0, None)
+            _cut(scan, i + 1)
+            return
+
+
+def _cut(scan: LogScan, n: int) -> None:
+    """Keep only the first ``n`` batches."""
+    for name in (
+        "positions",
+        "sizes",
+        "base_offsets",
+        "last_offsets",
+        "max_timestamps",
+        "magic",
+        "attributes",
+        "producer_ids",
+        "producer_epochs",
+        "records_counts",
+        "marker_types",
+    ):
+        setattr(scan, name, getattr(scan, name)[:n])
