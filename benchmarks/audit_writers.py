@@ -126,7 +126,7 @@ def run_writers(
 ) -> dict[str, object]:
     """``writers`` processes, one broker each, write at one instant; returns their results and the table's
     rows of ``run_id`` per broker (counts, and keys seen more than once)."""
-    from jobs import audit
+    from jobs import audit_queries
 
     started = datetime.now(UTC)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([REPO, *filter(None, [os.environ.get("PYTHONPATH")])])}
@@ -164,7 +164,7 @@ def run_writers(
         out, err = p.communicate(timeout=300)
         lines = [line for line in out.splitlines() if line.startswith("{")]
         results.append(json.loads(lines[-1]) if lines else {"ok": False, "error": f"exit {p.returncode}: {err[-500:]}"})
-    stored = audit.query(
+    stored = audit_queries.query(
         table,
         f"SELECT broker_id, record_type, topic, \"partition\", base_offset FROM audit WHERE run_id = '{run_id}'",
         storage_options,

@@ -214,7 +214,7 @@ def recover_journals(
 
 # ------------------------------------------------------------------------------------------ audit
 def run_audit(args: argparse.Namespace) -> int:
-    from . import audit
+    from . import audit_queries
     from .config import ConfigError, load_config_file, parse_storage_options
 
     try:
@@ -233,45 +233,11 @@ def run_audit(args: argparse.Namespace) -> int:
             return 2
         journal_dir = args.audit_journal or conf["audit_journal"]
         return recover_journals(journal_dir, table, at_start=False, storage_options=storage_options)
-    who = {"cluster_id": args.cluster, "broker_id": args.broker}
     try:
-        windowed = args.repaired or args.failing or args.damage
-        if (args.since or args.until) and not windowed:
-            raise UsageError(
-                "--since/--until choose the window of --repaired, --failing and --damage; they do not apply here"
-            )
-        if (args.broker is not None or args.cluster) and (args.sql or args.run):
-            raise UsageError("--broker/--cluster do not apply to --sql (write the WHERE) or --run (every broker)")
-        if args.sql:
-            sql = args.sql
-        elif args.run:
-            sql = audit.run_by_broker_sql(args.run)
-        elif windowed:
-            until = parse_time(args.until, option="--until") if args.until else datetime.now(UTC)
-            if args.since:
-                since = parse_time(args.since, option="--since")
-            elif until.year > 1 or until.month > 1 or until.day > 7:
-                since = until - timedelta(days=7)
-            else:
-                raise UsageError(f"--until: {args.until!r} leaves no 7-day window after year 1; give --since too")
-            if args.damage:
-                sql = audit.damage_sql(since, until, **who)
-            else:
-                sql = audit.window_sql(since, until, "repaired" if args.repaired else "failing", **who)
-        elif args.brokers:
-            sql = audit.brokers_latest_sql(**who)
-        elif args.partition:
-            from indexlib.format import parse_partition_dir_name
-
-            named = parse_partition_dir_name(args.partition)
-            if named is None:
-                raise UsageError(f"--partition: expected TOPIC-N, got {args.partition!r}")
-            sql = audit.partition_history_sql(*named, **who)
-        else:
-            sql = audit.latest_run_sql(**who)
-        result = audit.query(table, sql, storage_options)
+        sql = audit_sql(args)
+        result = audit_queries.query(table, sql, storage_options)
         if args.run and not args.as_json:
-            kinds = audit.query(table, audit.findings_by_broker_sql(args.run), storage_options)
+            kinds = audit_queries.query(table, audit_queries.findings_by_broker_sql(args.run), storage_options)
     except UsageError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -279,7 +245,7 @@ def run_audit(args: argparse.Namespace) -> int:
         print(f"{PROG}: error: audit table {table}: {first_line(exc)}", file=sys.stderr)
         return 2
     if args.run and args.as_json:  # the fleet summary's form: one record per broker, findings by kind
-        print(json.dumps(audit.run_summary(table, args.run, storage_options), indent=2, default=str))
+        print(json.dumps(audit_queries.run_summary(table, args.run, storage_options), indent=2, default=str))
         return 0
     rows = result.to_pylist()
     if args.as_json:
@@ -295,6 +261,49 @@ def run_audit(args: argparse.Namespace) -> int:
             if found:
                 print(format_table(kinds.column_names, [[_short(r[c]) for c in kinds.column_names] for r in found]))
     return 0
+
+
+def audit_sql(args: argparse.Namespace) -> str:
+    """The SQL of an ``audit`` query from its options (:class:`UsageError` for options that do not go together)."""
+    from . import audit_queries
+
+    who = {"cluster_id": args.cluster, "broker_id": args.broker}
+    windowed = args.repaired or args.failing or args.damage
+    if (args.since or args.until) and not windowed:
+        raise UsageError(
+            "--since/--until choose the window of --repaired, --failing and --damage; they do not apply here"
+        )
+    if (args.broker is not None or args.cluster) and (args.sql or args.run):
+        raise UsageError("--broker/--cluster do not apply to --sql (write the WHERE) or --run (every broker)")
+    sql: str
+    if args.sql:
+        sql = str(args.sql)
+    elif args.run:
+        sql = audit_queries.run_by_broker_sql(args.run)
+    elif windowed:
+        until = parse_time(args.until, option="--until") if args.until else datetime.now(UTC)
+        if args.since:
+            since = parse_time(args.since, option="--since")
+        elif until.year > 1 or until.month > 1 or until.day > 7:
+            since = until - timedelta(days=7)
+        else:
+            raise UsageError(f"--until: {args.until!r} leaves no 7-day window after year 1; give --since too")
+        if args.damage:
+            sql = audit_queries.damage_sql(since, until, **who)
+        else:
+            sql = audit_queries.window_sql(since, until, "repaired" if args.repaired else "failing", **who)
+    elif args.brokers:
+        sql = audit_queries.brokers_latest_sql(**who)
+    elif args.partition:
+        from indexlib.format import parse_partition_dir_name
+
+        named = parse_partition_dir_name(args.partition)
+        if named is None:
+            raise UsageError(f"--partition: expected TOPIC-N, got {args.partition!r}")
+        sql = audit_queries.partition_history_sql(*named, **who)
+    else:
+        sql = audit_queries.latest_run_sql(**who)
+    return sql
 
 
 def _short(value: object) -> str:

@@ -45,8 +45,8 @@ def test_demo_runs_the_real_pipeline(tmp_path):
         assert kind in out
     assert "demo-verify: 9 segments" in out and "8 finding(s) remain" in out
     assert "demo-verify-again: 9 segments" in out and "(4 rows)" in out
-    from jobs import audit
+    from jobs import audit_queries
 
-    rows = audit.read(str(tmp_path / "audit")).to_pylist()
+    rows = audit_queries.read(str(tmp_path / "audit")).to_pylist()
     assert sorted({r["run_id"] for r in rows}) == ["demo-repair", "demo-verify", "demo-verify-again"]
     assert sum(r["action"] == "repaired" for r in rows) == 4

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from indexlib.testing.generate import generate_partition
-from jobs import audit
+from jobs import audit, audit_queries
 from jobs.cli import main
 
 from ..conftest import PROJECT_ROOT
@@ -74,7 +74,7 @@ def test_the_s3_table_is_a_real_delta_table_on_the_server(s3):
     keys = [o["Key"] for o in client.list_objects_v2(Bucket=audit_writers.BUCKET, Prefix="objects/")["Contents"]]
     assert "objects/_delta_log/00000000000000000000.json" in keys
     assert any(k.endswith(".parquet") and "/date=" in k for k in keys)
-    assert {r["broker_id"] for r in audit.read(table, s3).to_pylist()} == {4}
+    assert {r["broker_id"] for r in audit_queries.read(table, s3).to_pylist()} == {4}
 
 
 def test_same_broker_writers_racing_keep_one_row_per_key(tmp_path):
@@ -121,7 +121,7 @@ def test_a_table_the_previous_release_wrote_is_upgraded_in_place(tmp_path):
     assert [n for n, _, _ in audit.IDENTITY_COLUMNS] == names[-4:]
     assert after.version() == version + 2  # one commit adds the columns, one merges the rows
     assert after.metadata().partition_columns == ["date"]
-    rows = audit.read(table).to_pylist()
+    rows = audit_queries.read(table).to_pylist()
     old = [r for r in rows if r["run_id"] == "old-1"]
     assert len(old) == 4 and all(r["broker_id"] is None and r["cluster_id"] is None for r in old)
     assert {r["topic"] for r in old} == {"orders", ""}
@@ -129,7 +129,7 @@ def test_a_table_the_previous_release_wrote_is_upgraded_in_place(tmp_path):
     assert audit.write(table, new_rows).inserted == 0  # upgraded once: a replay adds nothing, changes no schema
     assert DeltaTable(table).version() == version + 2  # nothing to merge: no commit at all
     # the queries by broker read the upgraded table, old rows as an unknown broker
-    latest = audit.query(table, audit.brokers_latest_sql()).to_pylist()
+    latest = audit_queries.query(table, audit_queries.brokers_latest_sql()).to_pylist()
     assert [(r["broker_id"], r["run_id"]) for r in latest] == [(3, "new-1"), (None, "old-1")]
 
 
@@ -141,7 +141,7 @@ def test_a_log_dir_without_identity_re_run_adds_no_row(tmp_path):
         r["cluster_id"] = r["broker_id"] = r["directory_id"] = None
     assert audit.write(table, audit.to_table(rows)).inserted == 4
     assert audit.write(table, audit.to_table(rows)).inserted == 0
-    assert len(audit.read(table).to_pylist()) == 4
+    assert len(audit_queries.read(table).to_pylist()) == 4
 
 
 def test_the_merge_predicate_pins_date_run_cluster_and_broker_with_literals():
@@ -181,7 +181,7 @@ def test_runs_of_three_brokers_then_the_audit_queries_by_broker(spark, tmp_path,
         for b, extra in ((1, []), (2, []), (3, ["--broker-id", "3"]))
     ]
     assert codes == [0, 1, 0]
-    rows = audit.read(str(table)).to_pylist()
+    rows = audit_queries.read(str(table)).to_pylist()
     assert sorted((r["broker_id"], r["record_type"]) for r in rows) == sorted(
         [(b, "segment") for b in (1, 2, 3) for _ in range(3)] + [(b, "run") for b in (1, 2, 3)]
     )
@@ -191,7 +191,7 @@ def test_runs_of_three_brokers_then_the_audit_queries_by_broker(spark, tmp_path,
     assert {r["broker_id"]: r["exit_code"] for r in rows if r["record_type"] == "run"} == {1: 0, 2: 1, 3: 0}
     # a verify of broker 1 again under the same run id changes nothing
     assert main(["verify", "--log-dir", str(tmp_path / "broker-1"), "--run-id", "fleet-1", *common]) == 0
-    assert len(audit.read(str(table)).to_pylist()) == len(rows)
+    assert len(audit_queries.read(str(table)).to_pylist()) == len(rows)
 
     capsys.readouterr()
     assert main(["audit", "--audit-table", str(table), "--run", "fleet-1", "--json"]) == 0
@@ -200,7 +200,7 @@ def test_runs_of_three_brokers_then_the_audit_queries_by_broker(spark, tmp_path,
         (1, 3, 0, "ok", 0), (2, 3, 1, "findings", 1), (3, 3, 0, "ok", 0)
     ]  # fmt: skip
     assert [s["findings"] for s in summary] == [{}, {"index_missing": 1}, {}]
-    assert json.loads(json.dumps(audit.run_summary(str(table), "fleet-1"), default=str)) == summary
+    assert json.loads(json.dumps(audit_queries.run_summary(str(table), "fleet-1"), default=str)) == summary
 
     assert main(["audit", "--audit-table", str(table), "--run", "fleet-1"]) == 0
     out = capsys.readouterr().out
@@ -225,7 +225,7 @@ def test_runs_of_three_brokers_then_the_audit_queries_by_broker(spark, tmp_path,
     # the README's SQL examples run as they are written (its run id is this test's)
     [block] = re.findall(r"```sql\n(.*?)```", (PROJECT_ROOT / "README.md").read_text(), flags=re.S)
     statements = [q.strip() for q in block.replace("fleet-2026-11-25", "fleet-1").split(";") if q.strip()]
-    answers = [audit.query(str(table), q).to_pylist() for q in statements]
+    answers = [audit_queries.query(str(table), q).to_pylist() for q in statements]
     assert [(r["broker_id"], r["exit_code"]) for r in answers[0]] == [(1, 0), (2, 1), (3, 0)]
     assert answers[1] == [{"broker_id": 2, "kind": "index_missing", "segments": 1}]
     assert [(r["broker_id"], r["topic"], r["damaged"]) for r in answers[2] if r["damaged"]] == [(2, "orders", 1)]

@@ -47,7 +47,7 @@ def damaged_log_dir(root, partitions: int, segments: int = 2):
 
 
 def table_rows(table) -> list[dict]:
-    from jobs.audit import read
+    from jobs.audit_queries import read
 
     return read(str(table)).to_pylist()
 
@@ -288,7 +288,7 @@ def _row(base_offset: int, started: str, status: str, action: str, files: list[s
 def test_the_merge_replaces_only_stale_rows_and_never_loses_a_recorded_write(tmp_path):
     """A real Delta table: which rows of a first attempt give way to a second attempt's rows of the same key
     (jobs.audit.REPLACE_WHEN), and that merging the second attempt again changes nothing."""
-    from jobs import audit
+    from jobs import audit, audit_queries
 
     first, second = "2026-11-23T10:00:00+00:00", "2026-11-23T11:00:00+00:00"
     table = str(tmp_path / "audit")
@@ -314,14 +314,14 @@ def test_the_merge_replaces_only_stale_rows_and_never_loses_a_recorded_write(tmp
     audit.write(table, audit.to_table([_row(b, first, *v) for b, v in earlier.items()]))
     second_rows = audit.to_table([_row(b, second, *v) for b, v in later.items()])
     assert audit.write(table, second_rows)[1:3] == (1, 3)  # 7 is new; 0, 2 and 4 replaced
-    stored = {r["base_offset"]: r for r in audit.read(table).to_pylist()}
+    stored = {r["base_offset"]: r for r in audit_queries.read(table).to_pylist()}
     assert len(stored) == 8
     replaced = {b for b, r in stored.items() if r["run_started"].isoformat() == second}
     assert replaced == {0, 2, 4, 7}
     assert stored[1]["status"] == "interrupted" and stored[6]["files_written"] == ["/l/a-0/6.index"]
     assert audit.write(table, second_rows)[1:3] == (0, 0)  # a replay: nothing new, nothing replaced
     assert audit.write(table, audit.to_table([_row(b, first, *v) for b, v in earlier.items()]))[1:3] == (0, 0)
-    assert {r["base_offset"]: r for r in audit.read(table).to_pylist()} == stored
+    assert {r["base_offset"]: r for r in audit_queries.read(table).to_pylist()} == stored
 
 
 def _error_lines(capsys) -> list[str]:

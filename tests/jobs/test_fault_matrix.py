@@ -35,7 +35,7 @@ from indexlib.engine import rebuild_partition
 from indexlib.format.layout import INDEX_SUFFIXES
 from indexlib.testing.generate import generate_partition
 from jobs import journal
-from jobs.audit import read
+from jobs.audit_queries import read
 
 from ..conftest import PROJECT_ROOT, fill, remount
 from ..conftest import descendants as _descendants

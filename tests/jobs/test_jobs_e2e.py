@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from indexlib.engine import rebuild_partition
-from jobs import audit
+from jobs import audit_queries
 from jobs.cli import main
 
 from ..conftest import KAFKA_REAL, requires_kafka_real
@@ -57,7 +57,7 @@ def test_verify_finds_nothing_on_real_broker_files(spark, broker, tmp_path, caps
     assert snapshot(broker) == before  # strictly read-only
     data = json.loads(report.read_text())
     assert data["remaining_findings"] == [] and len(data["segments"]) == 15
-    rows = audit.read(str(table)).to_pylist()
+    rows = audit_queries.read(str(table)).to_pylist()
     assert len(rows) == 16 and {r["status"] for r in rows} == {"ok"}
     assert "healthy" in capsys.readouterr().out
 
@@ -110,7 +110,7 @@ def test_repair_fixes_exactly_the_damaged_files(spark, broker, tmp_path):
     # The audit table: chispa on the DataFrame read back, and delta-rs on the table itself.
     from chispa import assert_df_equality
 
-    arrow = audit.read(str(table))
+    arrow = audit_queries.read(str(table))
     frame = spark.createDataFrame(arrow)
     repaired = frame.where("run_id = 'r1' AND record_type = 'segment' AND action = 'repaired'").selectExpr(
         "topic", "`partition`", "base_offset", "status", "size(files_written) AS written"
@@ -186,14 +186,14 @@ def test_same_run_id_is_idempotent_and_runs_append(spark, copy_set, tmp_path, ca
     table = str(tmp_path / "audit")
     assert run_cli("verify", "--log-dir", logs, "--audit-table", table, "--run-id", "same") == 0
     assert "audit: 4 of 4 rows new" in capsys.readouterr().out
-    first = sorted(audit.read(table).to_pylist(), key=lambda r: (r["record_type"], r["base_offset"]))
+    first = sorted(audit_queries.read(table).to_pylist(), key=lambda r: (r["record_type"], r["base_offset"]))
     assert run_cli("verify", "--log-dir", logs, "--audit-table", table, "--run-id", "same") == 0
     assert "audit: 0 of 4 rows new" in capsys.readouterr().out  # the count printed is true
-    again = sorted(audit.read(table).to_pylist(), key=lambda r: (r["record_type"], r["base_offset"]))
+    again = sorted(audit_queries.read(table).to_pylist(), key=lambda r: (r["record_type"], r["base_offset"]))
     assert again == first and len(first) == 4
     assert run_cli("verify", "--log-dir", logs, "--audit-table", table, "--run-id", "other") == 0
     assert "audit: 4 of 4 rows new" in capsys.readouterr().out
-    assert len(audit.read(table).to_pylist()) == 8
+    assert len(audit_queries.read(table).to_pylist()) == 8
 
 
 @requires_kafka_real
@@ -379,7 +379,7 @@ def test_spark_submit_runs_the_job_file_as_is(tmp_path):
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((tmp_path / "r.json").read_text())["remaining_findings"] == []
-    assert len(audit.read(str(tmp_path / "audit")).to_pylist()) == 3
+    assert len(audit_queries.read(str(tmp_path / "audit")).to_pylist()) == 3
 
 
 @requires_kafka_real
