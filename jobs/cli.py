@@ -35,7 +35,9 @@ from .session import spark_failure, spark_session
 from .usage import EXIT_AUDIT_FAILED, PROG, UsageError
 
 if TYPE_CHECKING:
-    from indexlib.engine import RunOptions
+    from pyspark.sql import SparkSession
+
+    from indexlib.engine import RunOptions, RunReport
     from indexlib.storage import Discovery
 
     from .config import Settings
@@ -94,6 +96,19 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         help="a --topic-config topic that matches no partition is an error, not a warning",
     )
     p.add_argument(
+        "--engine",
+        choices=("spark", "local"),
+        default="spark",
+        help="spark: the map step is a Spark job (local mode unless spark-submit says otherwise; the default); "
+        "local: a pool of processes on this machine, no JVM (a broker host), the same findings and audit rows",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_positive,
+        metavar="N",
+        help="with --engine local: processes in the pool (default: the cores)",
+    )
+    p.add_argument(
         "--exit-zero-on-findings",
         action="store_true",
         help="exit 0 when the run itself succeeded, even with findings (for schedulers that branch on --json)",
@@ -113,6 +128,16 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
             action="store_true",
             help="also cut a corrupt .log tail (saved to the backup dir first); off by default",
         )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a positive number is needed, got {text!r}")
+    return value
 
 
 def _storage_option(p: argparse.ArgumentParser) -> None:
@@ -247,7 +272,6 @@ def run_job(args: argparse.Namespace) -> int:
     from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 
-    from indexlib.cli import print_report, write_json
     from indexlib.engine import LockedLogDirError
 
     from .pipeline import SparkJobError, run
@@ -266,6 +290,8 @@ def run_job(args: argparse.Namespace) -> int:
         recover_journals(settings.audit_journal, settings.audit_table, at_start=True,
                          storage_options=settings.audit_storage_options)  # fmt: skip
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
+    if args.engine == "local":
+        return run_local(args, settings, found, options, journal)
     delta_writer = False
     try:
         spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
@@ -301,11 +327,25 @@ def run_job(args: argparse.Namespace) -> int:
             f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
         )
         return 1
+    return finish_run(args, report, settings, journal, spark if delta_writer else None)
+
+
+def finish_run(
+    args: argparse.Namespace,
+    report: RunReport,
+    settings: Settings,
+    journal: AuditJournal | None,
+    delta_spark: SparkSession | None,
+) -> int:
+    """After the map and commit, for both engines: the report, its ``--json``, the audit rows, the exit code.
+    ``delta_spark``: the session whose delta-spark writes the audit (decided before the run: the JVM may be
+    gone by now), else delta-rs."""
+    from indexlib.cli import print_report, write_json
+
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     print_report(report, text_out, "quiet" if args.quiet else "verbose" if args.verbose else "normal")
     if args.json_file:
         write_json(report, args.json_file)
-    delta_spark = spark if delta_writer else None  # decided before the run: the JVM may be gone by now
     if journal is not None and not write_audit(
         report, settings, journal, delta_spark, None if args.quiet else text_out
     ):
@@ -313,6 +353,29 @@ def run_job(args: argparse.Namespace) -> int:
     if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
+
+
+def run_local(
+    args: argparse.Namespace, settings: Settings, found: Discovery, options: RunOptions, journal: AuditJournal | None
+) -> int:
+    """``--engine local``: the engine's map step in a pool of processes on this machine (``--jobs``), no JVM and
+    no pyspark import; the report, ``--json`` and audit rows are those of a Spark run (:func:`finish_run`)."""
+    from indexlib.engine import LockedLogDirError, map_locally
+    from indexlib.engine import run as run_engine
+
+    try:  # main's stop_on_signals is in place (no Spark replaced its handler)
+        report = run_engine(found, options, settings.for_topic, map_locally(args.jobs or os.cpu_count() or 1), journal)
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks swept what it staged
+        return _stopped(exc, options, journal)
+    except LockedLogDirError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a run lock or the journal could not be written: nothing more was replaced
+        print(
+            f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
+        )
+        return 1
+    return finish_run(args, report, settings, journal, None)
 
 
 def _stopped(exc: KeyboardInterrupt, options: RunOptions | None = None, journal: AuditJournal | None = None) -> int:
