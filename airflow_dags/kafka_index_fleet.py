@@ -1,6 +1,6 @@
 """Fleet kafka-index DAG: every broker verifies its own disks, all under one run id, into one audit table.
 
-``plan`` reads the inventory (``fleet.inventory``, a YAML file, or the Variable ``kafka_index_brokers``) and
+``inventory`` reads the inventory (``fleet.inventory``, a YAML file, or the Variable ``kafka_index_brokers``) and
 builds each broker's ``kafka-index verify`` -> ``verify_broker``: one mapped task per broker (dynamic task
 mapping), run on that broker's host by the runner (``fleet.runner``: ``ssh`` with the SSH provider,
 ``kubernetes`` with a pod on the broker's node, ``local``), each with its own time limit -> ``summary`` (runs
@@ -8,7 +8,7 @@ whatever the brokers' tasks ended with) reads the run's rows back from the table
 --json``), prints per broker segments checked, findings by kind and exit code, names brokers with no rows, and
 fails the run when a broker's run failed or left no rows and (``fleet.fail_on_findings``) when any has findings.
 
-The shared run id: the trigger form's ``run_id``, else ``fleet-<Airflow's run id, made file-name safe>``; a
+The shared run id: the trigger form's ``fleet_run_id``, else ``fleet-<Airflow's run id, made file-name safe>``; a
 re-run under the same id adds no row. Settings: ``conf/airflow.yaml`` or the Variable ``kafka_index_rebuild``
 (its ``audit_table`` and ``fleet`` keys; see kafka_index_fleet_common).
 """
@@ -16,6 +16,7 @@ re-run under the same id adds no row. Settings: ``conf/airflow.yaml`` or the Var
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from datetime import timedelta
@@ -62,7 +63,7 @@ def inventory(fleet: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def shared_run_id(params: dict[str, Any], airflow_run_id: str) -> str:
-    return safe_name(params.get("run_id") or f"fleet-{safe_name(airflow_run_id)}")
+    return safe_name(params.get("fleet_run_id") or f"fleet-{safe_name(airflow_run_id)}")
 
 
 with DAG(
@@ -73,7 +74,7 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     params={
-        "run_id": Param(
+        "fleet_run_id": Param(
             "",
             type="string",
             pattern=r"^[A-Za-z0-9_.\-]*$",
@@ -84,9 +85,9 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
 
-    @task(task_id="plan", multiple_outputs=True)
-    def plan() -> dict[str, Any]:
-        """The inventory and each broker's command (one line per bad inventory entry; no audit table: fail)."""
+    @task(task_id="inventory", multiple_outputs=True)
+    def read_inventory() -> dict[str, Any]:
+        """The shared run id and the brokers (one line per bad inventory entry; no audit table: fail)."""
         context = get_current_context()
         settings, fleet = fleet_now()
         if not settings["audit_table"]:
@@ -94,19 +95,21 @@ with DAG(
                 "the fleet DAG needs the shared audit table: set audit_table in conf/airflow.yaml or the "
                 "Variable kafka_index_rebuild (a path every broker reaches, or s3://...)"
             )
-        run_id = shared_run_id(context["params"], context["run_id"])
-        brokers = inventory(fleet)
-        kwargs = [
-            broker_task_kwargs(
-                fleet, b, kafka_index_args(fleet, b, mode="verify", run_id=run_id, audit_table=settings["audit_table"])
-            )
-            for b in brokers
-        ]
-        for b, k in zip(brokers, kwargs, strict=True):
-            print(f"broker {b['id']} ({b['host']}): {k.get('command') or k.get('bash_command') or k.get('name')}")
-        return {"run_id": run_id, "brokers": brokers, "kwargs": kwargs}
+        return {"fleet_run_id": shared_run_id(context["params"], context["run_id"]), "brokers": inventory(fleet)}
 
-    planned = plan()
+    @task(task_id="commands")
+    def commands(fleet_run_id: str, brokers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Each broker's ``kafka-index verify``, as the keyword arguments of its mapped task."""
+        settings, fleet = fleet_now()
+        kwargs = []
+        for b in brokers:
+            args = kafka_index_args(fleet, b, mode="verify", run_id=fleet_run_id, audit_table=settings["audit_table"])
+            kwargs.append(broker_task_kwargs(fleet, b, args))
+            print(f"broker {b['id']} ({b['host']}): {shlex.join(args)}")
+        return kwargs
+
+    planned = read_inventory()
+    kwargs = commands(planned["fleet_run_id"], planned["brokers"])
     limits: dict[str, Any] = {
         "task_id": "verify_broker",
         "execution_timeout": timedelta(minutes=float(FLEET["timeout_minutes"])),
@@ -119,11 +122,11 @@ with DAG(
 
         verify: Any = SSHOperator.partial(
             cmd_timeout=float(FLEET["timeout_minutes"]) * 60, conn_timeout=30, **limits
-        ).expand_kwargs(planned["kwargs"])
+        ).expand_kwargs(kwargs)
     elif FLEET["runner"] == "local":
         from airflow.providers.standard.operators.bash import BashOperator
 
-        verify = BashOperator.partial(**limits).expand_kwargs(planned["kwargs"])
+        verify = BashOperator.partial(**limits).expand_kwargs(kwargs)
     else:
         from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
 
@@ -133,24 +136,24 @@ with DAG(
             get_logs=True,
             on_finish_action="delete_succeeded_pod",
             **limits,
-        ).expand_kwargs(planned["kwargs"])
+        ).expand_kwargs(kwargs)
 
     @task(task_id="summary", trigger_rule="all_done")
-    def summary(run_id: str, brokers: list[dict[str, Any]]) -> None:
+    def summary(fleet_run_id: str, brokers: list[dict[str, Any]]) -> None:
         """The run's rows per broker, from the table; fails the run on a failed or silent broker, and findings."""
         settings, fleet = fleet_now()
         command = [
-            fleet["summary_kafka_index"], "audit", "--run", run_id, "--json",
+            *shlex.split(fleet["summary_kafka_index"]), "audit", "--run", fleet_run_id, "--json",
             "--audit-table", settings["audit_table"], *storage_option_args(fleet),
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
             raise AirflowFailException(f"the audit table could not be read ({done.returncode}): {done.stderr.strip()}")
         lines, problems = judge(brokers, parse_summary(done.stdout), bool(fleet["fail_on_findings"]))
-        print(f"fleet run {run_id}, audit table {settings['audit_table']}:")
+        print(f"fleet run {fleet_run_id}, audit table {settings['audit_table']}:")
         for line in lines:
             print(line)
         if problems:
-            raise AirflowFailException(f"fleet run {run_id}: " + "; ".join(problems))
+            raise AirflowFailException(f"fleet run {fleet_run_id}: " + "; ".join(problems))
 
-    verify >> summary(planned["run_id"], planned["brokers"])
+    verify >> summary(planned["fleet_run_id"], planned["brokers"])
