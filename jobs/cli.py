@@ -21,6 +21,7 @@ from indexlib.cli import (
     add_broker_id,
     add_dump_command,
     add_index_settings,
+    add_jobs,
     add_json_report,
     add_lookup_command,
     add_run_id,
@@ -102,12 +103,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         help="spark: the map step is a Spark job (local mode unless spark-submit says otherwise; the default); "
         "local: a pool of processes on this machine, no JVM (a broker host), the same findings and audit rows",
     )
-    p.add_argument(
-        "--jobs",
-        type=_positive,
-        metavar="N",
-        help="with --engine local: processes in the pool (default: the cores)",
-    )
+    add_jobs(p)  # with --engine local
     p.add_argument(
         "--exit-zero-on-findings",
         action="store_true",
@@ -128,16 +124,6 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
             action="store_true",
             help="also cut a corrupt .log tail (saved to the backup dir first); off by default",
         )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"a positive number is needed, got {text!r}")
-    return value
 
 
 def _storage_option(p: argparse.ArgumentParser) -> None:
@@ -364,7 +350,7 @@ def run_local(
     from indexlib.engine import run as run_engine
 
     try:  # main's stop_on_signals is in place (no Spark replaced its handler)
-        report = run_engine(found, options, settings.for_topic, map_locally(args.jobs or os.cpu_count() or 1), journal)
+        report = run_engine(found, options, settings.for_topic, map_locally(args.jobs), journal)
     except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks swept what it staged
         return _stopped(exc, options, journal)
     except LockedLogDirError as exc:
