@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "report_dir": "/tmp/kafka-index-reports",
     "audit_table": None,
     "backup_dir": None,
+    "fleet": {},  # the fleet DAGs' settings (kafka_index_fleet_common.FLEET_DEFAULTS)
 }
 # each run's settings, read by its build_arguments task; the others shape the DAG, read when it is parsed
 RUN_TIME = (
@@ -53,6 +54,7 @@ RUN_TIME = (
     "extra_args",
     "conf",
     "driver_python",
+    "fleet",  # its parse-time keys (runner, connection, limits) keep their parsed values: see the fleet DAGs
 )
 PARSE_TIME = tuple(k for k in DEFAULTS if k not in RUN_TIME)  # schedule, spark_conn_id, project_dir, py_files, archives
 MODES = ("verify", "rebuild", "repair")

@@ -21,6 +21,7 @@ from indexlib.cli import (
     add_broker_id,
     add_dump_command,
     add_index_settings,
+    add_jobs,
     add_json_report,
     add_lookup_command,
     add_run_id,
@@ -35,7 +36,9 @@ from .session import spark_failure, spark_session
 from .usage import EXIT_AUDIT_FAILED, PROG, UsageError
 
 if TYPE_CHECKING:
-    from indexlib.engine import RunOptions
+    from pyspark.sql import SparkSession
+
+    from indexlib.engine import RunOptions, RunReport
     from indexlib.storage import Discovery
 
     from .config import Settings
@@ -93,6 +96,14 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         action="store_true",
         help="a --topic-config topic that matches no partition is an error, not a warning",
     )
+    p.add_argument(
+        "--engine",
+        choices=("spark", "local"),
+        default="spark",
+        help="spark: the map step is a Spark job (local mode unless spark-submit says otherwise; the default); "
+        "local: a pool of processes on this machine, no JVM (a broker host), the same findings and audit rows",
+    )
+    add_jobs(p)  # with --engine local
     p.add_argument(
         "--exit-zero-on-findings",
         action="store_true",
@@ -247,7 +258,6 @@ def run_job(args: argparse.Namespace) -> int:
     from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 
-    from indexlib.cli import print_report, write_json
     from indexlib.engine import LockedLogDirError
 
     from .pipeline import SparkJobError, run
@@ -266,6 +276,8 @@ def run_job(args: argparse.Namespace) -> int:
         recover_journals(settings.audit_journal, settings.audit_table, at_start=True,
                          storage_options=settings.audit_storage_options)  # fmt: skip
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
+    if args.engine == "local":
+        return run_local(args, settings, found, options, journal)
     delta_writer = False
     try:
         spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
@@ -301,11 +313,25 @@ def run_job(args: argparse.Namespace) -> int:
             f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
         )
         return 1
+    return finish_run(args, report, settings, journal, spark if delta_writer else None)
+
+
+def finish_run(
+    args: argparse.Namespace,
+    report: RunReport,
+    settings: Settings,
+    journal: AuditJournal | None,
+    delta_spark: SparkSession | None,
+) -> int:
+    """After the map and commit, for both engines: the report, its ``--json``, the audit rows, the exit code.
+    ``delta_spark``: the session whose delta-spark writes the audit (decided before the run: the JVM may be
+    gone by now), else delta-rs."""
+    from indexlib.cli import print_report, write_json
+
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     print_report(report, text_out, "quiet" if args.quiet else "verbose" if args.verbose else "normal")
     if args.json_file:
         write_json(report, args.json_file)
-    delta_spark = spark if delta_writer else None  # decided before the run: the JVM may be gone by now
     if journal is not None and not write_audit(
         report, settings, journal, delta_spark, None if args.quiet else text_out
     ):
@@ -313,6 +339,29 @@ def run_job(args: argparse.Namespace) -> int:
     if args.exit_zero_on_findings and not report.failed:
         return 0
     return report.exit_code
+
+
+def run_local(
+    args: argparse.Namespace, settings: Settings, found: Discovery, options: RunOptions, journal: AuditJournal | None
+) -> int:
+    """``--engine local``: the engine's map step in a pool of processes on this machine (``--jobs``), no JVM and
+    no pyspark import; the report, ``--json`` and audit rows are those of a Spark run (:func:`finish_run`)."""
+    from indexlib.engine import LockedLogDirError, map_locally
+    from indexlib.engine import run as run_engine
+
+    try:  # main's stop_on_signals is in place (no Spark replaced its handler)
+        report = run_engine(found, options, settings.for_topic, map_locally(args.jobs), journal)
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks swept what it staged
+        return _stopped(exc, options, journal)
+    except LockedLogDirError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # a run lock or the journal could not be written: nothing more was replaced
+        print(
+            f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
+        )
+        return 1
+    return finish_run(args, report, settings, journal, None)
 
 
 def _stopped(exc: KeyboardInterrupt, options: RunOptions | None = None, journal: AuditJournal | None = None) -> int:

@@ -60,6 +60,7 @@ from .options import (
     add_broker_id,
     add_dump_command,
     add_index_settings,
+    add_jobs,
     add_json_report,
     add_lookup_command,
     add_run_id,
@@ -99,13 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="a Kafka partition dir (<log.dir>/<topic>-<partition>) or a whole log dir; several allowed",
         )
         add_index_settings(sub, IndexSettings())
-        sub.add_argument(
-            "--jobs",
-            type=int,
-            default=os.cpu_count() or 1,
-            metavar="N",
-            help="segments processed at once, each in its own process (default: the cores, %(default)s)",
-        )
+        add_jobs(sub)
         add_json_report(sub)
         add_broker_id(sub)
 

@@ -10,6 +10,7 @@ Destinations: ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, 
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -44,6 +45,17 @@ def add_run_id(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="the run's id (default: generated); it names the backup dir and the audit rows, so a writing "
         "run's id whose backup dir holds files is refused",
+    )
+
+
+def add_jobs(parser: argparse.ArgumentParser) -> None:
+    """``--jobs N``: the local process pool's size (``python -m indexlib``; ``kafka-index --engine local``)."""
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        metavar="N",
+        help="segments processed at once, each in its own process (default: the cores, %(default)s)",
     )
 
 

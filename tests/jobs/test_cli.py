@@ -328,3 +328,42 @@ def test_json_to_stdout_pipes_into_a_json_reader(tmp_path):
     assert job.wait(timeout=300) == 1  # findings: no index files
     assert reader.returncode == 0, reader.stderr
     assert json.loads(reader.stdout)["remaining_findings"]
+
+
+def test_the_local_engine_answers_as_spark_and_writes_the_same_audit_rows(spark, capsys, tmp_path):
+    """``--engine local`` (a broker host without a JVM): the same findings, ``--json`` segments and audit rows as
+    the Spark map, and no Spark session is used; a repair through it fixes the files."""
+    from jobs import audit
+
+    logs = tmp_path / "logs"
+    for i, name in enumerate(("orders-0", "orders-1")):
+        generate_partition(logs / name, segments=2, batches_per_segment=40, seed=30 + i)
+        rebuild_partition(logs / name)
+    (logs / "meta.properties").write_text("version=1\nnode.id=7\ncluster.id=engineCluster000000000A\n")
+    good = (logs / "orders-1/00000000000000000000.index").read_bytes()
+    os.unlink(logs / "orders-1/00000000000000000000.index")
+    reports = {}
+    for engine in ("spark", "local"):
+        table = tmp_path / f"audit-{engine}"
+        args = ["verify", "--log-dir", str(logs), "--run-id", "r1", "--audit-table", str(table), "--engine", engine,
+                "--audit-journal", str(tmp_path / "journal"), "--json", str(tmp_path / f"{engine}.json")]  # fmt: skip
+        assert main(args + (["--jobs", "2"] if engine == "local" else [])) == 1
+        reports[engine] = json.loads((tmp_path / f"{engine}.json").read_text())
+        rows = audit.read(str(table)).to_pylist()
+        reports[engine]["rows"] = sorted(
+            (r["record_type"], r["broker_id"], r["topic"], r["partition"], r["base_offset"], r["status"],
+             tuple(r["finding_kinds"] or ()), r["exit_code"])
+            for r in rows
+        )  # fmt: skip
+    timing = {"duration_s", "seconds", "elapsed_s", "scan_s"}
+    for engine in reports:
+        for s in reports[engine]["segments"]:
+            for key in timing & set(s):
+                s.pop(key)
+    for key in ("segments", "remaining_findings", "rows"):
+        assert reports["local"][key] == reports["spark"][key], key
+    assert {r[1] for r in reports["local"]["rows"]} == {7}  # the broker of meta.properties on every row
+    capsys.readouterr()
+    assert main(["repair", "--log-dir", str(logs), "--engine", "local", "--audit-table", "none",
+                 "--backup-dir", str(tmp_path / "bk")]) == 0  # fmt: skip
+    assert (logs / "orders-1/00000000000000000000.index").read_bytes() == good
