@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from typing import TYPE_CHECKING, NoReturn
 
@@ -25,7 +24,10 @@ from indexlib.cli import (
     add_json_report,
     add_lookup_command,
     add_run_id,
+    add_selection,
+    add_verbosity,
     add_write_options,
+    report_level,
 )
 from indexlib.engine import received, stdout_closed, stop_on_signals, stopped_by
 from indexlib.format import error_line
@@ -60,8 +62,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         metavar="DIR",
         help="a Kafka log dir (repeatable; Kafka's log.dirs)",
     )
-    p.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches this regex")
-    p.add_argument("--partitions", metavar="LIST", help="only these partition numbers, e.g. 0,3,5-7")
+    add_selection(p)
     p.add_argument("--topic-config", metavar="FILE", help="JSON/YAML: topic -> Kafka topic configs")
     p.add_argument(
         "--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)"
@@ -81,11 +82,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     add_run_id(p)
     if mode != "verify":  # verify writes nothing: no backups, no lock to override
         add_write_options(p, mode)
-    loud = p.add_mutually_exclusive_group()
-    loud.add_argument(
-        "-q", "--quiet", action="store_true", help="print only failures, errors and the verdict line; no progress"
-    )
-    loud.add_argument("-v", "--verbose", action="store_true", help="also the time of each phase, and Spark's warnings")
+    add_verbosity(p)
     p.add_argument(
         "--no-progress",
         action="store_true",
@@ -187,7 +184,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
     ``UsageError`` or a ``ValueError`` (a config, log dir or run option error) with the one line to print."""
     from indexlib.cli import check_json_target
     from indexlib.engine import RunOptions, check_run, log_dir_identities, new_run_id
-    from indexlib.storage import discover, is_partition_dir, parse_partition_filter
+    from indexlib.storage import discover, is_partition_dir, parse_partition_filter, parse_topic_filter
 
     from .config import resolve_settings
 
@@ -205,11 +202,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
     )
     if not settings.log_dirs:
         raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")
-    try:
-        topics = re.compile(args.topics) if args.topics else None
-    except re.error as exc:
-        raise UsageError(f"--topics: invalid regex {args.topics!r}: {exc}") from None
-    partitions = parse_partition_filter(args.partitions)
+    topics, partitions = parse_topic_filter(args.topics), parse_partition_filter(args.partitions)
     output_dir = getattr(args, "output_dir", None)
     if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise UsageError(f"{output_dir}: --output-dir exists and is not a directory")
@@ -329,7 +322,7 @@ def finish_run(
     from indexlib.cli import print_report, write_json
 
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
-    print_report(report, text_out, "quiet" if args.quiet else "verbose" if args.verbose else "normal")
+    print_report(report, text_out, report_level(args))
     if args.json_file:
         write_json(report, args.json_file)
     if journal is not None and not write_audit(

@@ -17,7 +17,10 @@ if TYPE_CHECKING:
         add_json_report,
         add_lookup_command,
         add_run_id,
+        add_selection,
+        add_verbosity,
         add_write_options,
+        report_level,
     )
     from .report import JsonTargetError, check_json_target, format_table, print_report, write_json
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
@@ -26,6 +29,9 @@ if TYPE_CHECKING:
 _PUBLIC = {
     "main": "main",
     "add_broker_id": "options",
+    "report_level": "options",
+    "add_verbosity": "options",
+    "add_selection": "options",
     "add_dump_command": "options",
     "add_index_settings": "options",
     "add_jobs": "options",
@@ -45,6 +51,9 @@ _PUBLIC = {
     "write_json": "report",
 }
 __all__ = [
+    "report_level",
+    "add_verbosity",
+    "add_selection",
     "JsonTargetError",
     "LookupTargetError",
     "add_broker_id",

@@ -54,7 +54,13 @@ from ..recovery.settings import (
     SettingError,
     check_index_setting,
 )
-from ..storage.discovery import Discovery, discover, discover_partition_dir
+from ..storage.discovery import (
+    Discovery,
+    discover,
+    discover_partition_dir,
+    parse_partition_filter,
+    parse_topic_filter,
+)
 from ..storage.locks import log_dir_is_locked
 from .options import (
     add_broker_id,
@@ -64,7 +70,10 @@ from .options import (
     add_json_report,
     add_lookup_command,
     add_run_id,
+    add_selection,
+    add_verbosity,
     add_write_options,
+    report_level,
 )
 from .report import check_json_target, print_report, write_json
 from .segment_lookup import check_target, lookup, print_lookup
@@ -103,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_jobs(sub)
         add_json_report(sub)
         add_broker_id(sub)
+        add_selection(sub)
+        add_verbosity(sub)
 
     rebuild = commands.add_parser(
         "rebuild",
@@ -142,8 +153,14 @@ def check_settings(args: argparse.Namespace) -> IndexSettings:
     return IndexSettings(args.index_interval_bytes, args.segment_index_bytes)
 
 
-def discover_paths(paths: list[str]) -> Discovery:
-    """Each path is a partition dir or a log dir; InputError naming a path that is neither."""
+def discover_paths(paths: list[str], topics: str | None = None, partitions: str | None = None) -> Discovery:
+    """Each path is a partition dir or a log dir; InputError naming a path that is neither. ``topics`` and
+    ``partitions`` (``--topics``, ``--partitions``) choose among the partitions found; none chosen is an
+    InputError."""
+    try:
+        topic_filter, partition_filter = parse_topic_filter(topics), parse_partition_filter(partitions)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     found = Discovery()
     for path in paths:
         try:
@@ -160,9 +177,19 @@ def discover_paths(paths: list[str]) -> Discovery:
             one = discover([path])
             if not one.partitions:
                 raise InputError(f"{path}: neither a partition dir (<topic>-<partition>) nor a log dir holding one")
-        found.partitions += one.partitions
+        found.partitions += [
+            p
+            for p in one.partitions
+            if (topic_filter is None or topic_filter.fullmatch(p.topic))
+            and (partition_filter is None or p.partition in partition_filter)
+        ]
         found.skipped += one.skipped
         found.log_dirs += [d for d in one.log_dirs if d not in found.log_dirs]
+    if not found.partitions:  # every path held partitions: the selection chose none
+        chosen = " and ".join(
+            f"{flag} {value!r}" for flag, value in (("--topics", topics), ("--partitions", partitions)) if value
+        )
+        raise InputError(f"no partition matches {chosen} in {', '.join(paths)}")
     return found
 
 
@@ -181,7 +208,7 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 # ------------------------------------------------------------------------------ rebuild and verify
 def run_rebuild(args: argparse.Namespace) -> int:
     settings = check_settings(args)
-    found = discover_paths(args.paths)
+    found = discover_paths(args.paths, args.topics, args.partitions)
     options = RunOptions(
         "rebuild",
         run_id=args.run_id,
@@ -206,7 +233,8 @@ def run_rebuild(args: argparse.Namespace) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     settings = check_settings(args)
-    return _run(args, discover_paths(args.paths), RunOptions("verify", broker_id=args.broker_id), settings)
+    found = discover_paths(args.paths, args.topics, args.partitions)
+    return _run(args, found, RunOptions("verify", broker_id=args.broker_id), settings)
 
 
 def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: IndexSettings) -> int:
@@ -222,8 +250,10 @@ def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settin
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     if args.json_file is not None:
         write_json(report, args.json_file)
-    print_segments(report, settings, text_out)
-    print_report(report, text_out)
+    level = report_level(args)
+    if level != "quiet":
+        print_segments(report, settings, text_out)
+    print_report(report, text_out, level)
     return report.exit_code
 
 

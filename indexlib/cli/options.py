@@ -3,7 +3,7 @@
 destination and help never differ between the two. What a command line does with a value stays its own
 (``kafka-index`` layers the index settings over its config files; ``python -m indexlib`` uses them as given).
 
-Destinations: ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``force``,
+Destinations: ``topics``, ``partitions``, ``quiet``, ``verbose``, ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``force``,
 ``output_dir``, ``json_file`` (the report's file, ``-`` for stdout), ``as_json`` (dump and lookup print JSON),
 ``file`` (dump), ``segment``, ``offset``, ``timestamp``, ``ceiling`` (lookup)."""
 
@@ -37,6 +37,32 @@ def add_index_settings(parser: argparse.ArgumentParser, defaults: IndexSettings 
             metavar="N",
             help=f"the topics' {kafka_name}" + ("" if default is None else " (default %(default)s)"),
         )
+
+
+def add_selection(parser: argparse.ArgumentParser) -> None:
+    """``--topics`` and ``--partitions``: which partitions of the log dirs a run reads
+    (:func:`indexlib.storage.parse_topic_filter`, :func:`indexlib.storage.parse_partition_filter`)."""
+    parser.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches this regex")
+    parser.add_argument("--partitions", metavar="LIST", help="only these partition numbers, e.g. 0,3,5-7")
+
+
+def add_verbosity(parser: argparse.ArgumentParser) -> None:
+    """``-q`` and ``-v`` (``quiet``, ``verbose``), one at most: :func:`report_level` turns them into the report's level."""
+    loud = parser.add_mutually_exclusive_group()
+    loud.add_argument(
+        "-q", "--quiet", action="store_true", help="print only failures, errors and the verdict line; no progress"
+    )
+    loud.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also the time of each phase (and for a Spark run, Spark's warnings)",
+    )
+
+
+def report_level(args: argparse.Namespace) -> str:
+    """The level :func:`indexlib.cli.report.print_report` prints at: ``quiet``, ``verbose`` or ``normal``."""
+    return "quiet" if args.quiet else "verbose" if args.verbose else "normal"
 
 
 def add_run_id(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from .discovery import (
     discover,
     is_partition_dir,
     parse_partition_filter,
+    parse_topic_filter,
     read_log_dir_meta,
 )
 from .publish import fsync_path
@@ -26,5 +27,6 @@ __all__ = [
     "fsync_path",
     "is_partition_dir",
     "parse_partition_filter",
+    "parse_topic_filter",
     "read_log_dir_meta",
 ]

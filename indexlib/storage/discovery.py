@@ -31,7 +31,8 @@ class LogDirError(KafkaIndexError, ValueError):
 
 
 class PartitionFilterError(KafkaIndexError, ValueError):
-    """A ``--partitions`` selection that is not partition numbers or ranges like ``3-7``."""
+    """A ``--partitions`` selection that is not partition numbers or ranges like ``3-7``, or a ``--topics``
+    regex that does not compile."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,16 @@ class PartitionSelection:
 
     def __contains__(self, number: object) -> bool:
         return isinstance(number, int) and any(lo <= number <= hi for lo, hi in self.ranges)
+
+
+def parse_topic_filter(text: str | None) -> re.Pattern[str] | None:
+    """``--topics``: a regex a topic's whole name must match; :class:`PartitionFilterError` when it does not compile."""
+    if text is None:
+        return None
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise PartitionFilterError(f"--topics: invalid regex {text!r}: {exc}") from None
 
 
 def parse_partition_filter(text: str | None) -> PartitionSelection | None:

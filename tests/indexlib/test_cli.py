@@ -614,3 +614,15 @@ def test_without_the_kernel_one_warning_names_why_and_the_pure_scan_gives_the_sa
     assert "pure Python" in warnings[0]
     compiled, pure = index_files(compiled_out / partition.name), index_files(pure_out / partition.name)
     assert compiled and compiled == pure
+
+
+def test_quiet_prints_the_verdict_and_verbose_the_phases(capsys, partition):
+    """``-q``/``-v`` as ``kafka-index`` has them (one declaration, indexlib.cli.options): quiet is the verdict line
+    alone, verbose adds the time of each phase, and both at once is a usage error."""
+    code, out, _ = run(capsys, "verify", partition.parent, "--jobs", "1", "-q")  # no index files yet: findings
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and lines[0].startswith("verify ") and "finding(s) remain" in lines[0]
+    code, out, _ = run(capsys, "verify", partition.parent, "--jobs", "1", "-v")
+    assert code == 1 and "index_missing" in out and re.search(r"^phases: scan \d+\.\d\d s, replay", out, flags=re.M)
+    code, _, err = run(capsys, "verify", partition.parent, "-q", "-v")
+    assert code == 2 and "not allowed with argument" in err

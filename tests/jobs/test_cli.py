@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 
 import pytest
 
@@ -15,7 +16,9 @@ from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import generate_partition
 from jobs.cli import main
 
-from ..conftest import dump_into_head
+from ..conftest import KAFKA_REAL, dump_into_head, requires_kafka_real
+
+LOCAL_KAFKA = KAFKA_REAL / "local-apache-kafka-4.1.0"
 
 
 def test_lookup_prints_the_entry_used_and_the_batch_found(capsys, tmp_path):
@@ -236,8 +239,9 @@ def test_the_options_both_command_lines_take_are_declared_once(command):
     shared = set(library) & set(jobs)
     expected = {
         "rebuild": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--run-id", "--backup-dir", "--force",
-                    "--output-dir", "--broker-id"},
-        "verify": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--broker-id"},
+                    "--output-dir", "--broker-id", "--topics", "--partitions", "--quiet", "--verbose"},
+        "verify": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--broker-id", "--topics", "--partitions",
+                   "--quiet", "--verbose"},
         "dump": {"file", "--json"},
         "lookup": {"--segment", "--offset", "--timestamp", "--ceiling", "--json"},
     }[command]  # fmt: skip
@@ -367,3 +371,48 @@ def test_the_local_engine_answers_as_spark_and_writes_the_same_audit_rows(spark,
     assert main(["repair", "--log-dir", str(logs), "--engine", "local", "--audit-table", "none",
                  "--backup-dir", str(tmp_path / "bk")]) == 0  # fmt: skip
     assert (logs / "orders-1/00000000000000000000.index").read_bytes() == good
+
+
+@requires_kafka_real
+def test_both_command_lines_select_alike_and_find_the_same(spark, capsys, tmp_path):
+    """Issue 25: ``python -m indexlib`` takes kafka-index's selection and verbosity options from the same code;
+    on a real broker's log dir (some files damaged) both choose the same partitions and find the same, with the
+    same exit code, for each selection, and refuse a bad selection alike."""
+    from indexlib.cli.main import main as library_main
+
+    logs = tmp_path / "logs"
+    for name in ("plain-0", "txn-0", "txn-1", "java-perf-0", "java-perf-1", "comp-gzip-0"):
+        shutil.copytree(LOCAL_KAFKA / name, logs / name)
+        for path in (logs / name).iterdir():
+            path.chmod(0o644)
+    os.truncate(logs / "txn-1" / f"{0:020d}.timeindex", 5)
+    os.unlink(logs / "java-perf-1" / f"{0:020d}.index")
+    selections = [  # (the options, the exit code: 1 when a damaged partition is chosen)
+        ([], 1),
+        (["--topics", "txn|java-perf"], 1),
+        (["--topics", "java-perf", "--partitions", "1"], 1),
+        (["--partitions", "0"], 0),
+    ]
+    for selection, code in selections:
+        library_json, jobs_json = tmp_path / "library.json", tmp_path / "jobs.json"
+        library_code = library_main(["verify", str(logs), "--jobs", "1", "--json", str(library_json), "-q", *selection])
+        jobs_code = main(["verify", "--log-dir", str(logs), "--audit-table", "none", "--no-progress",
+                          "--json", str(jobs_json), "-q", *selection])  # fmt: skip
+        capsys.readouterr()
+        library, jobs = json.loads(library_json.read_text()), json.loads(jobs_json.read_text())
+        assert library_code == jobs_code == code, selection
+
+        def seen(report):
+            return sorted((s["topic"], s["partition"], s["base_offset"]) for s in report["segments"])
+
+        def found(report):
+            return sorted((f["kind"], f["file"], f["entry"]) for f in report["remaining_findings"])
+
+        assert seen(library) == seen(jobs) and seen(library), selection
+        assert found(library) == found(jobs), selection
+    for bad in (["--topics", "("], ["--partitions", "x"], ["--topics", "nothing-matches"]):
+        assert library_main(["verify", str(logs), *bad]) == 2
+        library_err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert main(["verify", "--log-dir", str(logs), "--audit-table", "none", *bad]) == 2
+        jobs_err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert library_err.split("error: ", 1)[1].split(" in ")[0] == jobs_err.split("error: ", 1)[1].split(" in ")[0]
