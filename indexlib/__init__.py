@@ -1,5 +1,5 @@
 """indexlib: Kafka's segment index files (``.index``, ``.timeindex``, ``.txnindex``), read and written
-exactly as Kafka does, through memory-mapped files. No Spark; numpy and crc32c only.
+exactly as Kafka does, through memory-mapped files. No Spark; numpy, crc32c and javaproperties only.
 
 Reference: ``docs/kafka-index-format.md`` of the project's shared material.
 

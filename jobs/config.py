@@ -169,12 +169,12 @@ def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, An
 
 def load_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, int]]:
     """``log.dirs`` (or ``log.dir``) and the index settings of a broker's ``server.properties``, read as
-    Java reads it (``javaproperties``: ``key=value``, ``key:value`` and ``key value`` separators,
+    Java reads it (:func:`indexlib.format.parse_properties`: ``key=value``, ``key:value`` and ``key value`` separators,
     continuation lines, escapes, ``#``/``!`` comments)."""
-    import javaproperties
+    from indexlib.format import parse_properties
 
     try:
-        props: dict[str, str] = javaproperties.loads(_read_text(path, "server properties"))
+        props = parse_properties(_read_text(path, "server properties"))
     except ValueError as exc:  # a malformed \\uXXXX escape
         raise ConfigError(f"{path}: malformed server properties: {exc}") from None
     log_dirs = [d.strip() for d in props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip()]

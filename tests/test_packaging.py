@@ -26,7 +26,8 @@ def test_make_package_builds_a_wheel_and_a_working_packed_env(tmp_path):
         archive.extractall(tmp_path / "env", filter="tar")
     site = tmp_path / "env/lib/python3.11/site-packages"
     installed = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
-    assert installed == {"kafka_index_rebuild", "numpy", "crc32c"}, installed  # no pip, setuptools, venv_pack
+    # indexlib's runtime dependencies and nothing else: no pip, setuptools, venv_pack
+    assert installed == {"kafka_index_rebuild", "numpy", "crc32c", "javaproperties"}, installed
     unpacked = sum(p.stat().st_size for p in (tmp_path / "env").rglob("*") if p.is_file() and not p.is_symlink())
     assert unpacked < 90 * 2**20, unpacked  # 100 MB with pip, setuptools and the packer inside
     probe = (

@@ -10,12 +10,13 @@ partitions, runs or what a verdict is."""
 
 from .errors import describe_error, error_line
 from .layout import parse_partition_dir_name, segment_base_offsets, segment_file
-from .meta_properties import BrokerIdentity, MetaPropertiesError, parse_meta_properties
+from .meta_properties import BrokerIdentity, MetaPropertiesError, parse_meta_properties, parse_properties
 
 __all__ = [
     "BrokerIdentity",
     "MetaPropertiesError",
     "parse_meta_properties",
+    "parse_properties",
     "describe_error",
     "error_line",
     "parse_partition_dir_name",

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import javaproperties
+
 from .errors import KafkaIndexError
 
 META_PROPERTIES = "meta.properties"
@@ -41,54 +43,10 @@ class BrokerIdentity:
         return who + (f" of cluster {self.cluster_id}" if self.cluster_id else "")
 
 
-def _unescape(text: str) -> str:
-    """Java properties' backslash escapes (``\\:``, ``\\=``, ``\\t``, ``\\uXXXX``, ...)."""
-    out, i = [], 0
-    while i < len(text):
-        c = text[i]
-        if c == "\\" and i + 1 < len(text):
-            n = text[i + 1]
-            if n == "u" and i + 6 <= len(text):
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
-                i += 6
-                continue
-            out.append({"t": "\t", "n": "\n", "r": "\r", "f": "\f"}.get(n, n))
-            i += 2
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
-def _split(line: str) -> tuple[str, str]:
-    """A logical line's key and value: the first unescaped ``=``, ``:`` or whitespace separates them."""
-    i = 0
-    while i < len(line) and line[i] not in "=: \t\f":
-        i += 2 if line[i] == "\\" else 1
-    key, rest = line[:i], line[i:].lstrip(" \t\f")
-    if rest[:1] in ("=", ":"):
-        rest = rest[1:].lstrip(" \t\f")
-    return _unescape(key), _unescape(rest)
-
-
 def parse_properties(text: str) -> dict[str, str]:
-    """Java ``Properties.load`` of ``text`` (comments, blank lines, continuation lines, escapes)."""
-    props: dict[str, str] = {}
-    pending = ""
-    for raw in text.splitlines():
-        line = raw.lstrip(" \t\f")  # a continuation line's leading blanks go too
-        if not pending and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:  # an odd number of backslashes: the line goes on
-            pending += line[:-1]
-            continue
-        key, value = _split(pending + line)
-        pending = ""
-        props[key] = value
-    if pending:
-        key, value = _split(pending)
-        props[key] = value
+    """Java ``Properties.load`` of ``text`` (``=``, ``:`` or blank separators, continuation lines, escapes, ``#``
+    and ``!`` comments), by ``javaproperties``; ``ValueError`` for a malformed ``\\uXXXX`` escape."""
+    props: dict[str, str] = javaproperties.loads(text)
     return props
 
 
