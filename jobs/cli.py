@@ -25,6 +25,7 @@ from indexlib.cli import (
     add_lookup_command,
     add_run_id,
     add_selection,
+    add_settings_files,
     add_verbosity,
     add_write_options,
     report_level,
@@ -63,10 +64,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         help="a Kafka log dir (repeatable; Kafka's log.dirs)",
     )
     add_selection(p)
-    p.add_argument("--topic-config", metavar="FILE", help="JSON/YAML: topic -> Kafka topic configs")
-    p.add_argument(
-        "--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)"
-    )
+    add_settings_files(p)
     add_index_settings(p, None)
     p.add_argument("--audit-table", metavar="PATH", help="Delta audit table path/URI; 'none' disables auditing")
     _storage_option(p)

@@ -8,14 +8,16 @@ the file, the key and what is wrong.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexlib.format import describe_error
+from indexlib.cli import SettingsFileError, TopicSettings, read_mapping, read_server_properties, read_topic_config
 from indexlib.recovery import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
@@ -46,10 +48,6 @@ KAFKA_DEFAULTS = {
     "spark": {"master": "local[*]", "app_name": "kafka-index-rebuild", "conf": {}},
 }
 _SPARK_KEYS = {"master": str, "app_name": str, "conf": dict}
-#: topic config name -> our setting name (Kafka's spelling in --topic-config files)
-TOPIC_KEYS = {"index.interval.bytes": "index_interval_bytes", "segment.index.bytes": "segment_index_bytes"}
-#: broker property -> our setting name
-BROKER_KEYS = {"log.index.interval.bytes": "index_interval_bytes", "log.index.size.max.bytes": "segment_index_bytes"}
 
 
 class ConfigError(ValueError):
@@ -74,13 +72,7 @@ class Settings:
     spark_conf: dict[str, str] = field(default_factory=dict)
 
     def for_topic(self, topic: str) -> IndexSettings:
-        values = {
-            "index_interval_bytes": self.defaults.index_interval_bytes,
-            "segment_index_bytes": self.defaults.segment_index_bytes,
-        }
-        values.update(self.topic_overrides.get(topic, {}))
-        values.update(self.cli_overrides)
-        return IndexSettings(**values)
+        return TopicSettings(self.defaults, self.topic_overrides, self.cli_overrides).for_topic(topic)
 
 
 def _check_int(source: str, key: str, value: object, minimum: int) -> int:
@@ -99,33 +91,19 @@ def _index_setting(source: str, name: str, value: object) -> int:
         raise ConfigError(str(exc)) from None
 
 
-def _read_text(path: str | os.PathLike[str], what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: {what} is a directory, expected a file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = describe_error(exc)
-        raise ConfigError(f"{path}: cannot read {what}: {reason}") from None
-
-
 def _load_mapping(path: str | os.PathLike[str], what: str) -> dict[Any, Any]:
-    """A JSON or YAML file holding a mapping."""
-    text = _read_text(path, what)
-    try:
-        if str(path).endswith(".json"):
-            data = json.loads(text)
-        else:
-            import yaml
+    """A JSON or YAML file holding a mapping (:func:`indexlib.cli.read_mapping`), as a ConfigError."""
+    with _as_config_error():
+        return read_mapping(path, what)
 
-            data = yaml.safe_load(text)
-    except Exception as exc:  # json.JSONDecodeError, yaml.YAMLError
-        raise ConfigError(f"{path}: malformed {what}: {str(exc).splitlines()[0]}") from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: {what} must be a mapping, got {type(data).__name__}")
-    return data
+
+@contextlib.contextmanager
+def _as_config_error() -> Iterator[None]:
+    """indexlib's :class:`SettingsFileError` (the same one line) as this module's ConfigError."""
+    try:
+        yield
+    except SettingsFileError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, Any]:
@@ -168,45 +146,15 @@ def load_config_file(path: str | os.PathLike[str] | None = None) -> dict[str, An
 
 
 def load_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, int]]:
-    """``log.dirs`` (or ``log.dir``) and the index settings of a broker's ``server.properties``, read as
-    Java reads it (:func:`indexlib.format.parse_properties`: ``key=value``, ``key:value`` and ``key value`` separators,
-    continuation lines, escapes, ``#``/``!`` comments)."""
-    from indexlib.format import parse_properties
-
-    try:
-        props = parse_properties(_read_text(path, "server properties"))
-    except ValueError as exc:  # a malformed \\uXXXX escape
-        raise ConfigError(f"{path}: malformed server properties: {exc}") from None
-    log_dirs = [d.strip() for d in props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip()]
-    settings = {}
-    for prop, name in BROKER_KEYS.items():
-        if prop in props:
-            try:
-                value = int(props[prop].strip())
-            except ValueError:
-                raise ConfigError(f"{path}: {prop} must be an integer, got {props[prop]!r}") from None
-            settings[name] = _index_setting(f"{path}: {prop}", name, value)
-    return log_dirs, settings
+    """``log.dirs`` and the index settings of a broker's ``server.properties`` (:func:`indexlib.cli.read_server_properties`)."""
+    with _as_config_error():
+        return read_server_properties(path)
 
 
 def load_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
-    """``{topic: {index_interval_bytes: .., segment_index_bytes: ..}}`` from a JSON or YAML file that
-    maps topic names to Kafka topic configs (``index.interval.bytes``, ``segment.index.bytes``; other
-    Kafka topic configs are allowed and ignored)."""
-    data = _load_mapping(path, "topic config")
-    out: dict[str, dict[str, int]] = {}
-    for topic, configs in data.items():
-        if not isinstance(configs, dict):
-            raise ConfigError(f"{path}: topic {topic!r} must map to a mapping of topic configs, got {configs!r}")
-        out[str(topic)] = {}
-        for key, value in configs.items():
-            if key in TOPIC_KEYS:
-                if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                    value = int(value)
-                out[str(topic)][TOPIC_KEYS[key]] = _index_setting(
-                    f"{path}: topic {topic!r} {key}", TOPIC_KEYS[key], value
-                )
-    return out
+    """Topic -> index settings of a JSON or YAML topic config file (:func:`indexlib.cli.read_topic_config`)."""
+    with _as_config_error():
+        return read_topic_config(path)
 
 
 def parse_storage_options(pairs: list[str] | None) -> dict[str, str]:

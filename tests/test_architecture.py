@@ -88,7 +88,7 @@ def indexlib_imports(path: Path) -> set[str]:
 @pytest.mark.parametrize(
     "package, forbidden",
     [
-        ("indexlib", {"jobs", "pyspark", "airflow", "deltalake", "pyarrow", "yaml"}),
+        ("indexlib", {"jobs", "pyspark", "airflow", "deltalake", "pyarrow"}),
         ("airflow_dags", {"indexlib", "jobs"}),
     ],
 )
@@ -96,6 +96,30 @@ def test_layers(package, forbidden):
     modules = imported_modules(package)
     assert len(modules) > 2
     assert {name: sorted(names & forbidden) for name, names in modules.items() if names & forbidden} == {}
+
+
+def test_indexlib_needs_yaml_only_to_read_a_yaml_settings_file():
+    """PyYAML is not an indexlib dependency: only the front end's reader of a YAML settings file imports it,
+    inside the function that reads one (without it, that read says so)."""
+    where = {}
+    for path in sources("indexlib"):
+        tree = ast.parse(path.read_text())
+        top = {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}
+        top |= {node.module for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+        anywhere = "yaml" in imported_modules_of(tree)
+        if "yaml" in top or anywhere:
+            where[str(path.relative_to(PROJECT_ROOT))] = "top level" if "yaml" in top else "in a function"
+    assert where == {"indexlib/cli/settings_files.py": "in a function"}
+
+
+def imported_modules_of(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
 
 
 def test_every_stage_imports_only_the_stages_below_it():

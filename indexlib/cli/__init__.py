@@ -18,17 +18,31 @@ if TYPE_CHECKING:
         add_lookup_command,
         add_run_id,
         add_selection,
+        add_settings_files,
         add_verbosity,
         add_write_options,
         report_level,
     )
     from .report import JsonTargetError, check_json_target, format_table, print_report, write_json
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
+    from .settings_files import (
+        SettingsFileError,
+        TopicSettings,
+        read_mapping,
+        read_server_properties,
+        read_topic_config,
+    )
 
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
     "main": "main",
+    "SettingsFileError": "settings_files",
+    "TopicSettings": "settings_files",
+    "read_mapping": "settings_files",
+    "read_server_properties": "settings_files",
+    "read_topic_config": "settings_files",
     "add_broker_id": "options",
+    "add_settings_files": "options",
     "report_level": "options",
     "add_verbosity": "options",
     "add_selection": "options",
@@ -51,6 +65,12 @@ _PUBLIC = {
     "write_json": "report",
 }
 __all__ = [
+    "add_settings_files",
+    "SettingsFileError",
+    "TopicSettings",
+    "read_mapping",
+    "read_server_properties",
+    "read_topic_config",
     "report_level",
     "add_verbosity",
     "add_selection",

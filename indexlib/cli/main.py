@@ -71,12 +71,14 @@ from .options import (
     add_lookup_command,
     add_run_id,
     add_selection,
+    add_settings_files,
     add_verbosity,
     add_write_options,
     report_level,
 )
 from .report import check_json_target, print_report, write_json
 from .segment_lookup import check_target, lookup, print_lookup
+from .settings_files import SettingsFileError, TopicSettings, read_server_properties, read_topic_config
 
 PROG = "python -m indexlib"
 EXIT_OK = 0
@@ -104,11 +106,13 @@ def build_parser() -> argparse.ArgumentParser:
     def run_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument(
             "paths",
-            nargs="+",
+            nargs="*",
             metavar="PATH",
-            help="a Kafka partition dir (<log.dir>/<topic>-<partition>) or a whole log dir; several allowed",
+            help="a Kafka partition dir (<log.dir>/<topic>-<partition>) or a whole log dir; several allowed "
+            "(default: --server-properties' log.dirs)",
         )
-        add_index_settings(sub, IndexSettings())
+        add_index_settings(sub, None)
+        add_settings_files(sub)
         add_jobs(sub)
         add_json_report(sub)
         add_broker_id(sub)
@@ -142,15 +146,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------ checks
-def check_settings(args: argparse.Namespace) -> IndexSettings:
+def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str]]:
+    """Each topic's index settings (Kafka's defaults < ``--server-properties`` < ``--topic-config`` < the command
+    line, as ``kafka-index`` layers them) and the paths to run over (``PATH``s, else the broker's ``log.dirs``)."""
     if args.jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {args.jobs}")
     try:
-        for name in ("index_interval_bytes", "segment_index_bytes"):
-            check_index_setting(f"--{name.replace('_', '-')}", name, getattr(args, name))
-    except SettingError as exc:
+        overrides = {
+            name: check_index_setting(f"--{name.replace('_', '-')}", name, getattr(args, name))
+            for name in ("index_interval_bytes", "segment_index_bytes")
+            if getattr(args, name) is not None
+        }
+        log_dirs, broker = read_server_properties(args.server_properties) if args.server_properties else ([], {})
+        per_topic = read_topic_config(args.topic_config) if args.topic_config else {}
+    except (SettingError, SettingsFileError) as exc:
         raise InputError(str(exc)) from None
-    return IndexSettings(args.index_interval_bytes, args.segment_index_bytes)
+    paths = args.paths or log_dirs
+    if not paths:
+        raise InputError("no PATH: give a partition dir or a log dir, or --server-properties FILE with log.dirs")
+    return TopicSettings(IndexSettings(**broker), per_topic, overrides), paths
+
+
+def warn_unused_topic_configs(args: argparse.Namespace, settings: TopicSettings, found: Discovery) -> None:
+    unknown = sorted(set(settings.per_topic) - {p.topic for p in found.partitions})
+    if unknown:
+        _warn(
+            f"{args.topic_config}: topic(s) {', '.join(map(repr, unknown))} match no partition of this run; "
+            "their settings are not used"
+        )
 
 
 def discover_paths(paths: list[str], topics: str | None = None, partitions: str | None = None) -> Discovery:
@@ -207,8 +230,8 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 
 # ------------------------------------------------------------------------------ rebuild and verify
 def run_rebuild(args: argparse.Namespace) -> int:
-    settings = check_settings(args)
-    found = discover_paths(args.paths, args.topics, args.partitions)
+    settings, paths = check_settings(args)
+    found = discover_paths(paths, args.topics, args.partitions)
     options = RunOptions(
         "rebuild",
         run_id=args.run_id,
@@ -232,12 +255,12 @@ def run_rebuild(args: argparse.Namespace) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    settings = check_settings(args)
-    found = discover_paths(args.paths, args.topics, args.partitions)
+    settings, paths = check_settings(args)
+    found = discover_paths(paths, args.topics, args.partitions)
     return _run(args, found, RunOptions("verify", broker_id=args.broker_id), settings)
 
 
-def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: IndexSettings) -> int:
+def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: TopicSettings) -> int:
     try:
         check_run(found, options)
     except ValueError as exc:
@@ -246,7 +269,8 @@ def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settin
         check_json_target(args.json_file)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    report = run(found, options, lambda topic: settings, map_locally(args.jobs))
+    warn_unused_topic_configs(args, settings, found)
+    report = run(found, options, settings.for_topic, map_locally(args.jobs))
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     if args.json_file is not None:
         write_json(report, args.json_file)
@@ -257,7 +281,7 @@ def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settin
     return report.exit_code
 
 
-def print_segments(report: RunReport, settings: IndexSettings, out: TextIO) -> None:
+def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> None:
     """Per partition, one line per segment: what was scanned and written (rebuild) or how each file
     compares with the rebuild (verify), with a corrupt tail or a refusal spelled out."""
     words = {True: "identical", False: "differs", None: "absent, none expected"}
@@ -266,13 +290,15 @@ def print_segments(report: RunReport, settings: IndexSettings, out: TextIO) -> N
         by_partition.setdefault(s.task.partition_dir, []).append(s)
     for path, segments in by_partition.items():
         t = segments[0].task
+        topic_settings = settings.for_topic(t.topic)
         where = ""
         if report.mode == "rebuild":
             target = t.target_dir or path
             where = " in place" if os.path.realpath(target) == os.path.realpath(path) else f" into {target}"
         print(
             f"{report.mode} {partition_name(t.topic, t.partition)} ({path}){where}: "
-            f"index.interval.bytes={settings.index_interval_bytes} segment.index.bytes={settings.segment_index_bytes}, "
+            f"index.interval.bytes={topic_settings.index_interval_bytes} "
+            f"segment.index.bytes={topic_settings.segment_index_bytes}, "
             f"{_plural(len(segments), 'segment')}",
             file=out,
         )

@@ -3,7 +3,7 @@
 destination and help never differ between the two. What a command line does with a value stays its own
 (``kafka-index`` layers the index settings over its config files; ``python -m indexlib`` uses them as given).
 
-Destinations: ``topics``, ``partitions``, ``quiet``, ``verbose``, ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``force``,
+Destinations: ``server_properties``, ``topic_config``, ``topics``, ``partitions``, ``quiet``, ``verbose``, ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``force``,
 ``output_dir``, ``json_file`` (the report's file, ``-`` for stdout), ``as_json`` (dump and lookup print JSON),
 ``file`` (dump), ``segment``, ``offset``, ``timestamp``, ``ceiling`` (lookup)."""
 
@@ -37,6 +37,15 @@ def add_index_settings(parser: argparse.ArgumentParser, defaults: IndexSettings 
             metavar="N",
             help=f"the topics' {kafka_name}" + ("" if default is None else " (default %(default)s)"),
         )
+
+
+def add_settings_files(parser: argparse.ArgumentParser) -> None:
+    """``--server-properties`` and ``--topic-config``: the files index settings come from
+    (:mod:`indexlib.cli.settings_files`)."""
+    parser.add_argument(
+        "--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)"
+    )
+    parser.add_argument("--topic-config", metavar="FILE", help="JSON/YAML: topic -> Kafka topic configs")
 
 
 def add_selection(parser: argparse.ArgumentParser) -> None:

@@ -254,9 +254,9 @@ class Fleet:
         return "\n".join(text)
 
     def rows(self, run_id: str) -> list[dict[str, object]]:
-        from jobs import audit
+        from jobs import audit_queries
 
-        return [r for r in audit.read(self.table, self.s3).to_pylist() if r["run_id"] == run_id]
+        return [r for r in audit_queries.read(self.table, self.s3).to_pylist() if r["run_id"] == run_id]
 
     def close(self) -> None:
         for p in self.processes:

@@ -269,7 +269,6 @@ def test_usage_errors_exit_2(capsys, partition):
     for argv in (
         [],
         ["frobnicate"],
-        ["rebuild"],
         ["dump"],
         ["rebuild", str(partition), "--index-interval-bytes", "x"],
         ["verify", str(partition), "--json"],
@@ -278,6 +277,15 @@ def test_usage_errors_exit_2(capsys, partition):
         code, out, err = run(capsys, *argv)
         assert code == 2, argv
         assert "usage: python -m indexlib" in err and "Traceback" not in err
+    code, out, err = run(capsys, "rebuild")  # no PATH and no --server-properties to take log.dirs from
+    assert (
+        code == 2
+        and out == ""
+        and err.strip().splitlines()
+        == [
+            "python -m indexlib: error: no PATH: give a partition dir or a log dir, or --server-properties FILE with log.dirs"
+        ]
+    )
     code, out, _ = run(capsys, "--help")
     assert code == 0 and "rebuild" in out and "verify" in out and "dump" in out
 
@@ -626,3 +634,44 @@ def test_quiet_prints_the_verdict_and_verbose_the_phases(capsys, partition):
     assert code == 1 and "index_missing" in out and re.search(r"^phases: scan \d+\.\d\d s, replay", out, flags=re.M)
     code, _, err = run(capsys, "verify", partition.parent, "-q", "-v")
     assert code == 2 and "not allowed with argument" in err
+
+
+def test_settings_come_from_server_properties_and_the_topic_config_as_kafka_index_layers_them(capsys, tmp_path):
+    """``--server-properties`` gives the log dirs and the broker's index settings, ``--topic-config`` a topic's own,
+    the command line wins over both (the layers and the readers are kafka-index's: indexlib.cli.settings_files)."""
+    logs = tmp_path / "logs"
+    for topic in ("orders", "clicks"):
+        generate_partition(logs / f"{topic}-0", segments=2, batches_per_segment=60, seed=3)
+    server = tmp_path / "server.properties"
+    server.write_text(f"log.dirs={logs}\nlog.index.interval.bytes=1000\n")
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"orders": {"index.interval.bytes": "700", "cleanup.policy": "delete"}, "gone": {}}))
+    out_dir = tmp_path / "out"
+    code, out, err = run(
+        capsys, "rebuild", "--server-properties", server, "--topic-config", topics, "--output-dir", out_dir
+    )
+    assert code == 0
+    assert err.strip() == (
+        f"python -m indexlib: warning: {topics}: topic(s) 'gone' match no partition of this run; "
+        "their settings are not used"
+    )
+    assert "rebuild orders-0" in out and "index.interval.bytes=700" in out and "index.interval.bytes=1000" in out
+    for topic, interval in (("orders", 700), ("clicks", 1000)):
+        expected = tmp_path / f"expected-{interval}"
+        rebuild_partition(logs / f"{topic}-0", interval, output_dir=expected)
+        assert index_files(out_dir / f"{topic}-0") == index_files(expected / f"{topic}-0"), topic
+    code, _, _ = run(capsys, "rebuild", "--server-properties", server, "--topic-config", topics, "-q")  # in place
+    assert code == 0
+    report = tmp_path / "verify.json"
+    for extra, differs in (([], set()), (["--index-interval-bytes", "700"], {"clicks"})):
+        code, _, _ = run(
+            capsys, "verify", "--server-properties", server, "--topic-config", topics, "--json", report, *extra
+        )
+        assert code == 0  # verify checks what makes lookups right; the bytes a rebuild would write are "identical"
+        segments = json.loads(report.read_text())["segments"]
+        assert {s["topic"] for s in segments if not s["identical"][".index"]} == differs  # the command line wins
+    server.write_text("log.index.interval.bytes=ten\n")
+    code, _, err = run(capsys, "verify", str(logs), "--server-properties", server)
+    assert code == 2 and err.strip() == (
+        f"python -m indexlib: error: {server}: log.index.interval.bytes must be an integer, got 'ten'"
+    )

@@ -148,6 +148,7 @@ ERROR_CLASSES = [
     (UnrebuildableSegmentError, TypeError),
     (cli.JsonTargetError, ValueError),
     (cli.LookupTargetError, ValueError),
+    (cli.SettingsFileError, ValueError),
     (InputError, Exception),
     (testing.GeneratorArgumentError, ValueError),
 ]

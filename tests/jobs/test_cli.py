@@ -239,9 +239,9 @@ def test_the_options_both_command_lines_take_are_declared_once(command):
     shared = set(library) & set(jobs)
     expected = {
         "rebuild": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--run-id", "--backup-dir", "--force",
-                    "--output-dir", "--broker-id", "--topics", "--partitions", "--quiet", "--verbose"},
+                    "--output-dir", "--broker-id", "--topics", "--partitions", "--quiet", "--verbose", "--server-properties", "--topic-config"},
         "verify": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--broker-id", "--topics", "--partitions",
-                   "--quiet", "--verbose"},
+                   "--quiet", "--verbose", "--server-properties", "--topic-config"},
         "dump": {"file", "--json"},
         "lookup": {"--segment", "--offset", "--timestamp", "--ceiling", "--json"},
     }[command]  # fmt: skip
@@ -337,7 +337,7 @@ def test_json_to_stdout_pipes_into_a_json_reader(tmp_path):
 def test_the_local_engine_answers_as_spark_and_writes_the_same_audit_rows(spark, capsys, tmp_path):
     """``--engine local`` (a broker host without a JVM): the same findings, ``--json`` segments and audit rows as
     the Spark map, and no Spark session is used; a repair through it fixes the files."""
-    from jobs import audit
+    from jobs import audit_queries
 
     logs = tmp_path / "logs"
     for i, name in enumerate(("orders-0", "orders-1")):
@@ -353,7 +353,7 @@ def test_the_local_engine_answers_as_spark_and_writes_the_same_audit_rows(spark,
                 "--audit-journal", str(tmp_path / "journal"), "--json", str(tmp_path / f"{engine}.json")]  # fmt: skip
         assert main(args + (["--jobs", "2"] if engine == "local" else [])) == 1
         reports[engine] = json.loads((tmp_path / f"{engine}.json").read_text())
-        rows = audit.read(str(table)).to_pylist()
+        rows = audit_queries.read(str(table)).to_pylist()
         reports[engine]["rows"] = sorted(
             (r["record_type"], r["broker_id"], r["topic"], r["partition"], r["base_offset"], r["status"],
              tuple(r["finding_kinds"] or ()), r["exit_code"])
