@@ -313,7 +313,7 @@ def test_scheduled_dag_detects_and_repairs(tmp_path):
         "orders-1/00000000000000000000.timeindex",
         "payments-0/00000000000000000000.index",
     }
-    from jobs import audit as audit_table
+    from jobs import audit_queries as audit_table
 
     rows = audit_table.read(str(audit)).to_pylist()
     modes = {(r["run_mode"], r["record_type"]) for r in rows}
