@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import uuid
 from pathlib import Path
@@ -14,6 +15,13 @@ import pytest
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 KAFKA_REAL = PROJECT_ROOT.parent / "shared" / "fixtures" / "kafka-real"
+
+# The commands the tests start get SIGINT as a terminal's user would: a shell starts background jobs with SIGINT
+# ignored, and an ignored signal is inherited through exec, so a suite started in the background would see
+# every Ctrl-C test's command (rightly) keep running. A Python handler is not inherited: children start with
+# SIGINT at its default.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 requires_kafka_real = pytest.mark.skipif(
     not KAFKA_REAL.is_dir(),
