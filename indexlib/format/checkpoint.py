@@ -57,13 +57,13 @@ def java_split(line: str) -> list[str]:
 
 
 def java_parse_int(text: str, bits: int) -> int:
-    """``Integer.parseInt`` (``bits`` 32) or ``Long.parseLong`` (64). Raises ValueError where Java throws
-    ``NumberFormatException``."""
+    """``Integer.parseInt`` (``bits`` 32) or ``Long.parseLong`` (64). Raises :class:`CheckpointError` (a
+    ValueError) where Java throws ``NumberFormatException``."""
     if _JAVA_INTEGER.fullmatch(text) is None:
-        raise ValueError(f"not an integer: {text!r}")
+        raise CheckpointError(f"not an integer: {text!r}")
     value = int(text)
     if not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
-        raise ValueError(f"out of the {bits}-bit range: {text!r}")
+        raise CheckpointError(f"out of the {bits}-bit range: {text!r}")
     return value
 
 
@@ -130,11 +130,12 @@ def format_offset_checkpoint(
     """The text Kafka writes for these offsets, one ``<topic> <partition> <offset>`` line each, in the order given.
     Kafka's own order is the iteration order of a Scala ``mutable.AnyRefMap`` of the log dir's partitions (hash
     order, not sorted; no reader depends on it), so give the entries in a file's order to reproduce that file:
-    ``format_offset_checkpoint(parse_offset_checkpoint(t, p)) == t`` for every file Kafka wrote."""
+    ``format_offset_checkpoint(parse_offset_checkpoint(t, p)) == t`` for every file Kafka wrote but a 0-byte one.
+    Raises :class:`CheckpointError` for a topic Kafka could not read back (empty, or holding whitespace)."""
     items = offsets.items() if isinstance(offsets, Mapping) else offsets
     lines = []
     for (topic, partition), offset in items:
         if not topic or _JAVA_WHITESPACE.search(topic):
-            raise ValueError(f"topic {topic!r} cannot be written to a checkpoint line")
+            raise CheckpointError(f"topic {topic!r} cannot be written to a checkpoint line")
         lines.append(f"{topic} {partition} {offset}")
     return format_checkpoint(lines)

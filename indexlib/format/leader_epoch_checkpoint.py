@@ -98,11 +98,11 @@ def load_leader_epochs(entries: Iterable[EpochEntry]) -> list[EpochEntry]:
     """The cache ``LeaderEpochFileCache`` holds after loading these entries (its constructor's ``assign`` of each,
     in order), ascending by epoch: an entry of the latest epoch whose start offset is not below the latest's is
     skipped; otherwise the newest entries whose epoch or start offset is not below the new one's are removed, then
-    it is added. Raises ValueError on a negative epoch or start offset, as ``assign`` throws."""
+    it is added. Raises :class:`CheckpointError` on a negative epoch or start offset, as ``assign`` throws."""
     cache: list[EpochEntry] = []
     for entry in entries:
         if entry.epoch < 0 or entry.start_offset < 0:
-            raise ValueError(f"invalid leader epoch entry {entry}")
+            raise CheckpointError(f"invalid leader epoch entry {entry.epoch} {entry.start_offset}")
         if cache and entry.epoch == cache[-1].epoch and entry.start_offset >= cache[-1].start_offset:
             continue
         while cache and (cache[-1].epoch >= entry.epoch or cache[-1].start_offset >= entry.start_offset):

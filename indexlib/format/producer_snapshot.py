@@ -17,7 +17,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 
-from .errors import KafkaIndexError
+from .errors import IndexArgumentError, KafkaIndexError
 from .scan_kernel import crc32c_function
 
 SNAPSHOT_VERSION = 1
@@ -123,7 +123,7 @@ def kafka_snapshot_order(
         while len(ordered) > capacity * 3 // 4:
             capacity *= 2
     if capacity <= 0 or capacity & (capacity - 1):
-        raise ValueError(f"a HashMap capacity is a power of two, not {capacity}")
+        raise IndexArgumentError(f"a HashMap capacity is a power of two, not {capacity}")
     return sorted(ordered, key=lambda entry: _java_hashmap_bucket(entry.producer_id, capacity))
 
 
