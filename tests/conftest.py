@@ -29,6 +29,26 @@ requires_kafka_real = pytest.mark.skipif(
 )
 
 
+def written_by_kafka(path: Path) -> bool:
+    """Whether a fixture file is the one its set's MANIFEST.json records. One is not:
+    ``local-apache-kafka-4.1.0/txn-0/00000000000000000811.snapshot`` holds an ``xxd`` hex dump (264 bytes of
+    text) instead of the 56-byte snapshot Kafka wrote, so verify rightly reports it (``bad_producer_snapshot``)
+    and Kafka would delete it at its next start."""
+    import hashlib
+
+    manifest = json.loads((path.parent.parent / "MANIFEST.json").read_text())
+    recorded = manifest.get(f"{path.parent.name}/{path.name}", {}).get("sha256")
+    return recorded is None or hashlib.sha256(path.read_bytes()).hexdigest() == recorded
+
+
+def damaged_fixture_files(partition_dir: Path) -> set[str]:
+    """The files of a real fixture partition that are not what the broker wrote (see :func:`written_by_kafka`);
+    empty for a dir outside the fixture sets (no MANIFEST.json above it)."""
+    if not (partition_dir.parent / "MANIFEST.json").is_file():
+        return set()
+    return {str(p) for p in partition_dir.iterdir() if p.is_file() and not written_by_kafka(p)}
+
+
 NOBODY = 65534
 
 

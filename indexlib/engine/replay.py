@@ -25,12 +25,15 @@ from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.findings import Finding
 from ..recovery.log_scan import EVENT_TXN_DATA
 from ..recovery.producer_state import relevant_events, replay_segment
+from ..recovery.state_checks import leader_epoch_findings, snapshot_findings
 from ..storage.discovery import Partition
 from ..storage.partition_files import (
     initial_state_for,
     partition_file_names,
     read_existing_txn_index,
+    read_leader_epoch_text,
     read_log_start_offset,
+    read_snapshot_files,
 )
 from .segment_task import SegmentOutcome
 
@@ -60,11 +63,12 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         return PartitionReplay([Finding("unreadable_partition", partition.path, detail=detail)], [])
     findings: list[Finding] = []
     if check:
+        names = partition_file_names(partition.path)
         findings = [
-            f
-            for f in directory_findings(partition.path, partition_file_names(partition.path))
-            if not staged_by_run(os.path.basename(f.file), run_id)
+            f for f in directory_findings(partition.path, names) if not staged_by_run(os.path.basename(f.file), run_id)
         ]
+        findings += snapshot_findings(read_snapshot_files(partition.path, names))
+        findings += leader_epoch_findings(*read_leader_epoch_text(partition.path))
     if not outcomes:
         return PartitionReplay(findings, [])
     try:

@@ -28,8 +28,10 @@ LOG_DIR_LOCK = ".lock"
 RUN_LOCK_PREFIX = ".kafka-index-run-"
 #: a log dir's checkpoint of each partition's log start offset
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+#: the partition's leader epochs (each epoch's first offset), in the partition dir
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 #: files Kafka keeps in a partition dir besides segments
-PARTITION_METADATA_FILES = frozenset({"leader-epoch-checkpoint", "partition.metadata", "quorum-state"})
+PARTITION_METADATA_FILES = frozenset({LEADER_EPOCH_CHECKPOINT, "partition.metadata", "quorum-state"})
 STAGED_SUFFIX = ".rebuild.tmp"
 
 _TOPIC = r"[A-Za-z0-9._-]+"

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 
 from .checkpoint import CheckpointError, format_checkpoint, java_parse_int, parse_checkpoint
 
-LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
-
 
 @dataclass(frozen=True, slots=True)
 class EpochEntry:

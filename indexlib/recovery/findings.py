@@ -172,6 +172,29 @@ KINDS: dict[str, FindingKind] = _kinds(
         "the log dir's log-start-offset-checkpoint is malformed; the replay assumes log start offset 0",
     ),
     FindingKind(
+        "bad_producer_snapshot",
+        ERROR,
+        "partition dir",
+        NOTHING,
+        "a producer-state .snapshot Kafka would refuse (version, length, CRC-32C): it deletes it at its next start "
+        "and replays the log from an older snapshot or the log start",
+    ),
+    FindingKind(
+        "bad_leader_epoch_checkpoint",
+        ERROR,
+        "partition dir",
+        NOTHING,
+        "the partition's leader-epoch-checkpoint cannot be read as Kafka reads it (the partition fails to load)",
+    ),
+    FindingKind(
+        "leader_epoch_not_increasing",
+        ERROR,
+        "partition dir",
+        NOTHING,
+        "leader-epoch-checkpoint entries whose epoch or start offset does not increase: the cache Kafka loads "
+        "differs from the file, and a replica may truncate to the wrong offset",
+    ),
+    FindingKind(
         "unreadable_partition",
         ERROR,
         "partition dir",

@@ -22,6 +22,7 @@ from ..format.errors import CorruptIndexError, describe_error
 from ..format.index_file import read_snapshot
 from ..format.layout import (
     INDEX_SUFFIXES,
+    LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     SNAPSHOT_SUFFIX,
     parse_segment_name,
@@ -167,6 +168,34 @@ def initial_state_for(
             except (SnapshotError, OSError):
                 continue
     return {}, None
+
+
+def read_snapshot_files(partition_dir: str, names: list[str]) -> dict[str, bytes | str]:
+    """Every ``<offset>.snapshot`` among ``names`` (the dir's listing): path -> its bytes, or why it could not
+    be read."""
+    found: dict[str, bytes | str] = {}
+    for name in names:
+        parsed = parse_segment_name(name)
+        if parsed is None or parsed[1] != SNAPSHOT_SUFFIX:
+            continue
+        path = os.path.join(partition_dir, name)
+        try:
+            found[path] = Path(path).read_bytes()
+        except OSError as exc:
+            found[path] = f"cannot read {path}: {describe_error(exc)}"
+    return found
+
+
+def read_leader_epoch_text(partition_dir: str) -> tuple[str, str | None, str | None]:
+    """The partition's ``leader-epoch-checkpoint``: (path, its text or None when absent, why it could not be
+    read or None)."""
+    path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
+    try:
+        return path, Path(path).read_text(encoding="utf-8"), None
+    except FileNotFoundError:
+        return path, None, None
+    except (OSError, UnicodeDecodeError) as exc:
+        return path, None, f"cannot read {path}: {describe_error(exc)}"
 
 
 def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition: int) -> int:

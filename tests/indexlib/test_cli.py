@@ -20,7 +20,14 @@ from indexlib.engine import rebuild_partition, verify_partition
 from indexlib.testing.batch_encoder import encode_batch_v2
 from indexlib.testing.generate import generate_partition
 
-from ..conftest import KAFKA_REAL, PROJECT_ROOT, dump_into_head, requires_kafka_real, run_as_unprivileged
+from ..conftest import (
+    KAFKA_REAL,
+    PROJECT_ROOT,
+    damaged_fixture_files,
+    dump_into_head,
+    requires_kafka_real,
+    run_as_unprivileged,
+)
 
 SUFFIXES = (".index", ".timeindex", ".txnindex")
 
@@ -557,7 +564,10 @@ def test_real_partition_rebuild_to_output_and_verify(capsys, tmp_path):
     assert index_files(tmp_path / "txn-0") == index_files(part)  # Kafka 4.1.0's own files, byte for byte
     assert ".txnindex 26 entries" in out
     code, out, _ = run(capsys, "verify", part)
-    assert code == 0 and out.splitlines()[-1].endswith("; healthy")
+    # its one finding: a fixture file the broker did not write (conftest.written_by_kafka), not an index file
+    assert damaged_fixture_files(part) == {str(part / "00000000000000000811.snapshot")}
+    assert code == 1 and out.splitlines()[-1].endswith("; 1 finding(s) remain")
+    assert "bad_producer_snapshot" in out and "00000000000000000811.snapshot" in out
     code, out, _ = run(capsys, "dump", part / "00000000000000000011.txnindex")
     assert code == 0 and len(out.splitlines()) == 2 + 26
 

@@ -4,8 +4,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import struct
 
 import pytest
@@ -23,18 +21,9 @@ from indexlib.format.producer_snapshot import (
     snapshot_trailing_bytes,
 )
 
-from ..conftest import KAFKA_REAL, requires_kafka_real
+from ..conftest import KAFKA_REAL, requires_kafka_real, written_by_kafka
 
 SNAPSHOTS = sorted(KAFKA_REAL.glob("*/*/*.snapshot")) or [None]
-
-
-def _written_by_kafka(path) -> bool:
-    """Whether the file is the one its set's MANIFEST.json records (one fixture file,
-    ``local-apache-kafka-4.1.0/txn-0/00000000000000000811.snapshot``, holds an ``xxd`` hex dump instead of its
-    56 bytes: see test_a_damaged_fixture_is_refused_as_kafka_refuses_it)."""
-    manifest = json.loads((path.parent.parent / "MANIFEST.json").read_text())
-    recorded = manifest[f"{path.parent.name}/{path.name}"]["sha256"]
-    return hashlib.sha256(path.read_bytes()).hexdigest() == recorded
 
 
 def _entry(pid=7, txn=-1, **fields) -> ProducerSnapshotEntry:
@@ -142,7 +131,7 @@ def test_every_real_snapshot_round_trips(path):
     """Parse then format gives the broker's bytes, and its entries are in the order ``kafka_snapshot_order`` gives
     (Kafka's producers ``HashMap``)."""
     data = path.read_bytes()
-    if not _written_by_kafka(path):
+    if not written_by_kafka(path):
         pytest.skip(f"{path} is not the file its MANIFEST.json records (damaged fixture)")
     entries = parse_snapshot_entries(data, str(path))
     assert format_snapshot(entries) == data
@@ -154,7 +143,7 @@ def test_a_damaged_fixture_is_refused_as_kafka_refuses_it():
     """The one fixture file that is not what the broker wrote (an ``xxd`` dump, text) starts with ``"00"``, version
     0x3030: Kafka's ``readSnapshot`` throws ``CorruptSnapshotException`` and the broker deletes it."""
     path = KAFKA_REAL / "local-apache-kafka-4.1.0" / "txn-0" / "00000000000000000811.snapshot"
-    if not path.exists() or _written_by_kafka(path):
+    if not path.exists() or written_by_kafka(path):
         pytest.skip("the damaged fixture file is not there (any more)")
     with pytest.raises(SnapshotError, match="version 12336"):
         parse_snapshot_entries(path.read_bytes(), str(path))

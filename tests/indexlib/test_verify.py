@@ -22,23 +22,28 @@ from indexlib.format.layout import segment_file
 from indexlib.storage import LogDirError
 from indexlib.testing.batch_encoder import encode_batch_v2
 
-from ..conftest import KAFKA_REAL, requires_kafka_real
+from ..conftest import KAFKA_REAL, damaged_fixture_files, requires_kafka_real
 from .test_conformance import partitions
 
 LOCAL = KAFKA_REAL / "local-apache-kafka-4.1.0"
 
 
 def copy_partition(name: str, tmp_path: Path) -> Path:
+    """A copy of a local fixture partition, without a file the broker did not write (as Kafka leaves the dir
+    once it has deleted a snapshot it refuses: see ``written_by_kafka``)."""
     target = tmp_path / "logs" / name
-    shutil.copytree(LOCAL / name, target)
+    damaged = {os.path.basename(p) for p in damaged_fixture_files(LOCAL / name)}
+    shutil.copytree(LOCAL / name, target, ignore=lambda _, names: [n for n in names if n in damaged])
     for p in target.iterdir():
         p.chmod(0o644)
     return target
 
 
 def file_findings(report) -> list:
-    """The report's findings about the partition's files (not its log dir's ``meta.properties``)."""
-    return [f for f in report.findings if f.kind != "no_meta_properties"]
+    """The report's findings about the partition's files (not its log dir's ``meta.properties``), but for the
+    finding on a fixture file the broker did not write (``written_by_kafka``: verify is right to report it)."""
+    damaged = set().union(*(damaged_fixture_files(Path(p.path)) for p in report.partitions))
+    return [f for f in report.findings if f.kind != "no_meta_properties" and f.file not in damaged]
 
 
 def kinds(report, name: str | None = None) -> dict[str, object]:
@@ -56,7 +61,7 @@ def rebuilt_bytes(part: Path, out: Path) -> dict[str, bytes]:
 def test_real_broker_files_are_valid(part, tmp_path):
     report = verify_partition(part)
     assert file_findings(report) == [], [f.to_dict() for f in file_findings(report)]
-    assert report.healthy
+    assert report.healthy or damaged_fixture_files(part)  # the damaged file's finding is right (file_findings)
     # Our own rebuild verifies as identical to itself, file by file.
     rebuild_partition(part, output_dir=tmp_path)
     for name in os.listdir(part):
