@@ -344,7 +344,7 @@ def test_json_round_trips_and_streamed_forms_agree(rebuilt):
 
 
 def test_rows_are_produced_in_chunks(tmp_path, monkeypatch):
-    import indexlib.cli.dump as dump_module
+    import indexlib.cli.dump.model as dump_module
 
     monkeypatch.setattr(dump_module, "_ROW_CHUNK", 7)
     path = tmp_path / "00000000000000000000.index"

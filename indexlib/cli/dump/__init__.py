@@ -1,0 +1,34 @@
+"""Readable and JSON-able dumps of Kafka segment files: ``.index``, ``.timeindex``, ``.txnindex`` and a
+``.log``'s batch headers (what Kafka's ``kafka-dump-log.sh`` prints, as data).
+
+* :func:`read_dump` opens one file and returns a :class:`FileDump`: a small summary plus the rows in
+  numpy columns, so a huge file is read once and its rows are produced one at a time.
+* :func:`dump_file` is ``read_dump(path).to_dict()``: a plain dict that ``json.dumps`` accepts.
+* :func:`format_dump` yields readable lines (kafka-dump-log style) from either form; :func:`iter_json`
+  yields the JSON text in chunks. Neither builds the whole output in memory.
+
+The kind of file comes from its name, which must be ``<20-digit base offset>.<suffix>``. Every file is
+opened read-only (``O_RDONLY | O_NONBLOCK``, through the index classes and :func:`batch_walk.scan_log`),
+so a dump needs no write permission, never changes a file and never hangs on a FIFO. Bad input raises
+``ValueError`` or ``OSError`` naming the file.
+
+Index rows carry ABSOLUTE offsets. As in Kafka's dump, an index's trailing all-zero slots after the
+first (an untrimmed, preallocated tail) are counted, not listed. Anything a reader of the file should
+know about (a partial trailing entry, a bad ``.txnindex`` version, a ``.log`` that does not end cleanly)
+is listed in ``problems``.
+"""
+
+from .model import KINDS, FileDump, parse_segment_file_name
+from .reading import dump_file, read_dump
+from .text import format_dump, iter_json, write_dump
+
+__all__ = [
+    "FileDump",
+    "KINDS",
+    "dump_file",
+    "format_dump",
+    "iter_json",
+    "parse_segment_file_name",
+    "read_dump",
+    "write_dump",
+]
