@@ -18,11 +18,19 @@ know about (a partial trailing entry, a bad ``.txnindex`` version, a ``.log`` th
 is listed in ``problems``.
 """
 
-from .model import KINDS, FileDump, parse_segment_file_name
+from .command import DumpUsageError, run_dump_command
+from .index_check import CheckResult, check_index_file
+from .model import DEFAULT_OPTIONS, KINDS, DumpOptions, FileDump, parse_segment_file_name
 from .reading import dump_file, read_dump
 from .text import format_dump, iter_json, write_dump
 
 __all__ = [
+    "DEFAULT_OPTIONS",
+    "CheckResult",
+    "DumpOptions",
+    "DumpUsageError",
+    "check_index_file",
+    "run_dump_command",
     "FileDump",
     "KINDS",
     "dump_file",

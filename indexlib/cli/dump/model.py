@@ -8,7 +8,8 @@ Invariants: a :class:`FileDump`'s rows come in file order, built lazily from its
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,47 @@ import numpy as np
 
 from ...format.errors import FileNameError
 from ...format.layout import parse_segment_name
+
+#: how ``--print-data-log`` shows keys, values and header values
+PAYLOAD_FORMATS = ("text", "hex", "base64")
+#: ``--offsets-decoder`` / ``--transaction-log-decoder``
+DECODERS = ("offsets", "transaction-log")
+
+#: a chunk of columns (one list per column) -> its rows
+RowMaker = Callable[[list[list[Any]]], Iterator[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class DumpOptions:
+    """What a dump shows beyond its default (``kafka-dump-log.sh``'s options, README "dump").
+
+    ``deep_iteration``: each batch's records; ``print_data_log``: also their keys and values, as
+    ``payload_format``; ``decoder``: keys and values of ``__consumer_offsets`` (``offsets``) or
+    ``__transaction_state`` (``transaction-log``) decoded; ``max_bytes``: only the batches that end within the
+    first ``max_bytes`` bytes of a ``.log``. A decoder implies ``print_data_log``, which implies ``deep_iteration``.
+    """
+
+    deep_iteration: bool = False
+    print_data_log: bool = False
+    payload_format: str = "text"
+    decoder: str | None = None
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.payload_format not in PAYLOAD_FORMATS:
+            raise ValueError(f"payload format {self.payload_format!r} is not one of {', '.join(PAYLOAD_FORMATS)}")
+        if self.decoder is not None and self.decoder not in DECODERS:
+            raise ValueError(f"decoder {self.decoder!r} is not one of {', '.join(DECODERS)}")
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise ValueError(f"--max-bytes must be at least 0, got {self.max_bytes}")
+        if self.decoder is not None:
+            object.__setattr__(self, "print_data_log", True)
+        if self.print_data_log:
+            object.__setattr__(self, "deep_iteration", True)
+
+
+#: a dump as it always was: batch headers and index entries only
+DEFAULT_OPTIONS = DumpOptions()
 
 #: File suffix -> dump kind.
 KINDS = {".index": "offset_index", ".timeindex": "time_index", ".txnindex": "transaction_index", ".log": "log"}
@@ -45,7 +87,9 @@ class FileDump:
     summary: dict[str, Any]
     rows_key: str
     columns: dict[str, np.ndarray] = field(repr=False)
-    _row: Any = field(repr=False, default=None)  # columns chunk (lists) -> iterator of row dicts
+    _row: RowMaker | None = field(repr=False, default=None)
+    #: opens what making rows needs (a ``.log``'s mapping for its records) for one pass over the rows
+    _row_source: Callable[[], AbstractContextManager[RowMaker]] | None = field(repr=False, default=None)
 
     @property
     def kind(self) -> str:
@@ -65,9 +109,12 @@ class FileDump:
     def rows(self) -> Iterator[dict[str, Any]]:
         names = list(self.columns)
         n = len(next(iter(self.columns.values()))) if names else 0
-        for start in range(0, n, _ROW_CHUNK):
-            chunk = [self.columns[k][start : start + _ROW_CHUNK].tolist() for k in names]
-            yield from self._row(chunk)
+        source = self._row_source() if self._row_source is not None else nullcontext(self._row)
+        with source as make_rows:
+            assert make_rows is not None
+            for start in range(0, n, _ROW_CHUNK):
+                chunk = [self.columns[k][start : start + _ROW_CHUNK].tolist() for k in names]
+                yield from make_rows(chunk)
 
     def to_dict(self) -> dict[str, Any]:
         """Summary and rows as one JSON-able dict (rows under ``rows_key``, before ``problems``)."""
@@ -75,10 +122,6 @@ class FileDump:
         out[self.rows_key] = list(self.rows())
         out["problems"] = self.summary["problems"]
         return out
-
-
-def _problem(kind: str, position: int | None, detail: str) -> dict[str, Any]:
-    return {"kind": kind, "position": position, "detail": detail}
 
 
 def problem(kind: str, position: int | None, detail: str) -> dict[str, Any]:

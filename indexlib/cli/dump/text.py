@@ -10,8 +10,9 @@ import os
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, TextIO
 
-from .model import FileDump
+from .model import DEFAULT_OPTIONS, DumpOptions, FileDump
 from .reading import read_dump
+from .record_view import format_record
 
 
 def _parts(
@@ -32,17 +33,36 @@ def _bool(value: bool) -> str:
 
 
 def _format_batch(b: Mapping[str, Any]) -> str:
-    count = "" if b["count"] is None else f" count: {b['count']}"
-    line = (
-        f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']}{count} "
-        f"producerId: {b['producer_id']} producerEpoch: {b['producer_epoch']} "
-        f"isTransactional: {_bool(b['is_transactional'])} isControl: {_bool(b['is_control'])} "
-        f"position: {b['position']} {b['timestamp_type']}: {b['max_timestamp']} size: {b['size']} "
-        f"magic: {b['magic']} compresscodec: {b['compression']}"
+    """A batch as ``kafka-dump-log.sh`` prints it (its fields in its order; a legacy entry without the v2-only
+    ones), then our ``endTxnMarker`` for a marker batch."""
+    v2 = b["count"] is not None
+    horizon = b.get("delete_horizon_ms")
+    line = f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']}"
+    if v2:
+        line += f" count: {b['count']} baseSequence: {b.get('base_sequence')} lastSequence: {b.get('last_sequence')}"
+    line += f" producerId: {b['producer_id']} producerEpoch: {b['producer_epoch']}"
+    if v2:
+        line += f" partitionLeaderEpoch: {b.get('partition_leader_epoch')}"
+    line += f" isTransactional: {_bool(b['is_transactional'])} isControl: {_bool(b['is_control'])}"
+    if v2:
+        line += " deleteHorizonMs: " + ("OptionalLong.empty" if horizon is None else f"OptionalLong[{horizon}]")
+    line += (
+        f" position: {b['position']} {b['timestamp_type']}: {b['max_timestamp']} size: {b['size']} "
+        f"magic: {b['magic']} compresscodec: {b['compression']} crc: {b.get('crc')} "
+        f"isvalid: {_bool(b.get('is_valid', True))}"
     )
     if b["marker"] is not None:
         line += f" endTxnMarker: {b['marker']}"
     return line
+
+
+def _format_batch_and_records(b: Mapping[str, Any]) -> Iterator[str]:
+    yield _format_batch(b)
+    if b.get("records") is not None:
+        for r in b["records"]:
+            yield format_record(r, b["timestamp_type"])
+    elif "records_error" in b:
+        yield f"| records not shown: {b['records_error']}"
 
 
 def _format_scan_problem(p: Mapping[str, Any]) -> str:
@@ -60,17 +80,21 @@ def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
     if kind == "log":
         yield f"Log starting offset: {summary['base_offset']}"
         for batch in rows:
-            yield _format_batch(batch)
+            yield from _format_batch_and_records(batch)
         end = summary["end"]
         yield (
             f"End of walk: {end['stop']}; {_plural(summary['batch_count'], 'batch', 'batches')}, valid bytes "
             f"{end['valid_bytes']}, invalid bytes {end['invalid_bytes']}"
             + (" (Kafka's recovery truncates them)" if end["invalid_bytes"] else "")
+            + (f" (--max-bytes {summary['max_bytes']})" if end["stop"] == "max_bytes" else "")
         )
         if end["problem"] is not None:
             yield "Problem: " + _format_scan_problem(end["problem"])
         if end["fatal"] is not None:
             yield "Fatal (Kafka's recovery would fail here): " + _format_scan_problem(end["fatal"])
+        for p in summary["problems"]:
+            if p["kind"] in ("cannot_decompress", "invalid_record"):
+                yield f"Problem: {p['kind']} at byte {p['position']}: {p['detail']}"
         return
     title = {"offset_index": "Offset index", "time_index": "Time index", "transaction_index": "Transaction index"}[kind]
     yield (
@@ -110,9 +134,9 @@ def iter_json(dump: FileDump | Mapping[str, Any], indent: int | None = None) -> 
     yield "\n], " + json.dumps("problems") + ": " + json.dumps(dump.summary["problems"]) + "}"
 
 
-def write_dump(path: str | os.PathLike[str], as_json: bool, out: TextIO) -> int:
+def write_dump(path: str | os.PathLike[str], as_json: bool, out: TextIO, options: DumpOptions = DEFAULT_OPTIONS) -> int:
     """Dump one file to ``out`` as text or JSON, streamed; exit code 1 when the file has problems."""
-    dump = read_dump(path)
+    dump = read_dump(path, options)
     if as_json:
         _write_chunks(out, iter_json(dump), "")
         out.write("\n")
@@ -120,6 +144,11 @@ def write_dump(path: str | os.PathLike[str], as_json: bool, out: TextIO) -> int:
         _write_chunks(out, format_dump(dump), "\n")
     out.flush()
     return 1 if dump.problems else 0
+
+
+def write_lines(out: TextIO, lines: Iterable[str]) -> None:
+    """Write ``lines``, each followed by a newline."""
+    _write_chunks(out, lines, "\n")
 
 
 def _write_chunks(out: TextIO, chunks: Iterable[str], sep: str, batch: int = 4096) -> None:
