@@ -334,7 +334,7 @@ def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> N
 
 # --------------------------------------------------------------------------------------------- dump
 def run_dump(args: argparse.Namespace) -> int:
-    from .dump.command import DumpUsageError, run_dump_command  # imported here: only this subcommand needs it
+    from .dump import DumpUsageError, run_dump_command  # imported here: only this subcommand needs it
 
     try:
         return run_dump_command(args, sys.stdout, sys.stderr, PROG)

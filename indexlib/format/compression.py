@@ -43,10 +43,13 @@ _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 class CodecUnavailableError(KafkaIndexError, ImportError):
     """A batch's codec needs a package that is not installed; ``package`` names it."""
 
-    def __init__(self, codec: str, package: str) -> None:
-        super().__init__(f"{codec} batches need the {package} package ({EXTRA_HINT})")
-        self.codec = codec
+    def __init__(self, message: str, package: str = "") -> None:
+        super().__init__(message)
         self.package = package
+
+
+def _unavailable(codec: str, package: str) -> CodecUnavailableError:
+    return CodecUnavailableError(f"{codec} batches need the {package} package ({EXTRA_HINT})", package)
 
 
 def codec_module(codec: int) -> ModuleType | None:
@@ -60,7 +63,7 @@ def codec_module(codec: int) -> ModuleType | None:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise CodecUnavailableError(name, package) from None
+        raise _unavailable(name, package) from None
 
 
 def decompress(codec: int, data: bytes | memoryview, magic: int = 2) -> bytes:

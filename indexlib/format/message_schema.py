@@ -23,12 +23,12 @@ _INT_SIZES = {"int8": 1, "int16": 2, "int32": 4, "int64": 8}
 
 @dataclass(frozen=True)
 class Field:
-    """One field: ``kind`` is ``int8``..``int64``, ``string``, ``bytes``, ``[]int32`` or ``[]`` (an array of
+    """One field: ``type_name`` is ``int8``..``int64``, ``string``, ``bytes``, ``[]int32`` or ``[]`` (an array of
     ``struct``); present in versions ``since``..``until`` (inclusive, ``None``: every later one), nullable from
     ``nullable_since``; a tagged field has ``tag`` and is read only from the tagged section."""
 
     name: str
-    kind: str
+    type_name: str
     since: int = 0
     until: int | None = None
     nullable_since: int | None = None
@@ -96,23 +96,23 @@ def _length(reader: FieldReader, flexible: bool, fixed_size: int, what: str) -> 
 
 
 def _read_field(reader: FieldReader, f: Field, version: int, flexible: bool, what: str) -> Any:
-    if f.kind in _INT_SIZES:
-        return reader.fixed(_INT_SIZES[f.kind], what)
-    if f.kind in ("string", "bytes"):
-        n = _length(reader, flexible, 2 if f.kind == "string" else 4, f"{what} length")
+    if f.type_name in _INT_SIZES:
+        return reader.fixed(_INT_SIZES[f.type_name], what)
+    if f.type_name in ("string", "bytes"):
+        n = _length(reader, flexible, 2 if f.type_name == "string" else 4, f"{what} length")
         if n < 0:
             if not f.nullable(version):
                 raise InvalidRecordError(f"{what}: null, but not nullable in version {version}")
             return None
         data = reader.take(n, what)
-        return data.decode("utf-8", errors="replace") if f.kind == "string" else data
-    if f.kind.startswith("[]"):
+        return data.decode("utf-8", errors="replace") if f.type_name == "string" else data
+    if f.type_name.startswith("[]"):
         n = _length(reader, flexible, 4, f"{what} count")
         if n < 0:
             if not f.nullable(version):
                 raise InvalidRecordError(f"{what}: null array, but not nullable in version {version}")
             return None
-        if f.kind == "[]int32":
+        if f.type_name == "[]int32":
             return [reader.fixed(4, what) for _ in range(n)]
         return [_read_struct(reader, f.struct, version, flexible, what) for _ in range(n)]
-    raise AssertionError(f"unknown field kind {f.kind}")  # pragma: no cover - the schemas are ours
+    raise AssertionError(f"unknown field kind {f.type_name}")  # pragma: no cover - the schemas are ours

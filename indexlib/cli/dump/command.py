@@ -14,7 +14,7 @@ from typing import TextIO
 
 from ...format.errors import error_line
 from .index_check import check_index_file, format_check
-from .model import DumpOptions
+from .model import DumpOptions, DumpUsageError
 from .reading import read_dump
 from .text import iter_json, write_dump, write_lines
 
@@ -23,20 +23,13 @@ EXIT_OK, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
 
 def options_from(args: argparse.Namespace) -> DumpOptions:
     """The :class:`DumpOptions` the parsed options ask for (:func:`indexlib.cli.options.add_dump_command`)."""
-    try:
-        return DumpOptions(
-            deep_iteration=args.deep_iteration,
-            print_data_log=args.print_data_log,
-            payload_format=args.payload_format,
-            decoder=args.decoder,
-            max_bytes=args.max_bytes,
-        )
-    except ValueError as exc:
-        raise DumpUsageError(str(exc)) from None
-
-
-class DumpUsageError(ValueError):
-    """Options that cannot go together or a bad value: one line, exit 2."""
+    return DumpOptions(
+        deep_iteration=args.deep_iteration,
+        print_data_log=args.print_data_log,
+        payload_format=args.payload_format,
+        decoder=args.decoder,
+        max_bytes=args.max_bytes,
+    )
 
 
 def run_dump_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:

@@ -20,7 +20,7 @@ from ...format.time_index import TimeIndex
 from ...format.transaction_index import TransactionIndex
 from ...recovery.findings import ERROR, Finding, kind
 from ...recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
-from .model import parse_segment_file_name
+from .model import DumpUsageError, parse_segment_file_name
 
 
 @dataclass
@@ -58,7 +58,9 @@ def check_index_file(path: str) -> CheckResult:
     base_offset, suffix = parse_segment_file_name(path)
     result = CheckResult(path)
     if suffix == ".log":
-        raise ValueError(f"{path}: --check takes an index file (.index, .timeindex, .txnindex); verify checks a .log")
+        raise DumpUsageError(
+            f"{path}: --check takes an index file (.index, .timeindex, .txnindex); verify checks a .log"
+        )
     result.sanity = sanity_problem(path, base_offset, suffix)
     directory = os.path.dirname(os.path.abspath(path))
     log_path = segment_file(directory, base_offset, ".log")

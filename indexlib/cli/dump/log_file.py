@@ -160,13 +160,13 @@ class _RecordRows:
 
     def _report(self, row: dict[str, Any], error: Exception) -> None:
         missing = isinstance(error, CodecUnavailableError)
-        kind = "cannot_decompress" if missing else "invalid_record"
+        trouble = "cannot_decompress" if missing else "invalid_record"
         reason = str(error) if missing else f"records of the batch at {row['position']} do not parse: {error}"
         row["records_error"] = reason
-        if (kind, row["compression"]) not in self.reported:
-            self.reported.add((kind, row["compression"]))
+        if (trouble, row["compression"]) not in self.reported:
+            self.reported.add((trouble, row["compression"]))
             detail = f"{reason}; their records are not shown" if missing else reason
-            self.problems.append(problem(kind, row["position"], detail))
+            self.problems.append(problem(trouble, row["position"], detail))
 
 
 def _end_of_walk(scan: LogScan, cut_by_max_bytes: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:

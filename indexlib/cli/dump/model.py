@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ...format.errors import FileNameError
+from ...format.errors import FileNameError, KafkaIndexError
 from ...format.layout import parse_segment_name
 
 #: how ``--print-data-log`` shows keys, values and header values
@@ -25,6 +25,10 @@ DECODERS = ("offsets", "transaction-log")
 
 #: a chunk of columns (one list per column) -> its rows
 RowMaker = Callable[[list[list[Any]]], Iterator[dict[str, Any]]]
+
+
+class DumpUsageError(KafkaIndexError, ValueError):
+    """Dump options that cannot go together, or a bad value: one line, exit 2."""
 
 
 @dataclass(frozen=True)
@@ -45,11 +49,11 @@ class DumpOptions:
 
     def __post_init__(self) -> None:
         if self.payload_format not in PAYLOAD_FORMATS:
-            raise ValueError(f"payload format {self.payload_format!r} is not one of {', '.join(PAYLOAD_FORMATS)}")
+            raise DumpUsageError(f"payload format {self.payload_format!r} is not one of {', '.join(PAYLOAD_FORMATS)}")
         if self.decoder is not None and self.decoder not in DECODERS:
-            raise ValueError(f"decoder {self.decoder!r} is not one of {', '.join(DECODERS)}")
+            raise DumpUsageError(f"decoder {self.decoder!r} is not one of {', '.join(DECODERS)}")
         if self.max_bytes is not None and self.max_bytes < 0:
-            raise ValueError(f"--max-bytes must be at least 0, got {self.max_bytes}")
+            raise DumpUsageError(f"--max-bytes must be at least 0, got {self.max_bytes}")
         if self.decoder is not None:
             object.__setattr__(self, "print_data_log", True)
         if self.print_data_log:
