@@ -378,15 +378,13 @@ def _check_dir_can_exist(path: str, option: str) -> None:
 
 # ------------------------------------------------------------------------------ dump / lookup
 def run_dump(args: argparse.Namespace) -> int:
-    """``kafka-index dump``: :func:`indexlib.cli.dump.write_dump`, as ``python -m indexlib dump``."""
-    from indexlib.cli import write_dump
+    """``kafka-index dump``: the library's dump command, as ``python -m indexlib dump``."""
+    from indexlib.cli import DumpUsageError, run_dump_command
 
     try:
-        return write_dump(args.file, args.as_json, sys.stdout)
-    except BrokenPipeError:  # stdout, not the file: main ends quietly
-        raise
-    except (OSError, ValueError) as exc:
-        print(f"{PROG}: error: {error_line(exc, args.file)}", file=sys.stderr)
+        return run_dump_command(args, sys.stdout, sys.stderr, PROG)
+    except DumpUsageError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
 
 

@@ -7,7 +7,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .dump import write_dump
+    from .dump import DumpUsageError, run_dump_command, write_dump
     from .main import main
     from .options import (
         add_broker_id,
@@ -54,6 +54,8 @@ _PUBLIC = {
     "add_run_id": "options",
     "add_write_options": "options",
     "write_dump": "dump",
+    "run_dump_command": "dump",
+    "DumpUsageError": "dump",
     "LookupTargetError": "segment_lookup",
     "check_target": "segment_lookup",
     "lookup": "segment_lookup",
@@ -93,6 +95,8 @@ __all__ = [
     "print_report",
     "write_dump",
     "write_json",
+    "run_dump_command",
+    "DumpUsageError",
 ]
 
 

@@ -8,7 +8,8 @@ machine.
                                [--json FILE]
     python -m indexlib verify  PATH... [--index-interval-bytes N] [--segment-index-bytes N]
                                [--jobs N] [--json FILE]          (FILE may be - for stdout)
-    python -m indexlib dump    FILE [--json]
+    python -m indexlib dump    FILE... [--json] [--deep-iteration] [--print-data-log] [--payload-format F]
+                               [--max-bytes N] [--offsets-decoder | --transaction-log-decoder] [--check]
     python -m indexlib lookup  --segment PATH.log (--offset N | --timestamp MS) [--ceiling] [--json]
 
 Each PATH is a partition dir (``<log dir>/<topic>-<partition>``) or a whole log dir. Both commands run the
@@ -333,9 +334,12 @@ def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> N
 
 # --------------------------------------------------------------------------------------------- dump
 def run_dump(args: argparse.Namespace) -> int:
-    from .dump import write_dump  # imported here: only this subcommand needs it (start-up time)
+    from .dump import DumpUsageError, run_dump_command  # imported here: only this subcommand needs it
 
-    return write_dump(args.file, args.as_json, sys.stdout)
+    try:
+        return run_dump_command(args, sys.stdout, sys.stderr, PROG)
+    except DumpUsageError as exc:
+        raise InputError(str(exc)) from None
 
 
 def run_lookup(args: argparse.Namespace) -> int:
@@ -354,8 +358,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (2) or --help (0): argparse already printed why
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_BAD_INPUT)
-    subject = (
-        " ".join(getattr(args, "paths", None) or []) or getattr(args, "file", None) or getattr(args, "segment", None)
+    subject = " ".join(getattr(args, "paths", None) or getattr(args, "files", None) or []) or getattr(
+        args, "segment", None
     )
     try:
         with stop_on_signals():

@@ -5,7 +5,7 @@ destination and help never differ between the two. What a command line does with
 
 Destinations: ``server_properties``, ``topic_config``, ``topics``, ``partitions``, ``quiet``, ``verbose``, ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``force``,
 ``output_dir``, ``json_file`` (the report's file, ``-`` for stdout), ``as_json`` (dump and lookup print JSON),
-``file`` (dump), ``segment``, ``offset``, ``timestamp``, ``ceiling`` (lookup)."""
+``files``, ``deep_iteration``, ``print_data_log``, ``payload_format``, ``max_bytes``, ``decoder``, ``check`` (dump), ``segment``, ``offset``, ``timestamp``, ``ceiling`` (lookup)."""
 
 from __future__ import annotations
 
@@ -130,17 +130,59 @@ def add_json_report(parser: argparse.ArgumentParser) -> None:
 
 
 def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
-    """The ``dump`` subcommand: one index file's entries or a ``.log``'s batch headers."""
-    text = "print an index file's entries or a .log's batch headers (read-only)"
+    """The ``dump`` subcommand: index entries, a ``.log``'s batches and records (``kafka-dump-log.sh``'s options,
+    spelled as it spells them), or ``--check`` of index files."""
+    text = "print index entries or a .log's batches and records, or --check index files (read-only)"
     dump: argparse.ArgumentParser = commands.add_parser(
         "dump",
         help=text,
-        description="Print the entries of a .index, .timeindex or .txnindex (absolute offsets) or the batch "
-        "headers of a .log, in the spirit of kafka-dump-log.sh. Read-only.",
+        description="Print the entries of a .index, .timeindex or .txnindex (absolute offsets) or the batches "
+        "(and with --deep-iteration the records) of a .log, as kafka-dump-log.sh does; or --check index files. "
+        "Read-only. Exit 0 clean, 1 a file has problems or fails --check, 2 a file cannot be dumped.",
         **parser_options,
     )
-    dump.add_argument("file", metavar="FILE", help="<20-digit base offset>.{index,timeindex,txnindex,log}")
+    dump.add_argument("files", nargs="+", metavar="FILE", help="<20-digit base offset>.{index,timeindex,txnindex,log}")
     dump.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
+    dump.add_argument(
+        "--deep-iteration", action="store_true", help="also each record of a .log: offset, timestamp, sizes, headers"
+    )
+    dump.add_argument(
+        "--print-data-log",
+        action="store_true",
+        help="also each record's key, value and header values (implies --deep-iteration)",
+    )
+    dump.add_argument(
+        "--payload-format",
+        choices=("text", "hex", "base64"),
+        default="text",
+        help="how --print-data-log shows keys and values (default %(default)s: UTF-8)",
+    )
+    dump.add_argument(
+        "--max-bytes",
+        type=int,
+        metavar="N",
+        help="read only the first N bytes of a .log: the batches that end within them",
+    )
+    decoders = dump.add_mutually_exclusive_group()
+    decoders.add_argument(
+        "--offsets-decoder",
+        action="store_const",
+        const="offsets",
+        dest="decoder",
+        help="decode __consumer_offsets keys and values (implies --print-data-log)",
+    )
+    decoders.add_argument(
+        "--transaction-log-decoder",
+        action="store_const",
+        const="transaction-log",
+        dest="decoder",
+        help="decode __transaction_state keys and values (implies --print-data-log)",
+    )
+    dump.add_argument(
+        "--check",
+        action="store_true",
+        help="check index files: Kafka's load-time sanity rules, and verify's checks when the .log is beside",
+    )
     dump.set_defaults(run=run)
     return dump
 

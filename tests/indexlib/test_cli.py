@@ -279,7 +279,7 @@ def test_usage_errors_exit_2(capsys, partition):
         ["dump"],
         ["rebuild", str(partition), "--index-interval-bytes", "x"],
         ["verify", str(partition), "--json"],
-        ["dump", "a", "b"],
+        ["dump", "a", "--payload-format", "utf-16"],
     ):
         code, out, err = run(capsys, *argv)
         assert code == 2, argv

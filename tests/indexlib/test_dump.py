@@ -175,9 +175,11 @@ def test_log_dump_fields_of_hand_encoded_batches(tmp_path):
     lines = list(format_dump(dump))
     assert lines[0] == f"Dumping {log}"
     assert lines[1] == "Log starting offset: 0"
-    assert lines[2] == (
-        "baseOffset: 0 lastOffset: 2 count: 3 producerId: -1 producerEpoch: -1 isTransactional: false "
-        f"isControl: false position: 0 CreateTime: 1700000000002 size: {sizes[0]} magic: 2 compresscodec: none"
+    crc = struct.unpack_from(">I", batches[0], 17)[0]
+    assert lines[2] == (  # kafka-dump-log.sh's line, field for field
+        "baseOffset: 0 lastOffset: 2 count: 3 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 "
+        "partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty "
+        f"position: 0 CreateTime: 1700000000002 size: {sizes[0]} magic: 2 compresscodec: none crc: {crc} isvalid: true"
     )
     assert "LogAppendTime: 1700000000101" in lines[3] and "compresscodec: gzip" in lines[3]
     assert lines[5].endswith("endTxnMarker: ABORT") and lines[7].endswith("endTxnMarker: COMMIT")
@@ -344,7 +346,7 @@ def test_json_round_trips_and_streamed_forms_agree(rebuilt):
 
 
 def test_rows_are_produced_in_chunks(tmp_path, monkeypatch):
-    import indexlib.cli.dump as dump_module
+    import indexlib.cli.dump.model as dump_module
 
     monkeypatch.setattr(dump_module, "_ROW_CHUNK", 7)
     path = tmp_path / "00000000000000000000.index"

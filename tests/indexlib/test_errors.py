@@ -17,6 +17,7 @@ import indexlib
 from indexlib import KafkaIndexError, OffsetIndex, TimeIndex, cli, engine, recovery, storage, testing
 from indexlib.cli.main import InputError
 from indexlib.format.checkpoint import CheckpointError
+from indexlib.format.compression import CodecUnavailableError
 from indexlib.format.errors import describe_error, error_line
 from indexlib.format.meta_properties import MetaPropertiesError
 from indexlib.format.producer_snapshot import SnapshotError
@@ -151,6 +152,8 @@ ERROR_CLASSES = [
     (cli.SettingsFileError, ValueError),
     (InputError, Exception),
     (testing.GeneratorArgumentError, ValueError),
+    (CodecUnavailableError, ImportError),
+    (cli.DumpUsageError, ValueError),
 ]
 
 

@@ -242,7 +242,8 @@ def test_the_options_both_command_lines_take_are_declared_once(command):
                     "--output-dir", "--broker-id", "--topics", "--partitions", "--quiet", "--verbose", "--server-properties", "--topic-config"},
         "verify": {"--index-interval-bytes", "--segment-index-bytes", "--json", "--broker-id", "--topics", "--partitions",
                    "--quiet", "--verbose", "--server-properties", "--topic-config"},
-        "dump": {"file", "--json"},
+        "dump": {"files", "--json", "--deep-iteration", "--print-data-log", "--payload-format", "--max-bytes",
+                 "--offsets-decoder", "--transaction-log-decoder", "--check"},
         "lookup": {"--segment", "--offset", "--timestamp", "--ceiling", "--json"},
     }[command]  # fmt: skip
     assert expected <= shared

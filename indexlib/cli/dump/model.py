@@ -1,0 +1,133 @@
+"""What a dump is: :class:`FileDump` (a summary and its rows in numpy columns), the kinds of file by suffix and
+how a file name is read.
+
+Invariants: a :class:`FileDump`'s rows come in file order, built lazily from its columns, a chunk at a time;
+``summary`` is JSON-able and holds no rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...format.errors import FileNameError, KafkaIndexError
+from ...format.layout import parse_segment_name
+
+#: how ``--print-data-log`` shows keys, values and header values
+PAYLOAD_FORMATS = ("text", "hex", "base64")
+#: ``--offsets-decoder`` / ``--transaction-log-decoder``
+DECODERS = ("offsets", "transaction-log")
+
+#: a chunk of columns (one list per column) -> its rows
+RowMaker = Callable[[list[list[Any]]], Iterator[dict[str, Any]]]
+
+
+class DumpUsageError(KafkaIndexError, ValueError):
+    """Dump options that cannot go together, or a bad value: one line, exit 2."""
+
+
+@dataclass(frozen=True)
+class DumpOptions:
+    """What a dump shows beyond its default (``kafka-dump-log.sh``'s options, README "dump").
+
+    ``deep_iteration``: each batch's records; ``print_data_log``: also their keys and values, as
+    ``payload_format``; ``decoder``: keys and values of ``__consumer_offsets`` (``offsets``) or
+    ``__transaction_state`` (``transaction-log``) decoded; ``max_bytes``: only the batches that end within the
+    first ``max_bytes`` bytes of a ``.log``. A decoder implies ``print_data_log``, which implies ``deep_iteration``.
+    """
+
+    deep_iteration: bool = False
+    print_data_log: bool = False
+    payload_format: str = "text"
+    decoder: str | None = None
+    max_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.payload_format not in PAYLOAD_FORMATS:
+            raise DumpUsageError(f"payload format {self.payload_format!r} is not one of {', '.join(PAYLOAD_FORMATS)}")
+        if self.decoder is not None and self.decoder not in DECODERS:
+            raise DumpUsageError(f"decoder {self.decoder!r} is not one of {', '.join(DECODERS)}")
+        if self.max_bytes is not None and self.max_bytes < 0:
+            raise DumpUsageError(f"--max-bytes must be at least 0, got {self.max_bytes}")
+        if self.decoder is not None:
+            object.__setattr__(self, "print_data_log", True)
+        if self.print_data_log:
+            object.__setattr__(self, "deep_iteration", True)
+
+
+#: a dump as it always was: batch headers and index entries only
+DEFAULT_OPTIONS = DumpOptions()
+
+#: File suffix -> dump kind.
+KINDS = {".index": "offset_index", ".timeindex": "time_index", ".txnindex": "transaction_index", ".log": "log"}
+
+_ROW_CHUNK = 65536
+
+
+def parse_segment_file_name(path: str | os.PathLike[str]) -> tuple[int, str]:
+    """``(base_offset, suffix)`` of ``<20 digits>.<index|timeindex|txnindex|log>``; :class:`FileNameError` naming the file."""
+    parsed = parse_segment_name(os.path.basename(os.fspath(path)))
+    if parsed is None or parsed[1] not in KINDS:
+        raise FileNameError(
+            f"{os.fspath(path)}: not a Kafka segment file name (expected <20-digit base offset> followed by "
+            f"one of {', '.join(KINDS)}, e.g. 00000000000000000000.index)"
+        )
+    return parsed
+
+
+@dataclass
+class FileDump:
+    """One dumped file: ``summary`` (JSON-able, without the rows) and the rows in numpy columns.
+
+    ``rows_key`` is ``"entries"`` for an index and ``"batches"`` for a ``.log``; :meth:`rows` yields one
+    dict per row, in file order, built lazily from ``columns``.
+    """
+
+    summary: dict[str, Any]
+    rows_key: str
+    columns: dict[str, np.ndarray] = field(repr=False)
+    _row: RowMaker | None = field(repr=False, default=None)
+    #: opens what making rows needs (a ``.log``'s mapping for its records) for one pass over the rows
+    _row_source: Callable[[], AbstractContextManager[RowMaker]] | None = field(repr=False, default=None)
+
+    @property
+    def kind(self) -> str:
+        kind: str = self.summary["kind"]
+        return kind
+
+    @property
+    def row_count(self) -> int:
+        count: int = self.summary["batch_count" if self.rows_key == "batches" else "entry_count"]
+        return count
+
+    @property
+    def problems(self) -> list[dict[str, Any]]:
+        problems: list[dict[str, Any]] = self.summary["problems"]
+        return problems
+
+    def rows(self) -> Iterator[dict[str, Any]]:
+        names = list(self.columns)
+        n = len(next(iter(self.columns.values()))) if names else 0
+        source = self._row_source() if self._row_source is not None else nullcontext(self._row)
+        with source as make_rows:
+            assert make_rows is not None
+            for start in range(0, n, _ROW_CHUNK):
+                chunk = [self.columns[k][start : start + _ROW_CHUNK].tolist() for k in names]
+                yield from make_rows(chunk)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Summary and rows as one JSON-able dict (rows under ``rows_key``, before ``problems``)."""
+        out = {k: v for k, v in self.summary.items() if k != "problems"}
+        out[self.rows_key] = list(self.rows())
+        out["problems"] = self.summary["problems"]
+        return out
+
+
+def problem(kind: str, position: int | None, detail: str) -> dict[str, Any]:
+    """One entry of a dump's ``problems``."""
+    return {"kind": kind, "position": position, "detail": detail}

@@ -1,0 +1,163 @@
+"""A dump as text (kafka-dump-log style lines) or JSON, streamed: neither builds the whole output in memory.
+
+Invariants: :func:`iter_json` equals ``json.dumps`` of the dump's dict in value; lines carry no newline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, TextIO
+
+from .model import DEFAULT_OPTIONS, DumpOptions, FileDump
+from .reading import read_dump
+from .record_view import format_record
+
+
+def _parts(
+    dump: FileDump | Mapping[str, Any],
+) -> tuple[Mapping[str, Any], Iterator[dict[str, Any]] | list[dict[str, Any]]]:
+    if isinstance(dump, FileDump):
+        return dump.summary, dump.rows()
+    rows_key = "batches" if dump["kind"] == "log" else "entries"
+    return dump, dump[rows_key]
+
+
+def _plural(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _format_batch(b: Mapping[str, Any]) -> str:
+    """A batch as ``kafka-dump-log.sh`` prints it (its fields in its order; a legacy entry without the v2-only
+    ones), then our ``endTxnMarker`` for a marker batch."""
+    v2 = b["count"] is not None
+    horizon = b.get("delete_horizon_ms")
+    line = f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']}"
+    if v2:
+        line += f" count: {b['count']} baseSequence: {b.get('base_sequence')} lastSequence: {b.get('last_sequence')}"
+    line += f" producerId: {b['producer_id']} producerEpoch: {b['producer_epoch']}"
+    if v2:
+        line += f" partitionLeaderEpoch: {b.get('partition_leader_epoch')}"
+    line += f" isTransactional: {_bool(b['is_transactional'])} isControl: {_bool(b['is_control'])}"
+    if v2:
+        line += " deleteHorizonMs: " + ("OptionalLong.empty" if horizon is None else f"OptionalLong[{horizon}]")
+    line += (
+        f" position: {b['position']} {b['timestamp_type']}: {b['max_timestamp']} size: {b['size']} "
+        f"magic: {b['magic']} compresscodec: {b['compression']} crc: {b.get('crc')} "
+        f"isvalid: {_bool(b.get('is_valid', True))}"
+    )
+    if b["marker"] is not None:
+        line += f" endTxnMarker: {b['marker']}"
+    return line
+
+
+def _format_batch_and_records(b: Mapping[str, Any]) -> Iterator[str]:
+    yield _format_batch(b)
+    if b.get("records") is not None:
+        for r in b["records"]:
+            yield format_record(r, b["timestamp_type"])
+    elif "records_error" in b:
+        yield f"| records not shown: {b['records_error']}"
+
+
+def _format_scan_problem(p: Mapping[str, Any]) -> str:
+    return (
+        f"{p['kind']} at position {p['position']} (batch {p['batch_index']}, base offset "
+        f"{p['base_offset']}): {p['detail']}"
+    )
+
+
+def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
+    """Readable lines (no newlines) in the spirit of ``kafka-dump-log.sh``; streams a :class:`FileDump`."""
+    summary, rows = _parts(dump)
+    kind = summary["kind"]
+    yield f"Dumping {summary['file']}"
+    if kind == "log":
+        yield f"Log starting offset: {summary['base_offset']}"
+        for batch in rows:
+            yield from _format_batch_and_records(batch)
+        end = summary["end"]
+        yield (
+            f"End of walk: {end['stop']}; {_plural(summary['batch_count'], 'batch', 'batches')}, valid bytes "
+            f"{end['valid_bytes']}, invalid bytes {end['invalid_bytes']}"
+            + (" (Kafka's recovery truncates them)" if end["invalid_bytes"] else "")
+            + (f" (--max-bytes {summary['max_bytes']})" if end["stop"] == "max_bytes" else "")
+        )
+        if end["problem"] is not None:
+            yield "Problem: " + _format_scan_problem(end["problem"])
+        if end["fatal"] is not None:
+            yield "Fatal (Kafka's recovery would fail here): " + _format_scan_problem(end["fatal"])
+        for p in summary["problems"]:
+            if p["kind"] in ("cannot_decompress", "invalid_record"):
+                yield f"Problem: {p['kind']} at byte {p['position']}: {p['detail']}"
+        return
+    title = {"offset_index": "Offset index", "time_index": "Time index", "transaction_index": "Transaction index"}[kind]
+    yield (
+        f"{title}, base offset {summary['base_offset']}, {summary['file_size']} bytes, "
+        f"{_plural(summary['entry_count'], 'entry', 'entries')}"
+    )
+    if summary["file_size"] == 0:
+        yield f"{summary['file']} is empty."
+    for e in rows:
+        if kind == "offset_index":
+            yield f"offset: {e['offset']} position: {e['position']}"
+        elif kind == "time_index":
+            yield f"timestamp: {e['timestamp']} offset: {e['offset']}"
+        else:
+            yield (
+                f"version: {e['version']} producerId: {e['producer_id']} firstOffset: {e['first_offset']} "
+                f"lastOffset: {e['last_offset']} lastStableOffset: {e['last_stable_offset']}"
+            )
+    if summary["zero_tail_entries"]:
+        yield (f"{summary['zero_tail_entries']} zero-filled slots follow (an untrimmed preallocated tail; not shown)")
+    for p in summary["problems"]:
+        where = "" if p["position"] is None else f" at byte {p['position']}"
+        yield f"Problem: {p['kind']}{where}: {p['detail']}"
+
+
+def iter_json(dump: FileDump | Mapping[str, Any], indent: int | None = None) -> Iterator[str]:
+    """The JSON text of ``dump`` in chunks (one row per line), equal in value to ``json.dumps(dump_file(...))``."""
+    if not isinstance(dump, FileDump):
+        yield json.dumps(dump, indent=indent)
+        return
+    head = {k: v for k, v in dump.summary.items() if k != "problems"}
+    yield json.dumps(head)[:-1] + f', "{dump.rows_key}": ['
+    first = True
+    for row in dump.rows():
+        yield ("\n" if first else ",\n") + json.dumps(row)
+        first = False
+    yield "\n], " + json.dumps("problems") + ": " + json.dumps(dump.summary["problems"]) + "}"
+
+
+def write_dump(path: str | os.PathLike[str], as_json: bool, out: TextIO, options: DumpOptions = DEFAULT_OPTIONS) -> int:
+    """Dump one file to ``out`` as text or JSON, streamed; exit code 1 when the file has problems."""
+    dump = read_dump(path, options)
+    if as_json:
+        _write_chunks(out, iter_json(dump), "")
+        out.write("\n")
+    else:
+        _write_chunks(out, format_dump(dump), "\n")
+    out.flush()
+    return 1 if dump.problems else 0
+
+
+def write_lines(out: TextIO, lines: Iterable[str]) -> None:
+    """Write ``lines``, each followed by a newline."""
+    _write_chunks(out, lines, "\n")
+
+
+def _write_chunks(out: TextIO, chunks: Iterable[str], sep: str, batch: int = 4096) -> None:
+    """Write ``chunks`` (each followed by ``sep``) in batches: one write per ``batch`` chunks."""
+    pending: list[str] = []
+    for chunk in chunks:
+        pending.append(chunk)
+        if len(pending) >= batch:
+            out.write(sep.join(pending) + sep)
+            pending.clear()
+    if pending:
+        out.write(sep.join(pending) + sep)
