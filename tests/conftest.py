@@ -36,7 +36,10 @@ def written_by_kafka(path: Path) -> bool:
     and Kafka would delete it at its next start."""
     import hashlib
 
-    manifest = json.loads((path.parent.parent / "MANIFEST.json").read_text())
+    manifest_file = path.parent.parent / "MANIFEST.json"
+    if not manifest_file.is_file():
+        return True
+    manifest = json.loads(manifest_file.read_text())
     recorded = manifest.get(f"{path.parent.name}/{path.name}", {}).get("sha256")
     return recorded is None or hashlib.sha256(path.read_bytes()).hexdigest() == recorded
 
@@ -47,6 +50,25 @@ def damaged_fixture_files(partition_dir: Path) -> set[str]:
     if not (partition_dir.parent / "MANIFEST.json").is_file():
         return set()
     return {str(p) for p in partition_dir.iterdir() if p.is_file() and not written_by_kafka(p)}
+
+
+def copy_fixture(source: Path, target: Path, ignore: tuple[str, ...] = ()) -> Path:
+    """A writable copy of a real fixture partition or set (``ignore``: names left out, as
+    ``shutil.ignore_patterns``), without a file the broker did not write (:func:`written_by_kafka`): the dir
+    as Kafka leaves it once it has deleted a snapshot it refuses."""
+    import shutil
+
+    patterns = shutil.ignore_patterns(*ignore)
+
+    def left_out(directory: str, names: list[str]) -> set[str]:
+        damaged = {n for n in names if (Path(directory) / n).is_file() and not written_by_kafka(Path(directory) / n)}
+        return set(patterns(directory, names)) | damaged
+
+    shutil.copytree(source, target, ignore=left_out)
+    target.chmod(0o755)
+    for p in target.rglob("*"):
+        p.chmod(0o755 if p.is_dir() else 0o644)
+    return target
 
 
 NOBODY = 65534

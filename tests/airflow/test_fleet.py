@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import copy_fixture
+
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 AIRFLOW_VENV = PROJECT_ROOT / ".venv-airflow"
@@ -89,7 +91,7 @@ class Fleet:
         for n, data in self.brokers.items():
             data.mkdir()
             for p in PARTITIONS:
-                shutil.copytree(FIXTURES / p, data / p)
+                copy_fixture(FIXTURES / p, data / p)
             (data / "meta.properties").write_text(
                 f"version=1\nnode.id={n}\ncluster.id={CLUSTER}\ndirectory.id=brokerDir{n}AAAAAAAAAAAAA\n"
             )

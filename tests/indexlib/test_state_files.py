@@ -12,7 +12,7 @@ import pytest
 
 from indexlib.engine import verify_partition
 
-from ..conftest import KAFKA_REAL, damaged_fixture_files, requires_kafka_real
+from ..conftest import KAFKA_REAL, copy_fixture, requires_kafka_real
 
 LOCAL = KAFKA_REAL / "local-apache-kafka-4.1.0"
 pytestmark = requires_kafka_real
@@ -27,10 +27,7 @@ def copy_log_dir(tmp_path: Path, *names: str) -> Path:
         if (LOCAL / name).is_file() and name != "MANIFEST.json":
             shutil.copy(LOCAL / name, logs / name)
     for name in names:
-        damaged = {os.path.basename(p) for p in damaged_fixture_files(LOCAL / name)}
-        shutil.copytree(LOCAL / name, logs / name, ignore=lambda _, found, d=damaged: [n for n in found if n in d])
-    for p in logs.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
+        copy_fixture(LOCAL / name, logs / name)
     return logs
 
 

@@ -22,7 +22,7 @@ from indexlib.format.layout import segment_file
 from indexlib.storage import LogDirError
 from indexlib.testing.batch_encoder import encode_batch_v2
 
-from ..conftest import KAFKA_REAL, damaged_fixture_files, requires_kafka_real
+from ..conftest import KAFKA_REAL, copy_fixture, damaged_fixture_files, requires_kafka_real
 from .test_conformance import partitions
 
 LOCAL = KAFKA_REAL / "local-apache-kafka-4.1.0"
@@ -31,12 +31,8 @@ LOCAL = KAFKA_REAL / "local-apache-kafka-4.1.0"
 def copy_partition(name: str, tmp_path: Path) -> Path:
     """A copy of a local fixture partition, without a file the broker did not write (as Kafka leaves the dir
     once it has deleted a snapshot it refuses: see ``written_by_kafka``)."""
-    target = tmp_path / "logs" / name
-    damaged = {os.path.basename(p) for p in damaged_fixture_files(LOCAL / name)}
-    shutil.copytree(LOCAL / name, target, ignore=lambda _, names: [n for n in names if n in damaged])
-    for p in target.iterdir():
-        p.chmod(0o644)
-    return target
+    (tmp_path / "logs").mkdir(parents=True, exist_ok=True)
+    return copy_fixture(LOCAL / name, tmp_path / "logs" / name)
 
 
 def file_findings(report) -> list:

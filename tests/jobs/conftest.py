@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
+
+from ..conftest import copy_fixture
 
 pyspark = pytest.importorskip("pyspark", reason="the Spark job tests need the [spark] extra (make test installs it)")
 
@@ -30,9 +30,7 @@ def copy_set(tmp_path):
         target = tmp_path / log_dir
         target.mkdir(exist_ok=True)
         for name in names:
-            shutil.copytree(set_dir / name, target / name)
-            for p in (target / name).iterdir():
-                p.chmod(0o644)
+            copy_fixture(set_dir / name, target / name)
         return target
 
     return copy

@@ -16,7 +16,7 @@ from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import generate_partition
 from jobs.cli import main
 
-from ..conftest import KAFKA_REAL, dump_into_head, requires_kafka_real
+from ..conftest import KAFKA_REAL, copy_fixture, dump_into_head, requires_kafka_real
 
 LOCAL_KAFKA = KAFKA_REAL / "local-apache-kafka-4.1.0"
 
@@ -287,7 +287,6 @@ def test_quiet_is_quiet_from_the_jvms_start_as_a_whole_process(tmp_path):
 def test_the_venvs_spark_submit_runs_a_job_from_a_shell_without_the_venv(tmp_path):
     """The README's local spark-submit line with the project's .venv/bin/spark-submit, from a new shell whose
     PATH has no venv (pyspark's script alone looks for Spark and runs the job with the python3 on PATH)."""
-    import shutil
     import subprocess
     import sys
     from pathlib import Path
@@ -383,9 +382,7 @@ def test_both_command_lines_select_alike_and_find_the_same(spark, capsys, tmp_pa
 
     logs = tmp_path / "logs"
     for name in ("plain-0", "txn-0", "txn-1", "java-perf-0", "java-perf-1", "comp-gzip-0"):
-        shutil.copytree(LOCAL_KAFKA / name, logs / name)
-        for path in (logs / name).iterdir():
-            path.chmod(0o644)
+        copy_fixture(LOCAL_KAFKA / name, logs / name)
     os.truncate(logs / "txn-1" / f"{0:020d}.timeindex", 5)
     os.unlink(logs / "java-perf-1" / f"{0:020d}.index")
     selections = [  # (the options, the exit code: 1 when a damaged partition is chosen)

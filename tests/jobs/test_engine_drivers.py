@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from indexlib.testing.batch_encoder import encode_batch_v2
 from indexlib.testing.generate import generate_partition
 from jobs.cli import main as kafka_index_main
 
-from ..conftest import KAFKA_REAL, requires_kafka_real
+from ..conftest import KAFKA_REAL, copy_fixture, requires_kafka_real
 
 ORACLE = "_rebuilt_by_kafka_4.1.0"
 TS = 1_700_000_000_000
@@ -28,10 +27,7 @@ def fixture_sets() -> list[Path]:
 
 
 def copy_log_dir(source: Path, target: Path) -> Path:
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns(ORACLE, "MANIFEST.json"))
-    for p in target.rglob("*"):
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    return target
+    return copy_fixture(source, target, ignore=(ORACLE, "MANIFEST.json"))
 
 
 def files(root: Path) -> dict[str, bytes]:
