@@ -17,6 +17,10 @@
   the disk (tempfile's default dir: sparse files as on a broker's disk). Limit: ``cat`` of the ``.log`` and
   trimmed index files.
 
+* ``syscalls``: the file-system calls a segment costs (issue 24): ``strace -f -c`` of ``rebuild LOG_DIR --jobs 1``
+  (in place) and ``verify LOG_DIR --jobs 1`` over 1 and over 1 + ``--partitions`` partitions of one 300 KiB
+  segment; the difference divided by the added segments, per call. Needs ``strace``.
+
 ``--other-tree DIR`` times the same commands of another checkout in the same runs (log dir, small, prealloc).
 
 Run: ``.venv/bin/python benchmarks/broker.py [--cases logdir,small,prealloc] [--runs R] [--scale S]
@@ -233,6 +237,82 @@ def prealloc_case(args, other: str | None) -> None:
     args.raw["prealloc"] = {f"{t} {'preallocated' if p else 'trimmed'}": v for (t, p), v in times.items()}
 
 
+# ---------------------------------------------------------------------------------------- syscalls
+#: the calls a segment's files cost, grouped as RESULTS.md reports them
+SYSCALL_GROUPS = {
+    "stat": ("newfstatat", "statx", "stat", "lstat", "fstat", "access"),
+    "open": ("openat", "open"),
+    "ftruncate": ("ftruncate",),
+    "fallocate": ("fallocate",),
+    "fsync": ("fsync", "fdatasync"),
+    "msync": ("msync",),
+    "mmap": ("mmap",),
+    "rename": ("rename", "renameat", "renameat2"),
+    "mkdir": ("mkdir", "mkdirat"),
+    "unlink": ("unlink", "unlinkat"),
+    "pread": ("pread64", "preadv"),
+}
+
+
+def syscall_counts(args: list[str], tree: str) -> dict[str, int]:
+    """Calls per syscall of one whole ``python -m indexlib ARGS`` process and its children (``strace -f -c``)."""
+    import subprocess
+
+    from common import CMD, tree_env
+
+    with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
+        proc = subprocess.run(
+            ["strace", "-f", "-c", "-o", out.name, *CMD, *args], cwd=tree, env=tree_env(tree), capture_output=True
+        )
+        if proc.returncode != 0:
+            raise BenchError(
+                f"strace of `python -m indexlib {' '.join(args)}` exited with {proc.returncode}: {proc.stderr[-2000:]!r}"
+            )
+        counts: dict[str, int] = {}
+        for line in out.read().splitlines():
+            fields = line.split()
+            if len(fields) >= 5 and fields[-1].isidentifier() and fields[3].isdigit():
+                counts[fields[-1]] = int(fields[3])
+    return counts
+
+
+def syscalls_case(root: str, args, other: str | None) -> None:
+    if shutil.which("strace") is None:
+        raise BenchError("syscalls: needs strace (apt-get install strace)")
+    added = args.partitions
+    made = {}
+    for n in (1, 1 + added):
+        made[n] = os.path.join(root, f"sys-made-{n}-logs")
+        make_log_dir(made[n], "sys", n, 1, 300 * 1024, 4096)
+    trees = {"this": REPO} | ({"other": other} if other else {})
+    per: dict[tuple[str, str], dict[str, float]] = {}
+    for name, tree in trees.items():
+        for command in ("rebuild", "verify"):
+            counts = {}
+            for n, source in made.items():
+                logs = os.path.join(root, f"sys-{name}-{command}-{n}-logs")  # not "<topic>-<n>": a partition's name
+                shutil.copytree(source, logs)
+                if command == "verify":
+                    run_indexlib(["rebuild", logs], tree)
+                counts[n] = syscall_counts([command, logs, "--jobs", "1"], tree)
+                shutil.rmtree(logs)
+            per[(name, command)] = {
+                group: sum(counts[1 + added].get(c, 0) - counts[1].get(c, 0) for c in calls) / added
+                for group, calls in SYSCALL_GROUPS.items()
+            }
+    print()
+    print(
+        f"syscalls: per segment (one 300 KiB segment per partition, 4 KiB batches), from `strace -f -c` of "
+        f"`python -m indexlib COMMAND LOG_DIR --jobs 1` over 1 and over {1 + added} partitions:"
+    )
+    print()
+    print("| tree | command | " + " | ".join(SYSCALL_GROUPS) + " |")
+    print("| --- | --- | " + " | ".join("---:" for _ in SYSCALL_GROUPS) + " |")
+    for (name, command), groups in per.items():
+        print(f"| {name} | {command} | " + " | ".join(f"{groups[g]:.1f}" for g in SYSCALL_GROUPS) + " |")
+    args.raw["syscalls"] = {f"{n} {c}": g for (n, c), g in per.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", default="logdir,small,prealloc")
@@ -240,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=float, default=1.0, help="multiply the log dirs' segment sizes")
     parser.add_argument("--corpora", default="a,b", help="logdir: comma-separated subset of a, b, c")
     parser.add_argument("--segments", type=int, default=400, help="small: segments in the log dir")
-    parser.add_argument("--partitions", type=int, default=300, help="prealloc: partitions in the log dir")
+    parser.add_argument(
+        "--partitions", type=int, default=300, help="prealloc: partitions in the log dir; syscalls: partitions added"
+    )
     parser.add_argument("--other-tree", metavar="DIR", help="another checkout, timed in the same runs")
     parser.add_argument("--json", metavar="FILE", help="also write every raw figure here")
     parser.add_argument("--quick", action="store_true", help="smallest sizes, one run")
@@ -259,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                 logdir_case(root, args, other)
             if "small" in cases:
                 small_case(root, args, other)
+            if "syscalls" in cases:
+                syscalls_case(root, args, other)
         if "prealloc" in cases:
             prealloc_case(args, other)
     except BenchError as exc:

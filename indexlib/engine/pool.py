@@ -7,6 +7,8 @@ import contextlib
 import os
 import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from ..format import scan_kernel
@@ -27,15 +29,31 @@ def map_locally(jobs: int = 1) -> MapSegments:
 
         workers = min(jobs, len(tasks))
         pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker, initargs=(pool_reads_ahead(workers),))
+        stopping = contextlib.ExitStack()
         try:
             return list(pool.map(process_segment, ordered, [run_id] * len(ordered)))
         except BaseException:
+            stopping.enter_context(_quiet_threads())
             _stop_workers(pool)
             raise
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            with stopping:
+                pool.shutdown(wait=True, cancel_futures=True)
 
     return map_segments
+
+
+@contextlib.contextmanager
+def _quiet_threads() -> Iterator[None]:
+    """While a stopped run takes its pool down: an exception in a thread (the pool's manager thread, which
+    may fail on a worker terminated under it) is not printed. The run's own error is the one line it ends
+    with; a trace beside it would only say that the workers were stopped."""
+    previous = threading.excepthook
+    threading.excepthook = lambda args: None
+    try:
+        yield
+    finally:
+        threading.excepthook = previous
 
 
 def _stop_workers(pool: Any) -> None:

@@ -137,7 +137,7 @@ class AbstractIndex(IndexFile, Generic[E]):
         if self._max_index_size > INT32_MAX:
             raise IndexArgumentError(f"{self._path}: max index size {self._max_index_size} exceeds 2^31-1 bytes")
         if self._writable:
-            if not os.path.exists(self._path) and self._max_index_size < es:
+            if self._max_index_size < es and not os.path.exists(self._path):
                 raise IndexArgumentError(
                     f"{self._path}: invalid max index size {self._max_index_size}: below one {es}-byte entry"
                 )
@@ -470,6 +470,13 @@ class AbstractIndex(IndexFile, Generic[E]):
         """Remove every entry and re-expand the file to ``max_index_size`` (Kafka's ``reset``)."""
         self.truncate()
         self.resize(self._max_index_size)
+
+    def sync(self) -> None:
+        """Make the file durable with one ``fsync``: on Linux a shared mapping's pages are the file's page
+        cache, which ``fsync`` writes, so no ``msync`` is needed first."""
+        self._check_open()
+        self._check_writable()
+        os.fsync(self._fd)
 
     def flush(self) -> None:
         """Write dirty pages of the mapping to the file (msync)."""

@@ -50,17 +50,38 @@ def discard(path: str) -> None:
         os.unlink(path)
 
 
+def _unlink_if_present(path: str) -> None:
+    """Remove ``path`` if it is there: one ``unlink`` (no look first)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+
+
 @contextmanager
 def _staging(final: str, tag: str | None) -> Iterator[str]:
-    """Yield the staged path of ``final``; the body writes it; then it is fsynced. On failure it is removed."""
+    """Yield the staged path of ``final``; the body writes it at its final size and fsyncs it (one fsync per
+    file, through the writer's own descriptor). On failure it is removed."""
     staged = staged_path(final, tag if tag is not None else str(os.getpid()))
-    discard(staged)  # a retried task's leftover
+    _unlink_if_present(staged)  # a retried task's leftover
     try:
         yield staged
-        fsync_path(staged)
     except BaseException:
         discard(staged)
         raise
+
+
+def _ensure_dir(directory: str) -> None:
+    """Make sure ``directory`` exists: one ``stat`` when it does (the usual case)."""
+    if not os.path.isdir(directory):
+        os.makedirs(directory, exist_ok=True)
+
+
+def _create_empty(path: str) -> None:
+    """Create ``path`` as a durable 0-byte file (a new name: an existing one is an error)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def keep_backup(final: str, backup_dir: str) -> str | None:
@@ -96,16 +117,23 @@ def _stage_index(
     final: str,
     index_class: type[IndexT],
     base_offset: int,
+    entries: int,
     segment_index_bytes: int,
     tag: str | None,
     write: Callable[[IndexT], object],
 ) -> str:
-    """Stage a trimmed ``.index`` or ``.timeindex`` under ``staged_path(final, tag)``, its entries written by
-    ``write`` into the emptied index; returns that path."""
-    with _staging(final, tag) as staged, index_class(staged, base_offset, max_index_size=segment_index_bytes) as index:
-        index.reset()
-        write(index)
-        index.flush()
+    """Stage a trimmed ``.index`` or ``.timeindex`` of ``entries`` entries under ``staged_path(final, tag)``,
+    written by ``write`` into an index created at exactly that size (never above ``segment_index_bytes``), so
+    the file is sized once and never trimmed; returns that path. One fsync: the mapping's pages are the
+    file's page cache, which ``fsync`` writes (no ``msync`` first)."""
+    with _staging(final, tag) as staged:
+        if entries == 0:
+            _create_empty(staged)
+            return staged
+        size = min(entries * index_class.ENTRY_SIZE, segment_index_bytes)
+        with index_class(staged, base_offset, max_index_size=size) as index:
+            write(index)
+            index.sync()
     return staged
 
 
@@ -119,7 +147,13 @@ def stage_offset_index(
 ) -> str:
     """Write a trimmed ``.index`` holding exactly these entries under ``staged_path(final, tag)``; returns that path."""
     return _stage_index(
-        final, OffsetIndex, base_offset, segment_index_bytes, tag, lambda index: index.append_many(offsets, positions)
+        final,
+        OffsetIndex,
+        base_offset,
+        len(offsets),
+        segment_index_bytes,
+        tag,
+        lambda index: index.append_many(offsets, positions),
     )
 
 
@@ -138,19 +172,19 @@ def stage_time_index(
             index.append_many(timestamps[:-1], offsets[:-1])
             index.maybe_append(int(timestamps[-1]), int(offsets[-1]), skip_full_check=True)
 
-    return _stage_index(final, TimeIndex, base_offset, segment_index_bytes, tag, write)
+    return _stage_index(final, TimeIndex, base_offset, len(timestamps), segment_index_bytes, tag, write)
 
 
 def stage_transaction_index(final: str, base_offset: int, aborted: list[AbortedTxn], tag: str | None = None) -> str:
     """Stage a ``.txnindex`` with these records (an empty list gives a 0-byte file)."""
     with _staging(final, tag) as staged:
+        if not aborted:
+            _create_empty(staged)
+            return staged
         with TransactionIndex(staged, base_offset) as index:
-            index.reset()
             for txn in aborted:
                 index.append(txn)
-            index.flush()
-        if not os.path.lexists(staged):  # nothing appended: create the empty file explicitly
-            open(staged, "wb").close()
+            index.flush()  # its fsync
     return staged
 
 
@@ -202,12 +236,13 @@ def stage_segment(
         ),
         ".txnindex": lambda f: stage_transaction_index(f, base_offset, aborted, tag),
     }
-    os.makedirs(target_dir, exist_ok=True)
+    chosen = [s for s in INDEX_SUFFIXES if s in suffixes and (s != ".txnindex" or aborted or stale_txn)]
+    if not chosen:
+        return {}
+    _ensure_dir(target_dir)
     staged: dict[str, str] = {}
     try:
-        for suffix in INDEX_SUFFIXES:
-            if suffix not in suffixes or (suffix == ".txnindex" and not (aborted or stale_txn)):
-                continue
+        for suffix in chosen:
             final = segment_file(target_dir, base_offset, suffix)
             staged[final] = stagers[suffix](final)
     except BaseException:
@@ -225,15 +260,18 @@ def install_segment(
     given, is appended to as each file is installed (so a caller knows what was replaced after a failure)."""
     written = [] if written is None else written
     backups = []
+    installed: set[str] = set()
     try:
         for final, path in staged.items():
             if backup_dir is not None and (kept := keep_backup(final, backup_dir)):
                 backups.append(kept)
             install(path, final, sync_dir=False)
+            installed.add(path)
             written.append(final)
     finally:
         for path in staged.values():
-            discard(path)
+            if path not in installed:
+                discard(path)
     if sync_dir:
         for directory in {os.path.dirname(final) for final in written}:
             fsync_path(directory)
