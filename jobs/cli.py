@@ -114,6 +114,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
             action="store_true",
             help="with --dry-run: still record the run in the audit table (a dry run writes no rows otherwise)",
         )
+    if mode in ("rebuild", "repair"):  # recover always cuts an invalid tail, as the broker's start would
         p.add_argument(
             "--truncate-corrupt-tail",
             action="store_true",
@@ -141,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("verify", "check every index file against its .log (read-only)"),
         ("rebuild", "rewrite every selected index file as Kafka's recovery would"),
         ("repair", "verify, then rebuild only what is wrong, with backups"),
+        (
+            "recover",
+            "after an unclean shutdown: recover a stopped broker's log dirs as its start would (indexes from the "
+            "recovery point, the invalid tail cut, an empty segment rolled at the log end, the recovery point moved "
+            "there), so that the start recovers nothing; never writes .kafka_cleanshutdown",
+        ),
     ):
         _job_options(sub.add_parser(mode, help=text, description=text), mode)
     add_dump_command(sub, run_dump)
@@ -411,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     try:
         with stop_on_signals():
-            if args.command in ("verify", "rebuild", "repair"):
+            if args.command in ("verify", "rebuild", "repair", "recover"):
                 code = run_job(args)
             elif args.command == "dump":
                 code = run_dump(args)

@@ -132,6 +132,20 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_id(rebuild)
     rebuild.set_defaults(run=run_rebuild)
 
+    recover = commands.add_parser(
+        "recover",
+        help="recover a stopped broker's log dirs as its unclean start would, so that the start recovers nothing",
+        description="For the log dirs of a stopped broker after an unclean shutdown: every partition's segments "
+        "from its recovery point are validated and their indexes rebuilt as Kafka's LogLoader would, the .log cut "
+        "at the first invalid batch (the cut bytes and any later segment kept in the backup dir), an empty segment "
+        "rolled at the log end and the recovery point moved there. Never writes .kafka_cleanshutdown. Refuses a "
+        "log dir whose .lock is held (a running broker).",
+    )
+    run_options(recover)
+    add_write_options(recover, "recover")
+    add_run_id(recover)
+    recover.set_defaults(run=run_recover)
+
     verify = commands.add_parser(
         "verify",
         help="check every index file against the .log (read-only)",
@@ -255,6 +269,21 @@ def run_rebuild(args: argparse.Namespace) -> int:
     return _run(args, found, options, settings)
 
 
+def run_recover(args: argparse.Namespace) -> int:
+    settings, paths = check_settings(args)
+    found = discover_paths(paths, args.topics, args.partitions)
+    options = RunOptions(
+        "recover", run_id=args.run_id, dry_run=args.dry_run, backup_root=args.backup_dir, broker_id=args.broker_id
+    )
+    for log_dir in sorted({p.log_dir for p in found.partitions}):
+        if log_dir_is_locked(log_dir):
+            raise InputError(
+                f"{os.path.join(log_dir, LOG_DIR_LOCK)}: held by another process (a running broker?); recover works "
+                "only on a stopped broker's log dirs"
+            )
+    return _run(args, found, options, settings)
+
+
 def run_verify(args: argparse.Namespace) -> int:
     settings, paths = check_settings(args)
     found = discover_paths(paths, args.topics, args.partitions)
@@ -278,8 +307,28 @@ def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settin
     level = report_level(args)
     if level != "quiet":
         print_segments(report, settings, text_out)
+        if report.mode == "recover":
+            print_recovery(report, text_out)
     print_report(report, text_out, level)
     return report.exit_code
+
+
+def print_recovery(report: RunReport, out: TextIO) -> None:
+    """Per partition of a ``recover``: where its recovery point moved, what it rolled, or why it was left alone."""
+    for _, plan in sorted(report.recovered.items()):
+        name = plan.partition.name
+        if plan.left:
+            print(f"recover {name}: left to the broker: {plan.left}", file=out)
+        elif plan.new_recovery_point is None:
+            state = "would move" if report.options.dry_run else "kept (a segment could not be recovered)"
+            print(f"recover {name}: recovery point {plan.recovery_point} {state}", file=out)
+        else:
+            rolled = "; an empty segment rolled there" if any(p.endswith(".log") for p in plan.created) else ""
+            print(
+                f"recover {name}: recovery point {plan.recovery_point} -> {plan.new_recovery_point}{rolled}", file=out
+            )
+    for path in report.checkpoints:
+        print(f"recover: {path} rewritten", file=out)
 
 
 def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> None:
@@ -316,6 +365,10 @@ def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> N
                 if ".txnindex" not in names:
                     files.append(".txnindex not needed (no aborted transaction)")
                 line += "; " + ", ".join(files)
+            elif report.mode == "recover":
+                line += f"; {s.action}" + (
+                    f", the .log cut to {s.valid_bytes} bytes" if s.invalid_bytes and s.written else ""
+                )
             elif report.mode == "verify":
                 line += f" ({'active' if s.task.active else 'inactive'}); " + ", ".join(
                     f"{x} {words.get(s.identical.get(x), str(s.identical.get(x)))}" for x in INDEX_SUFFIXES
@@ -325,7 +378,11 @@ def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> N
                 if f.file == s.task.log_path and kind(f.kind).triggers == CUT_TAIL:
                     print(
                         f"    corrupt tail: {f.kind} at byte {f.position} (batch {f.entry}): {f.detail} "
-                        "(the .log is left unchanged)",
+                        + (
+                            "(cut; the tail is kept in the backups)"
+                            if s.task.log_path in s.written
+                            else "(the .log is left unchanged)"
+                        ),
                         file=out,
                     )
                 elif kind(f.kind).triggers == REFUSE_SEGMENT:

@@ -95,13 +95,18 @@ def add_jobs(parser: argparse.ArgumentParser) -> None:
 
 
 def add_write_options(parser: argparse.ArgumentParser, mode: str) -> None:
-    """What a writing run (``rebuild``, ``repair``) takes: ``--backup-dir``, ``--force``, and for a
-    rebuild ``--output-dir``."""
+    """What a writing run (``rebuild``, ``repair``, ``recover``) takes: ``--backup-dir``; ``--force`` but for a
+    recover (which takes ``--dry-run`` instead); for a rebuild ``--output-dir``."""
     parser.add_argument(
         "--backup-dir",
         metavar="DIR",
         help="copy each replaced file here first, under DIR/<run id>/<topic>-<partition>/",
     )
+    if mode == "recover":  # never beside a running broker: it has the files open and would write them again
+        parser.add_argument(
+            "--dry-run", action="store_true", help="report what it would recover, cut, drop and roll; write nothing"
+        )
+        return
     parser.add_argument(
         "--force", action="store_true", help="write in place even though the log dir's .lock is held (a broker)"
     )

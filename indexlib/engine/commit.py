@@ -32,7 +32,9 @@ from .segment_task import SegmentFacts, SegmentOutcome, SegmentTask
 class Decision:
     """What the commit does for one segment. ``action``: ``none``, ``rebuilt``, ``repaired``,
     ``would_rebuild``, ``would_repair`` (dry run), ``cannot_rebuild`` (Kafka's recovery would refuse the
-    segment: nothing is written, what was staged is dropped) or ``failed`` (staging failed)."""
+    segment: nothing is written, what was staged is dropped), ``failed`` (staging failed); for ``recover`` also
+    ``recovered``, ``would_recover``, ``dropped``/``would_drop`` (after a cut: Kafka deletes the segment) and
+    ``kept`` (another segment of the partition cannot be recovered: the broker keeps it all)."""
 
     action: str
     install: bool = False  # rename the staged .index/.timeindex into place
@@ -50,6 +52,8 @@ def decide(outcome: SegmentOutcome, replay: SegmentReplay, options: RunOptions) 
         return Decision("none")
     if options.mode == "rebuild":
         write_txn, cut = True, None
+    elif options.mode == "recover":  # every index file rewritten, the invalid tail cut, as Kafka's recovery does
+        write_txn, cut = True, outcome.valid_bytes if outcome.invalid_bytes else None
     else:
         t = outcome.task
         findings = outcome.findings + replay.findings
@@ -59,7 +63,9 @@ def decide(outcome: SegmentOutcome, replay: SegmentReplay, options: RunOptions) 
         cut = outcome.valid_bytes if options.truncate_corrupt_tail and wants_cut else None
         if not (rebuild or cut is not None):
             return Decision("none")
-    done, would = ("rebuilt", "would_rebuild") if options.mode == "rebuild" else ("repaired", "would_repair")
+    done, would = {"rebuild": ("rebuilt", "would_rebuild"), "recover": ("recovered", "would_recover")}.get(
+        options.mode, ("repaired", "would_repair")
+    )
     if options.dry_run:
         return Decision(would)
     return Decision(done, install=True, write_txn=write_txn, cut_tail_at=cut)

@@ -15,7 +15,7 @@ from ..storage.discovery import Discovery, Partition
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
 from .identity import BROKER_ID_MAX, broker_id_conflicts
 
-MODES = ("verify", "rebuild", "repair")
+MODES = ("verify", "rebuild", "repair", "recover")
 
 #: A run id names a backup dir and tags staged files: no '/', whitespace, control characters or '~'
 #: ('~' separates the task attempt in staged names), no leading '.', at most 200 characters.
@@ -54,8 +54,8 @@ class RunOptions:
 
     @property
     def checks(self) -> bool:
-        """Verify and repair check the existing files; a rebuild rewrites them all without looking."""
-        return self.mode in ("verify", "repair")
+        """Verify, repair and recover check the existing files; a rebuild rewrites them all without looking."""
+        return self.mode in ("verify", "repair", "recover")
 
     def target_dir(self, p: Partition) -> str:
         """Where a partition's files are written: the partition dir, or ``<output dir>/<topic>-<partition>``."""
@@ -99,6 +99,10 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
         if real in seen:
             raise RunOptionError(f"{p.path}: the same partition dir as {seen[real]}; give each partition once")
         seen[real] = p.path
+    if options.mode == "recover" and options.output_dir is not None:
+        raise RunOptionError(
+            "recover works in place (it leaves the log dirs as the broker's start would): no --output-dir"
+        )
     if options.read_only:
         return
     _refuse_writes_under_log_dirs(discovery, options)
@@ -116,7 +120,7 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
 def backup_root(options: RunOptions) -> str | None:
     """The root a writing run keeps replaced files under (``./kafka-index-backups`` for a repair when none
     is given); None when it keeps none (a read-only run, a rebuild without a backup root)."""
-    if options.read_only or not (options.backup_root or options.mode == "repair"):
+    if options.read_only or not (options.backup_root or options.mode in ("repair", "recover")):
         return None
     return options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
 

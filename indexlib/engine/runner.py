@@ -45,7 +45,8 @@ from ..storage.publish import discard_staged, fsync_path
 from .commit import Decision, SegmentResult, commit_segment, decide, sweep_staged
 from .identity import identities
 from .interrupts import deferred_signals
-from .options import RunOptions, check_run, new_run_id
+from .options import RunOptions, backup_root, check_run, new_run_id
+from .recover import PartitionRecovery, dropped_result, finish_partition, plan_recovery, write_recovery_points
 from .replay import replay_outcomes
 from .segment_task import MapSegments, SegmentOutcome, plan_tasks
 
@@ -66,6 +67,8 @@ class RunReport:
     phase_seconds: dict[str, float] = field(default_factory=dict)  # "scan" (the map), "replay", "commit"
     swept: list[str] = field(default_factory=list)  # staged files of dead runs this run removed
     brokers: dict[str, BrokerIdentity] = field(default_factory=dict)  # log dir -> whose it is
+    recovered: dict[str, PartitionRecovery] = field(default_factory=dict)  # recover: partition dir -> what it did
+    checkpoints: list[str] = field(default_factory=list)  # recover: the recovery-point files it rewrote
 
     def broker_of(self, path: str) -> BrokerIdentity:
         """The identity of the log dir ``path`` is in (or is): the longest log dir that holds it."""
@@ -146,10 +149,15 @@ def run(
         clock = time.perf_counter()
         phases: dict[str, float] = {}
         brokers, log_dir_findings = identities(discovery, options.broker_id)
-        tasks = plan_tasks(discovery, options, run_id, index_settings, brokers)
+        recovery, recovery_findings = plan_recovery(discovery) if options.mode == "recover" else ({}, {})
+        only = {path: plan.bases for path, plan in recovery.items()} if options.mode == "recover" else None
+        tasks = plan_tasks(discovery, options, run_id, index_settings, brokers, only)
         outcomes: list[SegmentOutcome] = []
         results: list[SegmentResult] = []
         partition_findings: dict[str, list[Finding]] = dict(log_dir_findings)
+        for path, found in recovery_findings.items():
+            partition_findings.setdefault(path, []).extend(found)
+        checkpoints: list[str] = []
         touched: set[str] = set()
         try:
             outcomes = map_segments(tasks, run_id) if tasks else []
@@ -160,11 +168,21 @@ def run(
             replays = {}
             for p in discovery.partitions:
                 replays[p.path] = replay_outcomes(p, by_partition.get(p.path, []), options.checks, run_id)
-                partition_findings[p.path] = replays[p.path].findings
+                partition_findings[p.path] = recovery_findings.get(p.path, []) + replays[p.path].findings
             phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
             for p in discovery.partitions:
-                for outcome, replay in zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True):
+                mine: list[SegmentResult] = []
+                pairs = list(zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True))
+                # recover writes a partition whole or not at all: one segment Kafka's recovery would refuse
+                # leaves the whole partition to the broker
+                kept = options.mode == "recover" and any(o.error or o.plan.fatal or r.fatal for o, r in pairs)
+                for outcome, replay in pairs:
+                    if options.mode == "recover" and any(r.task.log_path in r.written for r in mine):
+                        mine.append(dropped_result(outcome, replay, options.dry_run))  # after a cut: deleted
+                        continue
                     decision = decide(outcome, replay, options)
+                    if kept and decision.install:
+                        decision = Decision("kept")
                     # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
                     # renames and row
                     with deferred_signals():
@@ -175,7 +193,15 @@ def run(
                         result = commit_segment(outcome, replay, decision)
                         if decision.install and observer is not None:
                             observer.after_commit(result)
-                        results.append(result)
+                        mine.append(result)
+                if p.path in recovery and not options.dry_run:
+                    with deferred_signals():
+                        finish_partition(recovery[p.path], mine)
+                results += mine
+            if recovery and not options.dry_run:
+                with deferred_signals():
+                    root = backup_root(options)
+                    checkpoints = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
             for directory in sorted(touched):
@@ -186,7 +212,7 @@ def run(
     results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
-        discovery.partitions, discovery.log_dirs, phases, swept, brokers,
+        discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints,
     )  # fmt: skip
 
 

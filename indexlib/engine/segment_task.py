@@ -69,16 +69,21 @@ def plan_tasks(
     run_id: str,
     index_settings: Callable[[str], IndexSettings],
     brokers: dict[str, BrokerIdentity] | None = None,
+    only: dict[str, list[int]] | None = None,
 ) -> list[SegmentTask]:
     """One task per segment, with what to check and stage for this run's mode (``index_settings``: a
-    topic's settings; ``brokers``: each log dir's identity)."""
-    stage = "none" if options.read_only else {"rebuild": "all", "repair": "damaged"}[options.mode]
+    topic's settings; ``brokers``: each log dir's identity; ``only``: partition dir -> the base offsets to
+    take, all when absent)."""
+    stage = "none" if options.read_only else {"rebuild": "all", "repair": "damaged", "recover": "all"}[options.mode]
     tasks = []
     for p in discovery.partitions:
         settings = index_settings(p.topic)
         target = options.target_dir(p)
         backup = _backup_dir(options, run_id, p)
+        chosen = None if only is None else set(only.get(p.path, ()))
         for s in p.segments:
+            if chosen is not None and s.base_offset not in chosen:
+                continue
             tasks.append(
                 SegmentTask(
                     p.log_dir,
@@ -107,7 +112,7 @@ def _backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
     ``./kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
     run or an ``--output-dir`` elsewhere."""
     root = backup_root(options)
-    if root is not None and (options.mode == "repair" or options.in_place(p)):
+    if root is not None and (options.mode in ("repair", "recover") or options.in_place(p)):
         return os.path.join(root, run_id, p.name)
     return None
 

@@ -28,6 +28,10 @@ LOG_DIR_LOCK = ".lock"
 RUN_LOCK_PREFIX = ".kafka-index-run-"
 #: a log dir's checkpoint of each partition's log start offset
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+#: each partition's recovery point: where the broker's next unclean start begins recovering it, in the log dir
+RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
+#: the topic of the KRaft metadata log: the Raft layer owns it (LogManager never loads it)
+CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 #: the partition's leader epochs (each epoch's first offset), in the partition dir
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 #: files Kafka keeps in a partition dir besides segments

@@ -172,6 +172,22 @@ KINDS: dict[str, FindingKind] = _kinds(
         "the log dir's log-start-offset-checkpoint is malformed; the replay assumes log start offset 0",
     ),
     FindingKind(
+        "bad_recovery_point_checkpoint",
+        ERROR,
+        "log dir",
+        NOTHING,
+        "the log dir's recovery-point-offset-checkpoint cannot be read as Kafka reads it: its next unclean start "
+        "recovers every segment of every partition there",
+    ),
+    FindingKind(
+        "left_to_broker",
+        INFO,
+        "partition dir",
+        NOTHING,
+        "recover leaves this partition to the broker's own start (the KRaft metadata log; an interrupted "
+        "compaction or split)",
+    ),
+    FindingKind(
         "bad_producer_snapshot",
         ERROR,
         "partition dir",

@@ -198,6 +198,17 @@ def read_leader_epoch_text(partition_dir: str) -> tuple[str, str | None, str | N
         return path, None, f"cannot read {path}: {describe_error(exc)}"
 
 
+def read_offset_checkpoint(log_dir: str, name: str) -> tuple[str, dict[tuple[str, int], int]]:
+    """A log dir's offset checkpoint ``name``: (its path, its entries; empty when absent or 0 bytes, as Kafka
+    reads it). Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when malformed."""
+    path = os.path.join(log_dir, name)
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return path, {}
+    return path, parse_offset_checkpoint(text, path)
+
+
 def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition: int) -> int:
     """The partition's log start offset from ``<log_dir>/log-start-offset-checkpoint`` (0 when absent).
     Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when it is malformed."""

@@ -10,6 +10,7 @@ jobs stage on executors and install on the driver). Nothing is ever written thro
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from collections.abc import Callable, Collection, Iterator
@@ -28,6 +29,10 @@ from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.settings import DEFAULT_SEGMENT_INDEX_BYTES
 
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
+
+
+class BackupExistsError(KafkaIndexError, FileExistsError):
+    """A file to move into the backups whose name is taken there: nothing is moved over an existing backup."""
 
 
 class UnrebuildableSegmentError(KafkaIndexError, ValueError, TypeError):
@@ -335,3 +340,67 @@ def nearest_existing(path: str) -> tuple[str, bool]:
 def first_file_under(directory: str) -> str | None:
     """Some file anywhere under ``directory`` (None when it holds none, or does not exist)."""
     return next((os.path.join(d, n) for d, _, names in os.walk(directory) for n in names), None)
+
+
+# ------------------------------------------------------------------------- an unclean start's files
+def write_checkpoint_file(path: str, text: str) -> None:
+    """Replace a checkpoint file as Kafka writes one: ``<path>.tmp`` written and fsynced, renamed over
+    ``path``, the dir fsynced. A crash leaves the old file or the new one."""
+    tmp = path + ".tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, text.encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        discard(tmp)
+        raise
+    fsync_path(os.path.dirname(path) or ".")
+
+
+def create_empty_segment(partition_dir: str, base_offset: int) -> list[str]:
+    """The files of a segment rolled at ``base_offset`` with nothing in it yet, as a broker's roll and clean
+    shutdown leave an empty active segment: 0-byte ``.log``, ``.index`` and ``.timeindex``, each new (an
+    existing one is an error) and fsynced; the caller fsyncs the dir. Returns their paths."""
+    created = []
+    try:
+        for suffix in (".log", ".index", ".timeindex"):
+            path = segment_file(partition_dir, base_offset, suffix)
+            _create_empty(path)
+            created.append(path)
+    except BaseException:
+        for path in created:
+            discard(path)
+        raise
+    return created
+
+
+def log_dir_backup_dir(backup_root: str, log_dir: str) -> str:
+    """Where a log dir's own files are kept: ``<backup_root>/log-dirs/<its absolute path, '/' as '_'>``."""
+    label = os.path.abspath(log_dir).strip(os.sep).replace(os.sep, "_") or "root"
+    return os.path.join(backup_root, "log-dirs", label)
+
+
+def move_to_backup(paths: list[str], backup_dir: str) -> list[str]:
+    """Move files out of a partition dir into ``backup_dir`` (a segment an unclean start would delete), each
+    durable there before it leaves: a rename where both dirs share a file system, else a copy, fsync and
+    unlink. Returns the backups' paths; the caller fsyncs the partition dir."""
+    os.makedirs(backup_dir, exist_ok=True)
+    moved = []
+    for path in paths:
+        backup = os.path.join(backup_dir, os.path.basename(path))
+        if os.path.lexists(backup):
+            raise BackupExistsError(f"{backup}: a backup of that name exists; nothing of {path} was moved")
+        try:
+            os.rename(path, backup)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            keep_backup(path, backup_dir)
+            os.unlink(path)
+        moved.append(backup)
+    fsync_path(backup_dir)
+    return moved

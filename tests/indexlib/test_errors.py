@@ -23,7 +23,7 @@ from indexlib.format.meta_properties import MetaPropertiesError
 from indexlib.format.producer_snapshot import SnapshotError
 from indexlib.recovery.checks import VerifyInputError
 from indexlib.recovery.findings import FindingKindError
-from indexlib.storage.publish import UnrebuildableSegmentError
+from indexlib.storage.publish import BackupExistsError, UnrebuildableSegmentError
 
 
 def test_an_oserror_line_names_its_file_and_the_second_file_of_a_rename():
@@ -147,6 +147,7 @@ ERROR_CLASSES = [
     (engine.RunInUseError, RuntimeError),
     (UnrebuildableSegmentError, ValueError),
     (UnrebuildableSegmentError, TypeError),
+    (BackupExistsError, FileExistsError),
     (cli.JsonTargetError, ValueError),
     (cli.LookupTargetError, ValueError),
     (cli.SettingsFileError, ValueError),

@@ -1,0 +1,182 @@
+"""``recover``: leave a stopped broker's log dirs as its own unclean start would, so that the next start finds
+nothing to recover (issue 24).
+
+Per partition (see :mod:`indexlib.recovery.log_loader`): the segments from the one containing its recovery point
+are validated and their indexes rebuilt (the segment map, as ``rebuild``); the ``.log`` is cut at the first
+invalid batch (the cut bytes saved in the backup dir) and every later segment moved into the backup dir; the
+leader-epoch cache is truncated at the new log end; a new empty segment is rolled at the log end (0-byte
+``.log``, ``.index``, ``.timeindex``: what a roll and a clean shutdown leave), so that the broker's recovery from
+the new recovery point reads nothing; then the recovery point is moved to the log end in
+``recovery-point-offset-checkpoint`` (written as Kafka writes its checkpoints).
+
+Never written: ``.kafka_cleanshutdown``: the broker must still tell its controller that it stopped uncleanly.
+A partition Kafka's recovery would refuse, or one it must finish itself (:func:`~indexlib.recovery.log_loader.left_to_broker`),
+keeps its recovery point and files.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+
+from ..format.checkpoint import CheckpointError, format_offset_checkpoint
+from ..format.layout import LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT, parse_segment_name
+from ..format.leader_epoch_checkpoint import (
+    format_leader_epoch_checkpoint,
+    load_leader_epochs,
+    parse_leader_epoch_checkpoint,
+    truncate_from_end,
+)
+from ..recovery.findings import Finding
+from ..recovery.log_loader import left_to_broker, log_end_offset, segments_to_recover
+from ..storage.discovery import Discovery, Partition
+from ..storage.partition_files import partition_file_names, read_leader_epoch_text, read_offset_checkpoint
+from ..storage.publish import (
+    create_empty_segment,
+    discard_staged,
+    fsync_path,
+    keep_backup,
+    log_dir_backup_dir,
+    move_to_backup,
+    write_checkpoint_file,
+)
+from .commit import SegmentResult
+from .options import TargetDirError
+from .replay import SegmentReplay
+from .segment_task import SegmentFacts, SegmentOutcome
+
+
+@dataclass
+class PartitionRecovery:
+    """One partition in a ``recover`` run. ``bases``: the segments it recovers (none when ``left`` says why the
+    broker keeps it); after the run, ``new_recovery_point`` (None: unchanged), the files it created and the
+    backups of what it moved away."""
+
+    partition: Partition
+    recovery_point: int
+    bases: list[int]
+    left: str | None = None
+    new_recovery_point: int | None = None
+    created: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)
+
+
+def plan_recovery(discovery: Discovery) -> tuple[dict[str, PartitionRecovery], dict[str, list[Finding]]]:
+    """Each partition's recovery point and the segments an unclean start recovers; the findings of log dirs
+    whose ``recovery-point-offset-checkpoint`` Kafka cannot read (the broker then recovers every segment of
+    every partition there: so does this run)."""
+    points: dict[str, dict[tuple[str, int], int]] = {}
+    findings: dict[str, list[Finding]] = {}
+    for log_dir in sorted({p.log_dir for p in discovery.partitions}):
+        try:
+            points[log_dir] = read_offset_checkpoint(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)[1]
+        except (OSError, CheckpointError) as exc:
+            path = os.path.join(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
+            detail = f"{exc}; the broker recovers every segment of this log dir, and so does this run"
+            findings[log_dir] = [Finding("bad_recovery_point_checkpoint", path, detail=detail)]
+            points[log_dir] = {}
+    plans = {}
+    for p in discovery.partitions:
+        point = points[p.log_dir].get((p.topic, p.partition), 0)
+        left = left_to_broker(p.topic, partition_file_names(p.path)) if p.unreadable is None else p.unreadable
+        bases = [] if left else segments_to_recover([s.base_offset for s in p.segments], point)
+        plans[p.path] = PartitionRecovery(p, point, bases, left)
+        if left:
+            findings.setdefault(p.path, []).append(Finding("left_to_broker", p.path, detail=left))
+    return plans, findings
+
+
+def dropped_result(outcome: SegmentOutcome, replay: SegmentReplay, dry_run: bool) -> SegmentResult:
+    """The result of a segment after a cut: Kafka deletes it; :func:`finish_partition` moves its files away.
+    What the map staged for it is dropped here, with the copies made of the files it would have replaced."""
+    discard_staged(outcome.staged, outcome.backups)
+    facts = {f.name: getattr(outcome, f.name) for f in fields(SegmentFacts)}
+    facts["findings"] = outcome.findings + replay.findings
+    return SegmentResult(**facts, aborted=[], action="would_drop" if dry_run else "dropped")
+
+
+def finish_partition(plan: PartitionRecovery, results: list[SegmentResult]) -> None:
+    """After its segments were committed in order: move the segments after a cut (``dropped``) into the backup
+    dir, truncate the leader epochs at the log end, roll an empty segment there, and set
+    ``plan.new_recovery_point``. Does nothing for a dry run, or when a segment could not be recovered (Kafka's
+    recovery would fail there: the broker keeps the partition as it is)."""
+    if not results or any(r.action not in ("recovered", "dropped") for r in results):
+        return
+    kept = [r for r in results if r.action == "recovered"]
+    last = kept[-1]
+    end = log_end_offset(last.task.base_offset, last.plan.batch_count, last.plan.last_offset)
+    directory = plan.partition.path
+    backup_dir = last.task.backup_dir
+    names = partition_file_names(directory)
+    for r in results:
+        if r.action == "dropped":  # Kafka renames them .deleted; here they go to the backups, whole
+            mine = [os.path.join(directory, n) for n in names if _segment_base(n) == r.task.base_offset]
+            r.backups += move_to_backup(mine, _required(backup_dir, directory))
+            r.written += mine
+    stale = [os.path.join(directory, n) for n in names if _snapshot_after(n, end)]
+    if stale:  # Kafka's truncateAndReload deletes snapshots past the log end
+        plan.backups += move_to_backup(stale, _required(backup_dir, directory))
+    _truncate_leader_epochs(plan, end, backup_dir)
+    if end > last.task.base_offset:
+        plan.created += create_empty_segment(directory, end)
+    fsync_path(directory)
+    plan.new_recovery_point = end
+
+
+def _segment_base(name: str) -> int | None:
+    parsed = parse_segment_name(name)
+    return parsed[0] if parsed is not None and parsed[1] != ".snapshot" else None
+
+
+def _snapshot_after(name: str, end: int) -> bool:
+    parsed = parse_segment_name(name)
+    return parsed is not None and parsed[1] == ".snapshot" and parsed[0] > end
+
+
+def _required(backup_dir: str | None, directory: str) -> str:
+    if backup_dir is None:  # check_run gives every recover a backup root: a bug if reached
+        raise TargetDirError(f"{directory}: recover moves files only into a backup dir, and this run has none")
+    return backup_dir
+
+
+def _truncate_leader_epochs(plan: PartitionRecovery, end: int, backup_dir: str | None) -> None:
+    """Kafka's ``truncateFromEnd(log end)``: epochs that start at or after the new log end are removed, the file
+    rewritten (old one kept in the backups) only when that changes it."""
+    path, text, unreadable = read_leader_epoch_text(plan.partition.path)
+    if text is None or unreadable is not None:
+        return
+    try:
+        loaded = load_leader_epochs(parse_leader_epoch_checkpoint(text, path))
+    except CheckpointError:
+        return  # a finding of verify's; the broker decides
+    kept = truncate_from_end(loaded, end)
+    if kept == loaded:
+        return
+    if (kept_copy := keep_backup(path, _required(backup_dir, plan.partition.path))) is not None:
+        plan.backups.append(kept_copy)
+    write_checkpoint_file(
+        os.path.join(plan.partition.path, LEADER_EPOCH_CHECKPOINT), format_leader_epoch_checkpoint(kept)
+    )
+    plan.created.append(path)
+
+
+def write_recovery_points(plans: dict[str, PartitionRecovery], backup_root: str | None) -> list[str]:
+    """Per log dir with a moved recovery point: rewrite ``recovery-point-offset-checkpoint`` with the new points
+    (every other entry as read), the old file kept under ``backup_root``. Returns the files written."""
+    written = []
+    by_log_dir: dict[str, list[PartitionRecovery]] = {}
+    for plan in plans.values():
+        if plan.new_recovery_point is not None:
+            by_log_dir.setdefault(plan.partition.log_dir, []).append(plan)
+    for log_dir, moved in sorted(by_log_dir.items()):
+        try:
+            path, points = read_offset_checkpoint(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
+        except CheckpointError:
+            path, points = os.path.join(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT), {}
+        for plan in moved:
+            points[(plan.partition.topic, plan.partition.partition)] = plan.new_recovery_point  # type: ignore[assignment]
+        if backup_root is not None:
+            keep_backup(path, log_dir_backup_dir(backup_root, log_dir))
+        write_checkpoint_file(path, format_offset_checkpoint(points))
+        written.append(path)
+    return written

@@ -1,0 +1,175 @@
+"""``recover`` (``indexlib.engine.recover``, ``python -m indexlib recover``): a stopped broker's log dir left as
+its own unclean start would leave it. The broker-side proof (a real 4.1.0 broker started on the result) is in
+the real-broker tests; these hold the decisions and the files on generated and real partitions."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from indexlib.cli.main import main
+from indexlib.engine import rebuild_partition
+from indexlib.format.checkpoint import format_offset_checkpoint, parse_offset_checkpoint
+from indexlib.format.layout import segment_file
+from indexlib.format.producer_snapshot import EMPTY_SNAPSHOT
+from indexlib.recovery.log_loader import left_to_broker, log_end_offset, segments_to_recover
+from indexlib.storage.partition_files import summarize_log
+from indexlib.testing.generate import generate_partition
+
+from ..conftest import KAFKA_REAL, PROJECT_ROOT, copy_fixture, requires_kafka_real
+
+
+# ------------------------------------------------------------------------------------------ decisions
+@pytest.mark.parametrize(
+    "point, expected",
+    [(0, [0, 100, 200]), (50, [0, 100, 200]), (100, [100, 200]), (150, [100, 200]), (200, [200]), (999, [200])],
+)
+def test_an_unclean_start_recovers_from_the_segment_holding_the_recovery_point(point, expected):
+    assert segments_to_recover([0, 100, 200], point) == expected
+    assert segments_to_recover([100, 200], 5) == [100, 200]  # below the first base: every segment
+
+
+def test_what_recover_leaves_to_the_broker():
+    assert "Raft" in (left_to_broker("__cluster_metadata", []) or "")
+    assert ".swap" in (left_to_broker("orders", ["00000000000000000000.log.swap"]) or "")
+    assert ".cleaned" in (left_to_broker("orders", ["00000000000000000000.log.cleaned"]) or "")
+    assert left_to_broker("orders", ["00000000000000000000.log", "leader-epoch-checkpoint"]) is None
+    assert log_end_offset(100, 0, 99) == 100 and log_end_offset(100, 3, 140) == 141
+
+
+# ------------------------------------------------------------------------------------------ the files
+def crashed_log_dir(root: Path, partitions: int = 2, point: int | None = 0) -> Path:
+    """Partitions of three segments with their indexes rebuilt, then the active segment's indexes left as a
+    killed broker leaves them (preallocated to 10 MiB), and a recovery-point checkpoint at ``point`` for each
+    (None: no file)."""
+    logs = root / "logs"
+    for p in range(partitions):
+        part = logs / f"orders-{p}"
+        generate_partition(part, segments=3, batches_per_segment=30, transactional_producers=1, seed=40 + p)
+        rebuild_partition(part)
+        active = max(int(n.name[:20]) for n in part.glob("*.log"))
+        os.truncate(segment_file(str(part), active, ".index"), 10 * 1024 * 1024)
+        os.truncate(segment_file(str(part), active, ".timeindex"), 10 * 1024 * 1024 - 4)
+    if point is not None:
+        entries = {(f"orders-{p}".rsplit("-", 1)[0], p): point for p in range(partitions)}
+        (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint(entries))
+    return logs
+
+
+def bases(part: Path) -> list[int]:
+    return sorted(int(n.name[:20]) for n in part.glob("*.log"))
+
+
+def recovery_points(logs: Path) -> dict:
+    return parse_offset_checkpoint((logs / "recovery-point-offset-checkpoint").read_text(), "rp")
+
+
+def leo(part: Path, base: int) -> int:
+    summary = summarize_log(segment_file(str(part), base, ".log"), base, 4096)
+    return base if summary.last_offset is None else log_end_offset(base, summary.batch_count, summary.last_offset)
+
+
+def test_recover_rebuilds_from_the_recovery_point_rolls_an_empty_segment_and_moves_the_point(tmp_path):
+    logs = crashed_log_dir(tmp_path, point=None)
+    (logs / "recovery-point-offset-checkpoint").write_bytes(b"")  # a broker killed in its first minute: 0 bytes
+    expected = {}
+    for part in sorted(logs.glob("orders-*")):
+        copy = tmp_path / "expected" / part.name
+        copy.parent.mkdir(exist_ok=True)
+        copy_fixture(part, copy)
+        rebuild_partition(copy)
+        expected[part.name] = {n.name: n.read_bytes() for n in copy.iterdir() if n.suffix != ".log"}
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "backups"), "--jobs", "2", "-q"]) == 0
+    points = recovery_points(logs)
+    for part in sorted(logs.glob("orders-*")):
+        old = bases(part)[:3]
+        end = leo(part, old[-1])
+        assert bases(part) == old + [end]  # the empty segment the broker's roll would leave
+        for suffix in (".log", ".index", ".timeindex"):
+            assert os.path.getsize(segment_file(str(part), end, suffix)) == 0
+        for name, data in expected[part.name].items():  # every index file of the recovered segments: the rebuild's
+            assert (part / name).read_bytes() == data, name
+        assert points[("orders", int(part.name.rsplit("-", 1)[1]))] == end
+    assert not (logs / ".kafka_cleanshutdown").exists()
+    # the next recover finds nothing to do but the empty segment at the recovery point
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "backups"), "--jobs", "1", "-q"]) == 0
+    assert all(len(bases(part)) == 4 for part in logs.glob("orders-*"))
+
+
+def test_a_cut_in_a_middle_segment_drops_the_later_ones_into_the_backups(tmp_path):
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    part = logs / "orders-0"
+    first, middle, last = bases(part)
+    log = Path(segment_file(str(part), middle, ".log"))
+    valid = log.stat().st_size
+    with open(log, "ab") as f:
+        f.write(b"\x00" * 100 + b"\x07" * 50)  # a torn write: zeros and garbage past the last batch
+    end = leo(part, middle)
+    (part / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n1 " + str(end + 5) + "\n")  # an epoch past the cut
+    (part / f"{last + 7:020d}.snapshot").write_bytes(EMPTY_SNAPSHOT)  # a snapshot past the cut
+    backups = tmp_path / "backups"
+    assert main(["recover", str(logs), "--backup-dir", str(backups), "--run-id", "r1"]) == 0
+    assert log.stat().st_size == valid
+    saved = backups / "r1" / "orders-0"
+    assert (saved / f"{log.name}.tail-from-{valid}").read_bytes() == b"\x00" * 100 + b"\x07" * 50
+    assert {p.name for p in saved.iterdir()} >= {f"{last:020d}.log", f"{last:020d}.index", f"{last:020d}.timeindex"}
+    assert bases(part) == [first, middle, end]
+    assert (part / "leader-epoch-checkpoint").read_text() == "0\n1\n0 0\n"
+    assert (saved / "leader-epoch-checkpoint").read_text().endswith(f"1 {end + 5}\n")
+    assert not (part / f"{last + 7:020d}.snapshot").exists()
+    assert recovery_points(logs)[("orders", 0)] == end
+
+
+def test_a_partition_kafka_would_refuse_keeps_its_recovery_point_and_files(tmp_path):
+    logs = crashed_log_dir(tmp_path, partitions=2, point=0)
+    part = logs / "orders-1"
+    log = Path(segment_file(str(part), bases(part)[0], ".log"))
+    data = bytearray(log.read_bytes())
+    data[0:8] = (2**62).to_bytes(8, "big")  # the first batch's base offset far beyond the segment's 32-bit range
+    log.write_bytes(bytes(data))
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b"), "-q"]) == 1
+    assert {p.name: p.read_bytes() for p in part.iterdir()} == before
+    points = recovery_points(logs)
+    assert points[("orders", 1)] == 0 and points[("orders", 0)] > 0
+
+
+def test_a_dry_run_writes_nothing(tmp_path, capsys):
+    logs = crashed_log_dir(tmp_path, partitions=1, point=0)
+    before = {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    assert main(["recover", str(logs), "--dry-run"]) == 0
+    assert {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
+    assert "would_recover" in capsys.readouterr().out
+
+
+def test_recover_refuses_a_running_brokers_log_dir_in_one_line(tmp_path):
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    with open(logs / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        holder = subprocess.run(
+            [sys.executable, "-m", "indexlib", "recover", str(logs)],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert holder.returncode == 2
+    assert holder.stderr.splitlines() == [
+        f"python -m indexlib: error: {logs / '.lock'}: held by another process (a running broker?); recover works "
+        "only on a stopped broker's log dirs"
+    ]
+
+
+@requires_kafka_real
+def test_the_metadata_log_and_an_interrupted_compaction_are_left_to_the_broker(tmp_path):
+    local = KAFKA_REAL / "local-apache-kafka-4.1.0"
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("__cluster_metadata-0", "plain-0"):
+        copy_fixture(local / name, logs / name)
+    (logs / "plain-0" / "00000000000000000000.log.swap").write_bytes(b"")
+    before = {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b"), "-q"]) == 0
+    assert {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
