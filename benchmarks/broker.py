@@ -19,7 +19,8 @@
 
 * ``syscalls``: the file-system calls a segment costs (issue 24): ``strace -f -c`` of ``rebuild LOG_DIR --jobs 1``
   (in place) and ``verify LOG_DIR --jobs 1`` over 1 and over 1 + ``--partitions`` partitions of one 300 KiB
-  segment; the difference divided by the added segments, per call. Needs ``strace``.
+  segment; the difference divided by the added segments, per call (a stat of a path apart from one of a
+  descriptor, and how many stats were of a path already stat'ed). Needs ``strace``.
 
 ``--other-tree DIR`` times the same commands of another checkout in the same runs (log dir, small, prealloc).
 
@@ -240,7 +241,9 @@ def prealloc_case(args, other: str | None) -> None:
 # ---------------------------------------------------------------------------------------- syscalls
 #: the calls a segment's files cost, grouped as RESULTS.md reports them
 SYSCALL_GROUPS = {
-    "stat": ("newfstatat", "statx", "stat", "lstat", "fstat", "access"),
+    "stat (path)": ("newfstatat", "statx", "stat", "lstat", "access"),
+    "stat again": ("stat again",),
+    "fstat": ("fstat",),
     "open": ("openat", "open"),
     "ftruncate": ("ftruncate",),
     "fallocate": ("fallocate",),
@@ -255,24 +258,43 @@ SYSCALL_GROUPS = {
 
 
 def syscall_counts(args: list[str], tree: str) -> dict[str, int]:
-    """Calls per syscall of one whole ``python -m indexlib ARGS`` process and its children (``strace -f -c``)."""
+    """Calls per syscall of one whole ``python -m indexlib ARGS`` process and its children (``strace -f``), with
+    ``fstat`` (a stat of a descriptor) told apart from a stat of a path, and ``stat again``: stats of a path this
+    process had already stat'ed."""
+    import re
     import subprocess
 
     from common import CMD, tree_env
 
+    call = re.compile(r"^\d+\s+(?:<\.\.\. )?(\w+)\(")
+    path_stat = re.compile(
+        r'^\d+\s+(?:newfstatat|statx|stat|lstat|access)\(AT_FDCWD, "([^"]*)"|^\d+\s+(?:stat|lstat|access)\("([^"]*)"'
+    )
     with tempfile.NamedTemporaryFile("r", suffix=".strace") as out:
         proc = subprocess.run(
-            ["strace", "-f", "-c", "-o", out.name, *CMD, *args], cwd=tree, env=tree_env(tree), capture_output=True
+            ["strace", "-f", "-o", out.name, *CMD, *args], cwd=tree, env=tree_env(tree), capture_output=True
         )
         if proc.returncode != 0:
             raise BenchError(
                 f"strace of `python -m indexlib {' '.join(args)}` exited with {proc.returncode}: {proc.stderr[-2000:]!r}"
             )
         counts: dict[str, int] = {}
-        for line in out.read().splitlines():
-            fields = line.split()
-            if len(fields) >= 5 and fields[-1].isidentifier() and fields[3].isdigit():
-                counts[fields[-1]] = int(fields[3])
+        seen: set[tuple[str, str]] = set()
+        for line in out:
+            if "resumed>" in line:
+                continue
+            m = call.match(line)
+            if not m:
+                continue
+            name = m.group(1)
+            if name in ("newfstatat", "statx") and "AT_EMPTY_PATH" in line:
+                name = "fstat"
+            counts[name] = counts.get(name, 0) + 1
+            if (ps := path_stat.match(line)) is not None:
+                key = (line.split()[0], ps.group(1) or ps.group(2))
+                if key in seen:
+                    counts["stat again"] = counts.get("stat again", 0) + 1
+                seen.add(key)
     return counts
 
 

@@ -344,7 +344,7 @@ def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> N
         where = ""
         if report.mode == "rebuild":
             target = t.target_dir or path
-            where = " in place" if os.path.realpath(target) == os.path.realpath(path) else f" into {target}"
+            where = " in place" if target == path else f" into {target}"  # the task's target is its dir in place
         print(
             f"{report.mode} {partition_name(t.topic, t.partition)} ({path}){where}: "
             f"index.interval.bytes={topic_settings.index_interval_bytes} "

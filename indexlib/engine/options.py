@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from ..format.errors import KafkaIndexError
-from ..storage.discovery import Discovery, Partition
+from ..storage.discovery import Discovery, Partition, directory_key
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
 from .identity import BROKER_ID_MAX, broker_id_conflicts
 
@@ -93,12 +93,12 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
             f"run id {options.run_id!r}: it names backup dirs and files, so no '/', '~', whitespace "
             "or leading '.', at most 200 characters"
         )
-    seen: dict[str, str] = {}
+    seen: dict[object, str] = {}
     for p in discovery.partitions:
-        real = os.path.realpath(p.path)
-        if real in seen:
-            raise RunOptionError(f"{p.path}: the same partition dir as {seen[real]}; give each partition once")
-        seen[real] = p.path
+        key = directory_key(p.path)
+        if key in seen:
+            raise RunOptionError(f"{p.path}: the same partition dir as {seen[key]}; give each partition once")
+        seen[key] = p.path
     if options.mode == "recover" and options.output_dir is not None:
         raise RunOptionError(
             "recover works in place (it leaves the log dirs as the broker's start would): no --output-dir"
@@ -147,8 +147,7 @@ def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> 
     """``--output-dir`` and the backup root must lie outside every log dir the run reads (and so outside its
     partition dirs): there they would replace the broker's files with no backup, or add dirs the broker
     reads as partitions. :class:`TargetDirError` naming both paths."""
-    log_dirs = {os.path.realpath(d): d for d in discovery.log_dirs}
-    log_dirs.update({os.path.realpath(p.log_dir): p.log_dir for p in discovery.partitions})
+    log_dirs = {os.path.realpath(d): d for d in {*discovery.log_dirs, *(p.log_dir for p in discovery.partitions)}}
     for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
         if directory is None:
             continue

@@ -81,6 +81,16 @@ class PartitionSelection:
         return isinstance(number, int) and any(lo <= number <= hi for lo, hi in self.ranges)
 
 
+def directory_key(path: str) -> object:
+    """What names one directory whatever the path to it (its device and inode: one ``stat``); its resolved path
+    when it cannot be stat'ed."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return os.path.realpath(path)
+    return (st.st_dev, st.st_ino)
+
+
 def parse_topic_filter(text: str | None) -> re.Pattern[str] | None:
     """``--topics``: a regex a topic's whole name must match; :class:`PartitionFilterError` when it does not compile."""
     if text is None:
