@@ -619,7 +619,7 @@ enum { META_INHERIT = 0, META_CLEARED = 1, META_SET = 2 };
 
 typedef struct {
     int64_t producer_id, last_offset, timestamp, txn_first_offset;
-    int32_t last_sequence, offset_delta, coordinator_epoch;
+    int32_t base_sequence, offset_delta, coordinator_epoch; /* the last data batch's; last sequence made at the end */
     int16_t first_epoch, epoch;
     int8_t meta, has_marker;
 } pstate_t;
@@ -647,7 +647,7 @@ static pstate_t *producer_state(pidmap_t *pids, pstates_t *states, Py_ssize_t sl
     }
     pstate_t *s = &states->items[states->len];
     *s = (pstate_t){.producer_id = pids->keys[slot], .last_offset = -1, .timestamp = -1, .txn_first_offset = -1,
-                    .last_sequence = -1, .offset_delta = 0, .coordinator_epoch = -1, .first_epoch = epoch,
+                    .base_sequence = -1, .offset_delta = 0, .coordinator_epoch = -1, .first_epoch = epoch,
                     .epoch = epoch, .meta = META_INHERIT, .has_marker = 0};
     pids->states[slot] = (int32_t)states->len++;
     return s;
@@ -666,7 +666,7 @@ static inline void producer_data(pstate_t *s, int16_t epoch, int32_t base_sequen
                                  int64_t last, int64_t max_ts, int attributes) {
     s->epoch = epoch;
     s->meta = META_SET;
-    s->last_sequence = base_sequence == -1 ? -1 : increment_sequence(base_sequence, delta);
+    s->base_sequence = base_sequence;
     s->last_offset = last;
     s->offset_delta = delta;
     s->timestamp = max_ts;
@@ -676,8 +676,12 @@ static inline void producer_data(pstate_t *s, int16_t epoch, int32_t base_sequen
 
 /* An ABORT/COMMIT marker of the producer: ProducerAppendInfo.appendEndTxnMarker. */
 static inline void producer_marker(pstate_t *s, int16_t epoch, int32_t coordinator_epoch, int64_t timestamp) {
-    if (epoch != s->epoch)
+    if (epoch != s->epoch) { /* maybeUpdateProducerEpoch: the BatchMetadata goes */
         s->meta = META_CLEARED;
+        s->base_sequence = -1;
+        s->last_offset = -1;
+        s->offset_delta = 0;
+    }
     s->epoch = epoch;
     s->has_marker = 1;
     s->coordinator_epoch = coordinator_epoch;
@@ -693,12 +697,14 @@ static PyObject *producers_bytes(const pstates_t *states) {
     char *p = PyBytes_AS_STRING(out);
     for (size_t k = 0; k < states->len; k++, p += PRODUCER_SIZE) {
         const pstate_t *s = &states->items[k];
+        const int32_t last_sequence =
+            s->base_sequence == -1 ? -1 : increment_sequence(s->base_sequence, s->offset_delta); /* lastSequence() */
         memcpy(p, &s->producer_id, 8);
         memcpy(p + 8, &s->first_epoch, 2);
         memcpy(p + 10, &s->epoch, 2);
         memcpy(p + 12, &s->meta, 1);
         memcpy(p + 13, &s->has_marker, 1);
-        memcpy(p + 14, &s->last_sequence, 4);
+        memcpy(p + 14, &last_sequence, 4);
         memcpy(p + 18, &s->last_offset, 8);
         memcpy(p + 26, &s->offset_delta, 4);
         memcpy(p + 30, &s->timestamp, 8);
@@ -815,6 +821,11 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     pstates_t pstates = {NULL, 0, 0};
     int32_t max_epoch = -1; /* the largest partition leader epoch of the plan's v2 batches so far */
     int marker_details = 1; /* every marker's coordinator epoch and timestamp came back from the parser */
+    /* the tight loop's last producer: its id (-1: none), the kind of its last event and its state's index; a run of
+     * one producer's batches then skips the map (the general step forgets it whenever it sees a producer) */
+    int64_t recent_pid = -1;
+    int8_t recent_kind = -1;
+    int32_t recent_state = -1;
     problem_t problem = {0, 0, 0, 0, 0, 0, 0, NULL}, fatal = {0, 0, 0, 0, 0, 0, 0, NULL};
     int parser_error = 0; /* the parser raised or returned something else (the exception is pending) */
 
@@ -943,12 +954,21 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                  * producer's batches looks its id up and adds nothing) */
                 if (fpid > -1) {
                     const int16_t fpepoch = (int16_t)(((unsigned)fh[51] << 8) | fh[52]);
-                    Py_ssize_t slot = producer_event(&pids, &events, fi, (attrs & 0x10) ? 1 : 0, fpid, fbase, pos);
-                    pstate_t *st = slot < 0 ? NULL : producer_state(&pids, &pstates, slot, fpepoch);
-                    if (st == NULL) {
-                        rd.nomem = 1;
-                        failed = 1;
-                        break;
+                    const int8_t fkind = (attrs & 0x10) ? 1 : 0;
+                    pstate_t *st;
+                    if (fpid == recent_pid && fkind == recent_kind) { /* the same producer and kind again: no event */
+                        st = &pstates.items[recent_state];
+                    } else {
+                        Py_ssize_t slot = producer_event(&pids, &events, fi, fkind, fpid, fbase, pos);
+                        st = slot < 0 ? NULL : producer_state(&pids, &pstates, slot, fpepoch);
+                        if (st == NULL) {
+                            rd.nomem = 1;
+                            failed = 1;
+                            break;
+                        }
+                        recent_pid = fpid;
+                        recent_kind = fkind;
+                        recent_state = pids.states[slot];
                     }
                     producer_data(st, fpepoch, be32s(fh + 53), be32s(fh + 23), fbase, flast, fmax_ts, attrs);
                 }
@@ -1082,12 +1102,14 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                  * timestamp (marker_fields_or_error) */
                 PyObject *type_answer = PyLong_Check(answer) ? answer : PyTuple_GET_ITEM(answer, 0);
                 int overflow = 0, bad_fields = 0;
-                if (PyTuple_Check(answer)) {
+                if (PyTuple_Check(answer)) { /* an int32 and an int64, else a ValueError (or the TypeError raised) */
                     long long ce = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(answer, 1), &overflow);
-                    int ce_overflow = overflow || ce < INT32_MIN || ce > INT32_MAX;
-                    overflow = 0;
-                    long long ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(answer, 2), &overflow);
-                    bad_fields = ce_overflow || overflow || PyErr_Occurred() != NULL;
+                    bad_fields = overflow || ce < INT32_MIN || ce > INT32_MAX || (ce == -1 && PyErr_Occurred());
+                    long long ts = 0;
+                    if (!bad_fields) {
+                        ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(answer, 2), &overflow);
+                        bad_fields = overflow || (ts == -1 && PyErr_Occurred());
+                    }
                     marker_coordinator_epoch = (int32_t)ce;
                     marker_timestamp = (int64_t)ts;
                     overflow = 0;
@@ -1114,7 +1136,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                         fatal = (problem_t){1, F_UNKNOWN_CONTROL_TYPE, batch_pos, i, batch_base, t, 0, NULL};
                 }
             } else {
-                PyErr_Format(PyExc_TypeError, "scan_segment: marker_parser must return an int, a 3-tuple or a str, not %.100s",
+                PyErr_Format(PyExc_TypeError,
+                             "scan_segment: marker_parser must return an int, a 3-tuple or a str, not %.100s",
                              Py_TYPE(answer)->tp_name);
                 parser_error = 1;
             }
@@ -1170,13 +1193,15 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                 }
             }
             if (is_v2 && producer_id > -1) {
+                recent_pid = -1;
                 int control = (attributes & 0x20) != 0;
                 int8_t kind;
                 if (control)
                     kind = marker_type == 0 ? 2 : marker_type == 1 ? 3 : -1;
                 else
                     kind = (attributes & 0x10) ? 1 : 0;
-                Py_ssize_t slot = kind < 0 ? 0 : producer_event(&pids, &events, i, kind, producer_id, batch_base, batch_pos);
+                Py_ssize_t slot =
+                    kind < 0 ? 0 : producer_event(&pids, &events, i, kind, producer_id, batch_base, batch_pos);
                 pstate_t *st = NULL;
                 if (slot >= 0 && kind >= 0 && plan_active) {
                     st = producer_state(&pids, &pstates, slot, producer_epoch);

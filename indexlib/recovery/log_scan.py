@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from ..format.abstract_index import INT32_MAX
 from ..format.batch_walk import scan_buffer
-from ..format.errors import describe_error
+from ..format.errors import IndexArgumentError, describe_error
 from ..format.records import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
@@ -88,7 +88,7 @@ META_SET = 2  # the last data batch's (after it, no epoch change)
 #: ``plan_end``, v2, producer id > -1, empty control batches and non-markers skipped), one record per producer in
 #: the order of its first batch. ``first_epoch``: the epoch of its first batch here; ``epoch``/``timestamp``: its
 #: last batch's (a data batch's max timestamp, a marker record's timestamp); ``last_sequence``, ``last_offset``,
-#: ``offset_delta``: its last data batch's, valid when ``meta`` is META_SET; ``coordinator_epoch``: its last
+#: ``offset_delta``: its last data batch's when ``meta`` is META_SET, else -1, -1, 0; ``coordinator_epoch``: its last
 #: marker's, valid when ``has_marker``; ``txn_first_offset``: the base offset of the transaction open at the end as
 #: the segment alone shows it (-1: none), which an earlier open transaction overrides when ``has_marker`` is 0.
 #: :func:`indexlib.recovery.producer_state.apply_segment` composes these over segments. Packed, as the kernel
@@ -262,7 +262,9 @@ def leader_epoch_starts(scan: LogScan, limit: int) -> npt.NDArray[np.void]:
 
 def _column(values: np.ndarray | None, scan: LogScan) -> np.ndarray:
     if values is None:
-        raise ValueError(f"{scan.path}: the scan has no epoch or marker columns (made by batch_walk.scan_buffer)")
+        raise IndexArgumentError(
+            f"{scan.path}: the scan has no epoch or marker columns (batch_walk.scan_buffer fills them)"
+        )
     return values
 
 
@@ -313,8 +315,8 @@ def producer_end_states(scan: LogScan, limit: int) -> npt.NDArray[np.void]:
         if state is None:
             state = states[pid] = [pid, epoch, epoch, META_INHERIT, 0, -1, -1, 0, -1, -1, -1]
         if marker:
-            if epoch != state[2]:
-                state[3] = META_CLEARED
+            if epoch != state[2]:  # maybeUpdateProducerEpoch: the BatchMetadata goes
+                state[3], state[5], state[6], state[7] = META_CLEARED, -1, -1, 0
             state[2], state[4], state[8], state[9], state[10] = epoch, 1, stamp, coordinator, -1
         else:
             delta = _int32(last - base)  # the int32 lastOffsetDelta (last wraps like a Java long)
