@@ -129,6 +129,8 @@ def same(a, b) -> bool:
         return False
     if a.entries.tobytes() != b.entries.tobytes() or a.events.tobytes() != b.events.tobytes():
         return False
+    if a.epoch_starts.tobytes() != b.epoch_starts.tobytes() or a.producers.tobytes() != b.producers.tobytes():
+        return False
     for k in ("last_row", "stop_row"):
         x, y = getattr(a, k), getattr(b, k)
         if (x is None) != (y is None) or (x is not None and x.tolist() != y.tolist()):
@@ -145,7 +147,7 @@ def compiled_summary(path: str, end: int, base: int, interval: int, probes: Prob
     try:
         raw = scan_kernel.compiled_kernel().scan_segment(
             fd, end, base, interval, probes.positions.tobytes(), probes.offsets.tobytes(),
-            control_records.marker_type_or_error, window, prefetch,
+            control_records.marker_fields_or_error, window, prefetch,
         )  # fmt: skip
     finally:
         os.close(fd)

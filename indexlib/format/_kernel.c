@@ -139,7 +139,11 @@ static PyObject *py_hardware(PyObject *self, PyObject *unused) { return PyBool_F
  * is released except while `marker_parser` runs.
  *
  * Returns {batch_count, valid_bytes, walked, stop, problem, fatal, plan_end, entries, last_row, stop_row,
- * events, offset_answers, time_answers, last_offset, raw_max} (see _kernel.pyi).
+ * events, offset_answers, time_answers, last_offset, raw_max, epoch_starts, producers} (see _kernel.pyi).
+ * marker_parser(batch, records_count) returns why the marker is malformed (a str), or its control type (an int),
+ * or (control type, coordinator epoch, record timestamp); producers is None when some marker's answer was a bare
+ * int (its coordinator epoch and timestamp unknown). Memory: the selected rows, one event per producer and
+ * transaction, one item per leader epoch and per producer; nothing per batch.
  */
 #define HEADER_UP_TO_MAGIC 17
 #define MIN_SIZE_FIELD 14
@@ -480,18 +484,30 @@ static int crc_stream(reader_t *r, int legacy, int64_t from, int64_t to, uint32_
     return 0;
 }
 
-/* producer id -> kind of its last event in the segment (open addressing; empty slot: key -1) */
+/* producer id -> kind of its last event in the segment, and the index of its state in pstates_t (-1: none yet)
+ * (open addressing; empty slot: key -1) */
 typedef struct {
     int64_t *keys;
     int8_t *kinds;
+    int32_t *states;
     size_t mask; /* capacity - 1 */
     size_t used;
 } pidmap_t;
 
+static void pidmap_free(pidmap_t *m) {
+    PyMem_RawFree(m->keys);
+    PyMem_RawFree(m->kinds);
+    PyMem_RawFree(m->states);
+    m->keys = NULL;
+    m->kinds = NULL;
+    m->states = NULL;
+}
+
 static int pidmap_init(pidmap_t *m, size_t capacity) {
     m->keys = PyMem_RawMalloc(capacity * sizeof(int64_t));
     m->kinds = PyMem_RawMalloc(capacity);
-    if (m->keys == NULL || m->kinds == NULL)
+    m->states = PyMem_RawMalloc(capacity * sizeof(int32_t));
+    if (m->keys == NULL || m->kinds == NULL || m->states == NULL)
         return -1;
     memset(m->keys, 0xFF, capacity * sizeof(int64_t));
     m->mask = capacity - 1;
@@ -513,8 +529,7 @@ static Py_ssize_t pidmap_slot(pidmap_t *m, int64_t pid) {
                 size_t capacity = 2 * (m->mask + 1);
                 pidmap_t grown;
                 if (pidmap_init(&grown, capacity) < 0) {
-                    PyMem_RawFree(grown.keys);
-                    PyMem_RawFree(grown.kinds);
+                    pidmap_free(&grown);
                     return -1;
                 }
                 for (size_t j = 0; j <= m->mask; j++) {
@@ -525,15 +540,16 @@ static Py_ssize_t pidmap_slot(pidmap_t *m, int64_t pid) {
                         k = (k + 1) & grown.mask;
                     grown.keys[k] = m->keys[j];
                     grown.kinds[k] = m->kinds[j];
+                    grown.states[k] = m->states[j];
                 }
                 grown.used = m->used;
-                PyMem_RawFree(m->keys);
-                PyMem_RawFree(m->kinds);
+                pidmap_free(m);
                 *m = grown;
                 return pidmap_slot(m, pid);
             }
             m->keys[i] = pid;
             m->kinds[i] = -1;
+            m->states[i] = -1;
             m->used++;
             return (Py_ssize_t)i;
         }
@@ -572,16 +588,17 @@ static inline int append_row(bytes_t *entries, const int64_t *row) {
 }
 
 /* Batch i's producer event (kind 0 idempotent data, 1 transactional data, 2 ABORT, 3 COMMIT), kept unless it
- * is data of the kind the producer's last event already was (rebuild.compact_events); -1 without memory. */
-static inline int producer_event(pidmap_t *pids, bytes_t *events, int64_t i, int8_t kind, int64_t producer_id,
-                                 int64_t base_offset, int64_t position) {
+ * is data of the kind the producer's last event already was (rebuild.compact_events); the producer's slot in
+ * `pids`, or -1 without memory. */
+static inline Py_ssize_t producer_event(pidmap_t *pids, bytes_t *events, int64_t i, int8_t kind, int64_t producer_id,
+                                        int64_t base_offset, int64_t position) {
     Py_ssize_t slot = pidmap_slot(pids, producer_id);
     if (slot < 0)
         return -1;
     int8_t previous = pids->kinds[slot];
     pids->kinds[slot] = kind;
     if (kind <= 1 && previous == kind)
-        return 0;
+        return slot;
     if (bytes_reserve(events, EVENT_SIZE) < 0)
         return -1;
     char *e = events->data + events->len;
@@ -592,6 +609,119 @@ static inline int producer_event(pidmap_t *pids, bytes_t *events, int64_t i, int
     memcpy(e + 13, &base_offset, 8);
     memcpy(e + 21, &position, 8);
     events->len += EVENT_SIZE;
+    return slot;
+}
+
+/* A producer's state at the segment's end as its own batches decide it: log_scan.PRODUCER_DTYPE, whose rules are
+ * log_scan.producer_end_states' (Kafka's ProducerAppendInfo / ProducerStateEntry with origin REPLICATION). */
+enum { META_INHERIT = 0, META_CLEARED = 1, META_SET = 2 };
+#define PRODUCER_SIZE 50 /* PRODUCER_DTYPE, packed */
+
+typedef struct {
+    int64_t producer_id, last_offset, timestamp, txn_first_offset;
+    int32_t base_sequence, offset_delta, coordinator_epoch; /* the last data batch's; last sequence made at the end */
+    int16_t first_epoch, epoch;
+    int8_t meta, has_marker;
+} pstate_t;
+
+typedef struct {
+    pstate_t *items; /* in the order of each producer's first batch */
+    size_t len, cap;
+} pstates_t;
+
+/* The state of the producer at `slot` of `pids`, created (from its first batch's `epoch`) when it has none;
+ * NULL without memory. */
+static pstate_t *producer_state(pidmap_t *pids, pstates_t *states, Py_ssize_t slot, int16_t epoch) {
+    int32_t k = pids->states[slot];
+    if (k >= 0)
+        return &states->items[k];
+    if (states->len == states->cap) {
+        size_t cap = states->cap ? 2 * states->cap : 16;
+        if (cap > (size_t)INT32_MAX)
+            return NULL;
+        pstate_t *bigger = PyMem_RawRealloc(states->items, cap * sizeof(pstate_t));
+        if (bigger == NULL)
+            return NULL;
+        states->items = bigger;
+        states->cap = cap;
+    }
+    pstate_t *s = &states->items[states->len];
+    *s = (pstate_t){.producer_id = pids->keys[slot], .last_offset = -1, .timestamp = -1, .txn_first_offset = -1,
+                    .base_sequence = -1, .offset_delta = 0, .coordinator_epoch = -1, .first_epoch = epoch,
+                    .epoch = epoch, .meta = META_INHERIT, .has_marker = 0};
+    pids->states[slot] = (int32_t)states->len++;
+    return s;
+}
+
+/* Kafka's DefaultRecordBatch.incrementSequence in Java's wrapping int arithmetic. */
+static inline int32_t increment_sequence(int32_t sequence, int32_t increment) {
+    int32_t room = (int32_t)((uint32_t)INT32_MAX - (uint32_t)increment);
+    if (sequence > room)
+        return (int32_t)((uint32_t)increment - ((uint32_t)INT32_MAX - (uint32_t)sequence) - 1u);
+    return (int32_t)((uint32_t)sequence + (uint32_t)increment);
+}
+
+/* A data batch of the producer: ProducerAppendInfo.appendDataBatch (delta: the batch's lastOffsetDelta). */
+static inline void producer_data(pstate_t *s, int16_t epoch, int32_t base_sequence, int32_t delta, int64_t base,
+                                 int64_t last, int64_t max_ts, int attributes) {
+    s->epoch = epoch;
+    s->meta = META_SET;
+    s->base_sequence = base_sequence;
+    s->last_offset = last;
+    s->offset_delta = delta;
+    s->timestamp = max_ts;
+    if ((attributes & 0x10) && s->txn_first_offset == -1)
+        s->txn_first_offset = base;
+}
+
+/* An ABORT/COMMIT marker of the producer: ProducerAppendInfo.appendEndTxnMarker. */
+static inline void producer_marker(pstate_t *s, int16_t epoch, int32_t coordinator_epoch, int64_t timestamp) {
+    if (epoch != s->epoch) { /* maybeUpdateProducerEpoch: the BatchMetadata goes */
+        s->meta = META_CLEARED;
+        s->base_sequence = -1;
+        s->last_offset = -1;
+        s->offset_delta = 0;
+    }
+    s->epoch = epoch;
+    s->has_marker = 1;
+    s->coordinator_epoch = coordinator_epoch;
+    s->timestamp = timestamp;
+    s->txn_first_offset = -1;
+}
+
+/* The states, packed as PRODUCER_DTYPE. */
+static PyObject *producers_bytes(const pstates_t *states) {
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(states->len * PRODUCER_SIZE));
+    if (out == NULL)
+        return NULL;
+    char *p = PyBytes_AS_STRING(out);
+    for (size_t k = 0; k < states->len; k++, p += PRODUCER_SIZE) {
+        const pstate_t *s = &states->items[k];
+        const int32_t last_sequence =
+            s->base_sequence == -1 ? -1 : increment_sequence(s->base_sequence, s->offset_delta); /* lastSequence() */
+        memcpy(p, &s->producer_id, 8);
+        memcpy(p + 8, &s->first_epoch, 2);
+        memcpy(p + 10, &s->epoch, 2);
+        memcpy(p + 12, &s->meta, 1);
+        memcpy(p + 13, &s->has_marker, 1);
+        memcpy(p + 14, &last_sequence, 4);
+        memcpy(p + 18, &s->last_offset, 8);
+        memcpy(p + 26, &s->offset_delta, 4);
+        memcpy(p + 30, &s->timestamp, 8);
+        memcpy(p + 38, &s->coordinator_epoch, 4);
+        memcpy(p + 42, &s->txn_first_offset, 8);
+    }
+    return out;
+}
+
+/* A leader epoch's first batch (log_scan.EPOCH_DTYPE, packed: int32 epoch, int64 offset); -1 without memory. */
+#define EPOCH_SIZE 12
+static inline int epoch_start(bytes_t *epochs, int32_t epoch, int64_t base_offset) {
+    if (bytes_reserve(epochs, EPOCH_SIZE) < 0)
+        return -1;
+    memcpy(epochs->data + epochs->len, &epoch, 4);
+    memcpy(epochs->data + epochs->len + 4, &base_offset, 8);
+    epochs->len += EPOCH_SIZE;
     return 0;
 }
 
@@ -686,8 +816,16 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     Py_ssize_t n_offset_probes = 0, n_time_probes = 0;
     reader_t rd;
     memset(&rd, 0, sizeof rd);
-    pidmap_t pids = {NULL, NULL, 0, 0};
-    bytes_t entries = {NULL, 0, 0}, events = {NULL, 0, 0};
+    pidmap_t pids = {NULL, NULL, NULL, 0, 0};
+    bytes_t entries = {NULL, 0, 0}, events = {NULL, 0, 0}, epochs = {NULL, 0, 0};
+    pstates_t pstates = {NULL, 0, 0};
+    int32_t max_epoch = -1; /* the largest partition leader epoch of the plan's v2 batches so far */
+    int marker_details = 1; /* every marker's coordinator epoch and timestamp came back from the parser */
+    /* the tight loop's last producer: its id (-1: none), the kind of its last event and its state's index; a run of
+     * one producer's batches then skips the map (the general step forgets it whenever it sees a producer) */
+    int64_t recent_pid = -1;
+    int8_t recent_kind = -1;
+    int32_t recent_state = -1;
     problem_t problem = {0, 0, 0, 0, 0, 0, 0, NULL}, fatal = {0, 0, 0, 0, 0, 0, 0, NULL};
     int parser_error = 0; /* the parser raised or returned something else (the exception is pending) */
 
@@ -794,6 +932,15 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                 /* accepted and kept: batch number `fi` */
                 const int64_t fi = walked++;
                 keep_batch(&k, fi, fend, flast, fmax_ts, 1);
+                const int32_t fepoch = be32s(fh + 12);
+                if (fepoch > max_epoch) { /* a new leader epoch starts here */
+                    max_epoch = fepoch;
+                    if (epoch_start(&epochs, fepoch, fbase) < 0) {
+                        rd.nomem = 1;
+                        failed = 1;
+                        break;
+                    }
+                }
                 if (pos - last_indexed > interval) {
                     int64_t row[ROW_WORDS] = {fi, pos, fbase, flast, k.running_max, k.max_offset, k.v2_next};
                     last_indexed = pos;
@@ -805,10 +952,25 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                 }
                 /* a producer's data batch: its event, as the general step records it (compacted, so a run of one
                  * producer's batches looks its id up and adds nothing) */
-                if (fpid > -1 && producer_event(&pids, &events, fi, (attrs & 0x10) ? 1 : 0, fpid, fbase, pos) < 0) {
-                    rd.nomem = 1;
-                    failed = 1;
-                    break;
+                if (fpid > -1) {
+                    const int16_t fpepoch = (int16_t)(((unsigned)fh[51] << 8) | fh[52]);
+                    const int8_t fkind = (attrs & 0x10) ? 1 : 0;
+                    pstate_t *st;
+                    if (fpid == recent_pid && fkind == recent_kind) { /* the same producer and kind again: no event */
+                        st = &pstates.items[recent_state];
+                    } else {
+                        Py_ssize_t slot = producer_event(&pids, &events, fi, fkind, fpid, fbase, pos);
+                        st = slot < 0 ? NULL : producer_state(&pids, &pstates, slot, fpepoch);
+                        if (st == NULL) {
+                            rd.nomem = 1;
+                            failed = 1;
+                            break;
+                        }
+                        recent_pid = fpid;
+                        recent_kind = fkind;
+                        recent_state = pids.states[slot];
+                    }
+                    producer_data(st, fpepoch, be32s(fh + 53), be32s(fh + 23), fbase, flast, fmax_ts, attrs);
                 }
                 fast_pos = pos;
                 fast_base = fbase;
@@ -852,6 +1014,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         const int64_t batch_base = be64(h);
         int64_t batch_last, max_ts, producer_id;
         int attributes, records_count, is_v2 = magic >= 2, needs_marker = 0;
+        int32_t leader_epoch = -1, base_sequence = -1, last_delta = 0; /* v2 only: read while the header is held */
+        int16_t producer_epoch = -1;
         uint32_t stored, computed;
         if (is_v2) {
             if (LOG_OVERHEAD + size < V2_HEADER_SIZE) {
@@ -861,9 +1025,13 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
             }
             stored = be32(h + 17);
             attributes = (int16_t)(((unsigned)h[21] << 8) | h[22]);
-            batch_last = wrap_add(batch_base, be32s(h + 23));
+            leader_epoch = be32s(h + 12);
+            last_delta = be32s(h + 23);
+            batch_last = wrap_add(batch_base, last_delta);
             max_ts = be64(h + 35);
             producer_id = be64(h + 43);
+            producer_epoch = (int16_t)(((unsigned)h[51] << 8) | h[52]);
+            base_sequence = be32s(h + 53);
             records_count = be32s(h + 57);
             needs_marker = (attributes & 0x20) && producer_id > -1 && records_count != 0 && !frozen;
             if (needs_marker && (attributes & 7) == 0) { /* hold the whole batch for the parser */
@@ -910,6 +1078,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         if (frozen)
             continue; /* only the walk's own end is still looked for */
         int marker_type = -1, invalid = 0, unknown = 0;
+        int32_t marker_coordinator_epoch = -1;
+        int64_t marker_timestamp = -1;
         if (needs_marker) {
             int codec = attributes & 7;
             if (codec != 0) { /* never read: the valid data ends before it */
@@ -927,10 +1097,32 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                 problem = (problem_t){1, P_INVALID_MARKER, batch_pos, i, batch_base, 0, 0, answer};
                 answer = NULL; /* owned by the problem */
                 invalid = 1;
-            } else if (PyLong_Check(answer)) {
-                int overflow = 0;
-                long long t = PyLong_AsLongLongAndOverflow(answer, &overflow);
-                if (overflow || t < INT16_MIN || t > INT16_MAX) { /* a control type is a Java short */
+            } else if (PyLong_Check(answer) || (PyTuple_Check(answer) && PyTuple_GET_SIZE(answer) == 3)) {
+                /* the control type alone (marker_type_or_error), or with the coordinator epoch and the record's
+                 * timestamp (marker_fields_or_error) */
+                PyObject *type_answer = PyLong_Check(answer) ? answer : PyTuple_GET_ITEM(answer, 0);
+                int overflow = 0, bad_fields = 0;
+                if (PyTuple_Check(answer)) { /* an int32 and an int64, else a ValueError (or the TypeError raised) */
+                    long long ce = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(answer, 1), &overflow);
+                    bad_fields = overflow || ce < INT32_MIN || ce > INT32_MAX || (ce == -1 && PyErr_Occurred());
+                    long long ts = 0;
+                    if (!bad_fields) {
+                        ts = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(answer, 2), &overflow);
+                        bad_fields = overflow || (ts == -1 && PyErr_Occurred());
+                    }
+                    marker_coordinator_epoch = (int32_t)ce;
+                    marker_timestamp = (int64_t)ts;
+                    overflow = 0;
+                } else {
+                    marker_details = 0;
+                }
+                long long t = bad_fields ? 0 : PyLong_AsLongLongAndOverflow(type_answer, &overflow);
+                if (bad_fields) {
+                    if (!PyErr_Occurred())
+                        PyErr_Format(PyExc_ValueError,
+                                     "scan_segment: marker_parser returned %R, not (short, int, long)", answer);
+                    parser_error = 1;
+                } else if (overflow || t < INT16_MIN || t > INT16_MAX) { /* a control type is a Java short */
                     if (!PyErr_Occurred())
                         PyErr_Format(PyExc_ValueError, "scan_segment: marker_parser returned %R, not a short",
                                      answer);
@@ -944,7 +1136,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                         fatal = (problem_t){1, F_UNKNOWN_CONTROL_TYPE, batch_pos, i, batch_base, t, 0, NULL};
                 }
             } else {
-                PyErr_Format(PyExc_TypeError, "scan_segment: marker_parser must return an int or a str, not %.100s",
+                PyErr_Format(PyExc_TypeError,
+                             "scan_segment: marker_parser must return an int, a 3-tuple or a str, not %.100s",
                              Py_TYPE(answer)->tp_name);
                 parser_error = 1;
             }
@@ -990,14 +1183,35 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
                 memcpy(last_row, row, sizeof row);
                 have_last_row = 1;
             }
+            /* plan_active still: batch i < plan_end, one Kafka's recover takes whole (leader epoch, producer state) */
+            if (plan_active && is_v2 && leader_epoch > max_epoch) {
+                max_epoch = leader_epoch;
+                if (epoch_start(&epochs, leader_epoch, batch_base) < 0) {
+                    rd.nomem = 1;
+                    failed = 1;
+                    break;
+                }
+            }
             if (is_v2 && producer_id > -1) {
+                recent_pid = -1;
                 int control = (attributes & 0x20) != 0;
                 int8_t kind;
                 if (control)
                     kind = marker_type == 0 ? 2 : marker_type == 1 ? 3 : -1;
                 else
                     kind = (attributes & 0x10) ? 1 : 0;
-                if (kind >= 0 && producer_event(&pids, &events, i, kind, producer_id, batch_base, batch_pos) < 0) {
+                Py_ssize_t slot =
+                    kind < 0 ? 0 : producer_event(&pids, &events, i, kind, producer_id, batch_base, batch_pos);
+                pstate_t *st = NULL;
+                if (slot >= 0 && kind >= 0 && plan_active) {
+                    st = producer_state(&pids, &pstates, slot, producer_epoch);
+                    if (st != NULL && control)
+                        producer_marker(st, producer_epoch, marker_coordinator_epoch, marker_timestamp);
+                    else if (st != NULL)
+                        producer_data(st, producer_epoch, base_sequence, last_delta, batch_base, batch_last, max_ts,
+                                      attributes);
+                }
+                if (slot < 0 || (kind >= 0 && plan_active && st == NULL)) {
                     rd.nomem = 1;
                     failed = 1;
                     break;
@@ -1032,10 +1246,7 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     /* Copy the results out one at a time, each C buffer freed as soon as its copy exists, and the walk's own
      * buffers first: the peak is then about the largest result twice, not every result twice. */
     reader_free(&rd);
-    PyMem_RawFree(pids.keys);
-    PyMem_RawFree(pids.kinds);
-    pids.keys = NULL;
-    pids.kinds = NULL;
+    pidmap_free(&pids);
     PyMem_RawFree(offset_probes);
     PyMem_RawFree(time_probes);
     offset_probes = time_probes = NULL;
@@ -1053,22 +1264,32 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         PyBytes_FromStringAndSize((const char *)time_answers, n_time_probes * (Py_ssize_t)sizeof(int64_t));
     PyMem_RawFree(time_answers);
     time_answers = NULL;
-    if (out_entries == NULL || out_events == NULL || out_offsets == NULL || out_times == NULL) {
+    PyObject *out_epochs = PyBytes_FromStringAndSize(epochs.data ? epochs.data : "", (Py_ssize_t)epochs.len);
+    PyMem_RawFree(epochs.data);
+    epochs.data = NULL;
+    PyObject *out_producers = marker_details ? producers_bytes(&pstates) : Py_NewRef(Py_None);
+    PyMem_RawFree(pstates.items);
+    pstates.items = NULL;
+    if (out_entries == NULL || out_events == NULL || out_offsets == NULL || out_times == NULL || out_epochs == NULL ||
+        out_producers == NULL) {
         Py_XDECREF(out_entries);
         Py_XDECREF(out_events);
         Py_XDECREF(out_offsets);
         Py_XDECREF(out_times);
+        Py_XDECREF(out_epochs);
+        Py_XDECREF(out_producers);
         goto done;
     }
     result = Py_BuildValue(
-        "{s:L,s:L,s:L,s:i,s:N,s:N,s:L,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "batch_count", (long long)k.n,
+        "{s:L,s:L,s:L,s:i,s:N,s:N,s:L,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N}", "batch_count", (long long)k.n,
         "valid_bytes", (long long)k.valid_bytes, "walked", (long long)walked, "stop", stop, "problem",
         problem_tuple(&problem), "fatal", problem_tuple(&fatal), "plan_end", (long long)plan_end, "entries",
         out_entries, "last_row", have_last_row ? row_tuple(last_row) : Py_NewRef(Py_None), "stop_row",
         have_stop_row ? row_tuple(stop_row) : Py_NewRef(Py_None), "events", out_events, "offset_answers",
         out_offsets, "time_answers", out_times, "last_offset",
         k.n ? PyLong_FromLongLong(k.last_offset) : Py_NewRef(Py_None), "raw_max",
-        k.n ? PyLong_FromLongLong(k.raw_max) : Py_NewRef(Py_None));
+        k.n ? PyLong_FromLongLong(k.raw_max) : Py_NewRef(Py_None), "epoch_starts", out_epochs, "producers",
+        out_producers);
 
 done:
     PyBuffer_Release(&offset_view);
@@ -1078,10 +1299,11 @@ done:
     PyMem_RawFree(offset_answers);
     PyMem_RawFree(time_answers);
     reader_free(&rd);
-    PyMem_RawFree(pids.keys);
-    PyMem_RawFree(pids.kinds);
+    pidmap_free(&pids);
     PyMem_RawFree(entries.data);
     PyMem_RawFree(events.data);
+    PyMem_RawFree(epochs.data);
+    PyMem_RawFree(pstates.items);
     Py_XDECREF(problem.text);
     return result;
 }

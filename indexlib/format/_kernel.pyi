@@ -26,7 +26,7 @@ def scan_segment(
     index_interval_bytes: int,
     offset_probes: Buffer,
     time_probes: Buffer,
-    marker_parser: Callable[[bytes, int], int | str],
+    marker_parser: Callable[[bytes, int], int | tuple[int, int, int] | str],
     window: int = 1 << 20,
     prefetch: bool = True,
     /,
@@ -39,5 +39,8 @@ def scan_segment(
     position, base offset, last offset, running max timestamp, offset of that max, last v2 offset + 1),
     ``last_row`` / ``stop_row`` (one such row as a tuple, or None), ``events`` (rebuild.EVENT_DTYPE records,
     compacted), ``offset_answers`` (int64 x3 per offset probe), ``time_answers`` (int64 per time probe),
-    ``last_offset`` and ``raw_max`` (None without a batch). OSError when the file shrinks or cannot be read.
+    ``last_offset`` and ``raw_max`` (None without a batch), ``epoch_starts`` (log_scan.EPOCH_DTYPE records) and
+    ``producers`` (log_scan.PRODUCER_DTYPE records; None when ``marker_parser`` gave some marker's control type
+    alone, an int, instead of ``(type, coordinator epoch, record timestamp)``). OSError when the file shrinks or
+    cannot be read.
     """

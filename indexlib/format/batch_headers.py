@@ -151,3 +151,19 @@ def _fill_legacy_columns(
         # (Kafka checks no more than size >= 14 and the CRC32 before reading it).
         ts[v1] = _strided(view, end, ">i8")[lp[v1] + 18]
     columns["max_timestamps"][legacy] = ts
+
+
+def gather_epoch_columns(view: memoryview, end: int, scan: LogScan) -> None:
+    """Fill ``scan.partition_leader_epochs`` and ``scan.base_sequences`` for its batches as they stand (after any
+    cut): the v2 header's int32 fields at +12 and +53, -1 for a legacy entry. Reads only inside accepted v2
+    headers (each at least 61 bytes long)."""
+    pos = scan.positions
+    epochs = np.full(len(pos), -1, dtype=np.int32)
+    sequences = np.full(len(pos), -1, dtype=np.int32)
+    v2 = scan.magic >= 2
+    if v2.any():
+        words = _strided(view, end, ">i4")
+        epochs[v2] = words[pos[v2] + 12]
+        sequences[v2] = words[pos[v2] + 53]
+    scan.partition_leader_epochs = epochs
+    scan.base_sequences = sequences

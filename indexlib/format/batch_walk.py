@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .batch_headers import gather_headers
-from .control_records import check_markers
+from .batch_headers import gather_epoch_columns, gather_headers
+from .control_records import check_markers, read_marker_fields
 from .errors import NotARegularFileError
 from .records import (
     ATTR_CONTROL,
@@ -109,7 +109,8 @@ def scan_log(path: str | os.PathLike[str]) -> LogScan:
 
 def scan_buffer(buf: Buffer, end: int, path: str = "<buffer>", compiled: bool | None = None) -> LogScan:
     """:func:`scan_log` over any buffer of ``end`` bytes (an mmap, bytes): the walk (:func:`_walk`), then every
-    header field of the accepted batches gathered at once, then the markers of the control batches checked.
+    header field of the accepted batches gathered at once, then the markers of the control batches checked, then
+    the leader epochs, base sequences and the markers' coordinator epochs and timestamps read.
 
     Whether a v2 control batch was accepted is decided afterwards from the gathered attributes, not in the
     loop. ``compiled``: use the compiled fast path (default: when it is built, see
@@ -121,6 +122,8 @@ def scan_buffer(buf: Buffer, end: int, path: str = "<buffer>", compiled: bool | 
         scan = gather_headers(view, path, end, positions, legacy_seen, stop, problem)
         if scan.batch_count and ((scan.attributes & ATTR_CONTROL) != 0).any():
             check_markers(view, scan)  # it looks at v2 control batches only
+        gather_epoch_columns(view, end, scan)  # after the markers' cut: one item per batch kept
+        read_marker_fields(view, scan)
         return scan
     finally:
         view.release()

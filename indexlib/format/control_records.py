@@ -19,6 +19,7 @@ from .errors import InvalidRecordError
 from .records import (
     ATTR_COMPRESSION_MASK,
     ATTR_CONTROL,
+    ATTR_LOG_APPEND_TIME,
     F_COMPRESSED_CONTROL,
     F_UNKNOWN_CONTROL_TYPE,
     MARKER_ABORT,
@@ -125,6 +126,66 @@ def marker_type_or_error(batch: Buffer, records_count: int) -> int | str:
         return parse_marker(view, 0, len(view), records_count)[0]
     except ValueError as exc:
         return str(exc)
+
+
+def _wrap64(value: int) -> int:
+    """``value`` as Java's ``long`` arithmetic leaves it (two's complement, 64 bits)."""
+    return ((value + (1 << 63)) & ((1 << 64) - 1)) - (1 << 63)
+
+
+def marker_record_timestamp(view: memoryview | bytes, pos: int) -> int:
+    """The timestamp of the first record of the well-formed v2 batch at ``pos`` (Kafka's ``Record.timestamp()``):
+    the batch's max timestamp under LOG_APPEND_TIME (attribute bit 0x08), else base timestamp + the record's
+    timestamp delta, wrapped as a Java ``long``. Only for a batch :func:`parse_marker` accepted (its varints are
+    known to be well-formed)."""
+    attributes = view[pos + 22]  # Kafka reads the flags from the low byte of the int16 attributes
+    if attributes & ATTR_LOG_APPEND_TIME:
+        return int(struct.unpack_from(">q", view, pos + 35)[0])
+    end = len(view)
+    p = pos + V2_HEADER_SIZE
+    _, p = _read_varint(view, p, end)  # record length
+    p += 1  # record attributes
+    raw = shift = 0
+    for _ in range(10):  # the varlong, as ByteUtils.readVarlong: 64 bits kept, then zig-zag
+        b = view[p]
+        p += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+    raw &= (1 << 64) - 1
+    delta = _wrap64((raw >> 1) ^ -(raw & 1))
+    return _wrap64(int(struct.unpack_from(">q", view, pos + 27)[0]) + delta)
+
+
+def marker_fields_or_error(batch: Buffer, records_count: int) -> tuple[int, int, int] | str:
+    """What producer state reads from a whole control batch (its bytes from the first): ``(control_type,
+    coordinator_epoch, record_timestamp)`` (coordinator epoch -1 for a type other than ABORT/COMMIT), or why the
+    marker is malformed (:func:`parse_marker`'s reason). The kernel's marker parser, beside
+    :func:`marker_type_or_error` (which gives the type alone)."""
+    view = memoryview(batch)
+    try:
+        control_type, coordinator_epoch = parse_marker(view, 0, len(view), records_count)
+    except ValueError as exc:
+        return str(exc)
+    return control_type, coordinator_epoch, marker_record_timestamp(view, 0)
+
+
+def read_marker_fields(view: memoryview, scan: LogScan) -> None:
+    """Fill ``scan.marker_coordinator_epochs`` and ``scan.marker_timestamps`` (one item per batch, -1 where the
+    batch is not an ABORT/COMMIT marker :func:`check_markers` recorded). Call it after :func:`check_markers`."""
+    n = scan.batch_count
+    epochs = np.full(n, -1, dtype=np.int32)
+    stamps = np.full(n, -1, dtype=np.int64)
+    control = (scan.attributes & ATTR_CONTROL) != 0
+    markers = control & ((scan.marker_types == MARKER_ABORT) | (scan.marker_types == MARKER_COMMIT))
+    for i in np.flatnonzero(markers).tolist():
+        pos, size = int(scan.positions[i]), int(scan.sizes[i])
+        fields = marker_fields_or_error(view[pos : pos + size], int(scan.records_counts[i]))
+        assert not isinstance(fields, str), fields  # check_markers accepted this very marker
+        epochs[i], stamps[i] = fields[1], fields[2]
+    scan.marker_coordinator_epochs = epochs
+    scan.marker_timestamps = stamps
 
 
 def check_markers(view: memoryview, scan: LogScan) -> None:

@@ -102,6 +102,14 @@ class LogScan:
     problem: ScanProblem | None = None
     #: A batch at which Kafka's recovery would throw instead of finishing (unknown control type, ...).
     fatal: ScanProblem | None = None
+    #: What producer state and the leader-epoch cache read, one item per batch, filled by
+    #: :func:`~.batch_walk.scan_buffer` once the batches are final (``None`` before): int32 partition leader epoch
+    #: and int32 base sequence (-1 for legacy), and for an ABORT/COMMIT marker its int32 coordinator epoch and the
+    #: int64 timestamp of its record (Kafka's ``Record.timestamp()``; -1 and -1 where not such a marker).
+    partition_leader_epochs: np.ndarray | None = None
+    base_sequences: np.ndarray | None = None
+    marker_coordinator_epochs: np.ndarray | None = None
+    marker_timestamps: np.ndarray | None = None
 
     @property
     def batch_count(self) -> int:

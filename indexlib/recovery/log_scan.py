@@ -18,7 +18,10 @@ Definitions (kafka-index-format.md 2.3-2.4, 3): ``n`` = accepted batches (after 
 ``running_max`` = max(-1, max timestamps of batches 0..i); ``max_offset`` = last offset of the batch that
 first reached it (the base offset while it is -1); ``v2_next`` = last offset + 1 of the last v2 batch in
 0..i (:data:`NO_OFFSET` if none). ``entries`` = those values at each batch ``i < m`` that gets an index
-entry (bytes since the last indexed batch's start > ``index.interval.bytes``; never batch 0).
+entry (bytes since the last indexed batch's start > ``index.interval.bytes``; never batch 0). The leader-epoch
+starts (:data:`EPOCH_DTYPE`) and the producers' end states (:data:`PRODUCER_DTYPE`) come from batches ``< m``
+(those Kafka's ``LogSegment.recover`` accepts and the plan covers); their size is bounded by the epochs and
+the producers, not the batches.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import numpy.typing as npt
 
 from ..format.abstract_index import INT32_MAX
 from ..format.batch_walk import scan_buffer
-from ..format.errors import describe_error
+from ..format.errors import IndexArgumentError, describe_error
 from ..format.records import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
@@ -68,6 +71,42 @@ EVENT_COMMIT = 3  # COMMIT marker
 
 EVENT_DTYPE = np.dtype(
     [("batch", np.int32), ("kind", np.int8), ("producer_id", np.int64), ("offset", np.int64), ("position", np.int64)]
+)
+
+#: A leader epoch's first batch in the segment: ``(epoch, base offset)`` of each v2 batch before ``plan_end``
+#: whose partition leader epoch is >= 0 and above every earlier one of the segment (Kafka's ``assign`` condition,
+#: segment-local: kafka-index-format.md 2.3, LogSegment.recover 4.1.0 L503-506). Packed, as the kernel writes it.
+EPOCH_DTYPE = np.dtype([("epoch", np.int32), ("start_offset", np.int64)])
+
+# ``meta`` of a PRODUCER_DTYPE record: what the segment did to the producer's last batch metadata (BatchMetadata:
+# last sequence, last offset, offset delta) relative to the state it started from.
+META_INHERIT = 0  # untouched: the earlier state's, kept if its epoch equals ``first_epoch``, else cleared
+META_CLEARED = 1  # a marker changed the epoch after the last data batch: no metadata (-1, -1, 0)
+META_SET = 2  # the last data batch's (after it, no epoch change)
+
+#: A producer's state at the segment's end as far as the segment's own batches decide it (batches before
+#: ``plan_end``, v2, producer id > -1, empty control batches and non-markers skipped), one record per producer in
+#: the order of its first batch. ``first_epoch``: the epoch of its first batch here; ``epoch``/``timestamp``: its
+#: last batch's (a data batch's max timestamp, a marker record's timestamp); ``last_sequence``, ``last_offset``,
+#: ``offset_delta``: its last data batch's when ``meta`` is META_SET, else -1, -1, 0; ``coordinator_epoch``: its last
+#: marker's, valid when ``has_marker``; ``txn_first_offset``: the base offset of the transaction open at the end as
+#: the segment alone shows it (-1: none), which an earlier open transaction overrides when ``has_marker`` is 0.
+#: :func:`indexlib.recovery.producer_state.apply_segment` composes these over segments. Packed, as the kernel
+#: writes it.
+PRODUCER_DTYPE = np.dtype(
+    [
+        ("producer_id", np.int64),
+        ("first_epoch", np.int16),
+        ("epoch", np.int16),
+        ("meta", np.int8),
+        ("has_marker", np.int8),
+        ("last_sequence", np.int32),
+        ("last_offset", np.int64),
+        ("offset_delta", np.int32),
+        ("timestamp", np.int64),
+        ("coordinator_epoch", np.int32),
+        ("txn_first_offset", np.int64),
+    ]
 )
 
 
@@ -143,6 +182,10 @@ class LogSummary:
     last_offset: int | None  # of the last valid batch
     raw_max: int | None  # the largest batch max timestamp (not clamped)
     answers: ProbeAnswers
+    epoch_starts: npt.NDArray[np.void]  # EPOCH_DTYPE, epochs and offsets strictly increasing
+    #: PRODUCER_DTYPE, one record per producer id; ``None`` when the kernel's marker parser gave control types only
+    #: (``marker_type_or_error``), so that markers' coordinator epochs and timestamps are unknown
+    producers: npt.NDArray[np.void] | None
 
     @property
     def invalid_bytes(self) -> int:
@@ -200,7 +243,92 @@ def summarize(scan: LogScan, base_offset: int, index_interval_bytes: int, probes
         last_offset=int(last_offsets[-1]) if n else None,
         raw_max=int(ts.max()) if n else None,
         answers=answer_probes(scan, probes),
+        epoch_starts=leader_epoch_starts(scan, m),
+        producers=producer_end_states(scan, m),
     )
+
+
+def leader_epoch_starts(scan: LogScan, limit: int) -> npt.NDArray[np.void]:
+    """The :data:`EPOCH_DTYPE` starts among the first ``limit`` batches (the reference)."""
+    epochs = _column(scan.partition_leader_epochs, scan)[:limit].astype(np.int64)
+    epochs = np.where(scan.magic[:limit] >= 2, epochs, -1)
+    before = np.maximum.accumulate(np.concatenate(([-1], epochs[:-1]))) if limit else epochs
+    rising = np.flatnonzero(epochs > before)  # >= 0 follows: ``before`` is at least -1
+    out = np.empty(len(rising), EPOCH_DTYPE)
+    out["epoch"] = epochs[rising]
+    out["start_offset"] = scan.base_offsets[rising]
+    return out
+
+
+def _column(values: np.ndarray | None, scan: LogScan) -> np.ndarray:
+    if values is None:
+        raise IndexArgumentError(
+            f"{scan.path}: the scan has no epoch or marker columns (batch_walk.scan_buffer fills them)"
+        )
+    return values
+
+
+def _int32(value: int) -> int:
+    """``value`` as Java's ``int`` arithmetic leaves it."""
+    return ((value + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def _increment_sequence(sequence: int, increment: int) -> int:
+    """Kafka's ``DefaultRecordBatch.incrementSequence``, in Java's wrapping ``int`` arithmetic (past
+    Integer.MAX_VALUE the sequence goes on from 0)."""
+    if sequence > _int32(INT32_MAX - increment):
+        return _int32(increment - _int32(INT32_MAX - sequence) - 1)
+    return _int32(sequence + increment)
+
+
+def producer_end_states(scan: LogScan, limit: int) -> npt.NDArray[np.void]:
+    """The :data:`PRODUCER_DTYPE` states after the first ``limit`` batches (the reference: one batch at a time,
+    as ``LogSegment.updateProducerState`` appends each with origin REPLICATION). A data batch: epoch, its
+    BatchMetadata (last sequence = ``incrementSequence(baseSequence, lastOffsetDelta)`` or -1 without a base
+    sequence, last offset, offset delta), timestamp = its max timestamp, and a transaction opened at its base offset
+    if it is transactional and none is open. A marker (the first record of a non-empty control batch): epoch (a
+    new epoch clears the BatchMetadata), coordinator epoch, timestamp = its record's, no open transaction."""
+    magic, pids, attrs = scan.magic[:limit], scan.producer_ids[:limit], scan.attributes[:limit]
+    control = (attrs & ATTR_CONTROL) != 0
+    markers = scan.marker_types[:limit]
+    is_marker = control & ((markers == MARKER_ABORT) | (markers == MARKER_COMMIT))
+    chosen = np.flatnonzero((magic >= 2) & (pids > -1) & (~control | is_marker))
+    sequences = _column(scan.base_sequences, scan)
+    coordinator_epochs = _column(scan.marker_coordinator_epochs, scan)
+    marker_stamps = _column(scan.marker_timestamps, scan)
+    columns = zip(
+        pids[chosen].tolist(),
+        scan.producer_epochs[chosen].tolist(),
+        is_marker[chosen].tolist(),
+        (attrs[chosen] & ATTR_TRANSACTIONAL).tolist(),
+        scan.base_offsets[chosen].tolist(),
+        scan.last_offsets[chosen].tolist(),
+        sequences[chosen].tolist(),
+        scan.max_timestamps[chosen].tolist(),
+        coordinator_epochs[chosen].tolist(),
+        marker_stamps[chosen].tolist(),
+        strict=True,
+    )
+    states: dict[int, list[int]] = {}  # pid -> the PRODUCER_DTYPE fields, in first-seen order
+    for pid, epoch, marker, transactional, base, last, sequence, max_ts, coordinator, stamp in columns:
+        state = states.get(pid)
+        if state is None:
+            state = states[pid] = [pid, epoch, epoch, META_INHERIT, 0, -1, -1, 0, -1, -1, -1]
+        if marker:
+            if epoch != state[2]:  # maybeUpdateProducerEpoch: the BatchMetadata goes
+                state[3], state[5], state[6], state[7] = META_CLEARED, -1, -1, 0
+            state[2], state[4], state[8], state[9], state[10] = epoch, 1, stamp, coordinator, -1
+        else:
+            delta = _int32(last - base)  # the int32 lastOffsetDelta (last wraps like a Java long)
+            last_sequence = -1 if sequence == -1 else _increment_sequence(sequence, delta)
+            state[2:4] = [epoch, META_SET]
+            state[5:9] = [last_sequence, last, delta, max_ts]
+            if transactional and state[10] == -1:
+                state[10] = base
+    out = np.empty(len(states), PRODUCER_DTYPE)
+    for k, fields in enumerate(states.values()):
+        out[k] = tuple(fields)
+    return out
 
 
 def select_indexed_batches(positions: np.ndarray, sizes: np.ndarray, interval: int) -> npt.NDArray[np.int64]:
@@ -339,6 +467,8 @@ def from_kernel(
             answers[:, 2],
             np.frombuffer(raw["time_answers"], np.int64),
         ),
+        epoch_starts=np.frombuffer(raw["epoch_starts"], EPOCH_DTYPE),
+        producers=np.frombuffer(raw["producers"], PRODUCER_DTYPE) if raw["producers"] is not None else None,
     )
 
 

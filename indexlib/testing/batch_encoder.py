@@ -159,6 +159,7 @@ def encode_control_batch(
     abort: bool,
     timestamp: int,
     coordinator_epoch: int = 0,
+    partition_leader_epoch: int = 0,
 ) -> bytes:
     """Encode a transaction marker batch (ABORT or COMMIT) of ``producer_id``; always 78 bytes."""
     key = struct.pack(">hh", 0, 0 if abort else 1)  # version 0, type ABORT=0 / COMMIT=1
@@ -170,6 +171,7 @@ def encode_control_batch(
         producer_epoch=producer_epoch,
         transactional=True,
         control=True,
+        partition_leader_epoch=partition_leader_epoch,
     )
     assert len(batch) == CONTROL_BATCH_SIZE
     return batch

@@ -51,6 +51,7 @@ def generate_partition(
     base_offset: int = 0,
     start_timestamp: int = 1_700_000_000_000,
     out_of_order_timestamps: bool = False,
+    epochs: bool = False,
     seed: int = 0,
 ) -> list[pathlib.Path]:
     """Write ``segments`` ``<base:020d>.log`` files (no indexes) with contiguous offsets; return their paths.
@@ -64,7 +65,11 @@ def generate_partition(
     permitting, so transactions span boundaries and overlap; every transaction is closed by the end of
     the last segment. ``compression`` applies to data batches only. Timestamps increase with jitter; with
     ``out_of_order_timestamps`` some batches lie below earlier ones and have their records shuffled in
-    time. The output depends only on the arguments.
+    time. With ``epochs``, what producer state and the leader-epoch cache read varies too: the partition leader
+    epoch rises now and then (and a rare batch carries an older one), some transactions end with a marker of the
+    next producer epoch (the producer's sequences restart at 0), coordinator epochs rise, and most
+    non-transactional batches come from two idempotent producers (ids ``2000``, ``2001``; sometimes without a
+    sequence). The output depends only on the arguments.
     """
     _check_partition_arguments(
         segments, batches_per_segment, records_per_batch, value_bytes, compression, transactional_producers, abort_every
@@ -79,6 +84,7 @@ def generate_partition(
         compression=compression,
         abort_every=abort_every,
         out_of_order_timestamps=out_of_order_timestamps,
+        epochs=epochs,
         next_offset=base_offset,
         cursor=start_timestamp,
     )
@@ -131,6 +137,7 @@ class _PartitionWriter:
     compression: int
     abort_every: int
     out_of_order_timestamps: bool
+    epochs: bool
     next_offset: int
     cursor: int  # timestamp of the next in-order record
     sequences: dict[int, int] = dataclasses.field(default_factory=dict)
@@ -138,9 +145,23 @@ class _PartitionWriter:
         default_factory=dict
     )  # pid -> [data batches still planned, txn number]
     txns_started: int = 0
+    leader_epoch: int = 0
+    coordinator_epoch: int = 0
+    producer_epochs: dict[int, int] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.sequences = dict.fromkeys(self.pids, 0)
+
+    def batch_leader_epoch(self) -> int:
+        """The partition leader epoch of the next batch (0 without ``epochs``)."""
+        if not self.epochs:
+            return 0
+        draw = self.rng.random()
+        if draw < 0.03:
+            self.leader_epoch += int(self.rng.integers(1, 4))
+        elif draw < 0.04 and self.leader_epoch > 0:
+            return self.leader_epoch - 1  # an older epoch: no new cache entry
+        return self.leader_epoch
 
     def next_batch(self, remaining: int, near_boundary: bool, boundary: bool) -> bytes:
         """The next batch, ``remaining`` batches before the end (this one included); ``near_boundary``: one of the
@@ -177,17 +198,26 @@ class _PartitionWriter:
             key = None if rng.random() < 0.2 else b"key-%d" % int(rng.integers(0, 1000))
             value = rng.bytes(int(rng.integers(self.value_bytes[0], self.value_bytes[1] + 1)))
             records.append((key, value, int(ts)))
+        leader_epoch = self.batch_leader_epoch()
+        idempotent = pid < 0 and self.epochs and rng.random() < 0.7
+        if idempotent:
+            pid = 2000 + int(rng.integers(0, 2))
+            self.sequences.setdefault(pid, 0)
         if pid < 0:
-            batch = encode_batch_v2(self.next_offset, records, compression=self.compression)
+            batch = encode_batch_v2(
+                self.next_offset, records, compression=self.compression, partition_leader_epoch=leader_epoch
+            )
         else:
+            sequence = -1 if idempotent and rng.random() < 0.1 else self.sequences[pid]
             batch = encode_batch_v2(
                 self.next_offset,
                 records,
                 producer_id=pid,
-                producer_epoch=0,
-                base_sequence=self.sequences[pid],
-                transactional=True,
+                producer_epoch=self.producer_epochs.get(pid, 0),
+                base_sequence=sequence,
+                transactional=not idempotent,
                 compression=self.compression,
+                partition_leader_epoch=leader_epoch,
             )
             self.sequences[pid] += n
         self.next_offset += n
@@ -207,7 +237,21 @@ class _PartitionWriter:
         """The marker that ends ``pid``'s open transaction: an abort for every ``abort_every``-th one started."""
         number = self.open_txns.pop(pid)[1]
         abort = self.abort_every > 0 and number % self.abort_every == 0
-        batch = encode_control_batch(self.next_offset, pid, 0, abort=abort, timestamp=self.cursor)
+        epoch = self.producer_epochs.get(pid, 0)
+        if self.epochs and self.rng.random() < 0.3:  # the marker of an epoch bump: the next epoch starts here
+            epoch = self.producer_epochs[pid] = epoch + 1
+            self.sequences[pid] = 0
+        if self.epochs and self.rng.random() < 0.2:
+            self.coordinator_epoch += 1
+        batch = encode_control_batch(
+            self.next_offset,
+            pid,
+            epoch,
+            abort=abort,
+            timestamp=self.cursor,
+            coordinator_epoch=self.coordinator_epoch,
+            partition_leader_epoch=self.batch_leader_epoch(),
+        )
         self.next_offset += 1
         self.cursor += int(self.rng.integers(0, 50))
         return batch

@@ -2,7 +2,8 @@
 
 :func:`reference` computes the same dict from the columns of ``batch_walk.scan_buffer(..., compiled=False)``
 with numpy, straight from the definitions (walk, markers, running time-index values, index selection,
-producer events and their compaction, position and offset lookups). Every case compares every key, with
+producer events and their compaction, position and offset lookups; the leader-epoch starts and the producers'
+end states from :mod:`indexlib.recovery.log_scan`'s reference functions). Every case compares every key, with
 read windows from 64 bytes (batches straddle every refill) to 1 MiB. Also: the three-stream CRC-32C, a
 file that shrinks while it is read (an OSError, never a crash), bad descriptors and arguments.
 """
@@ -22,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from indexlib.format import batch_walk, control_records, records
+from indexlib.recovery.log_scan import EPOCH_DTYPE, PRODUCER_DTYPE, leader_epoch_starts, producer_end_states
 from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch, encode_legacy
 from indexlib.testing.generate import generate_partition
 
@@ -42,12 +44,18 @@ EVENT_DTYPE = np.dtype(
 )
 KEYS = {
     "batch_count", "valid_bytes", "walked", "stop", "problem", "fatal", "plan_end", "entries", "last_row",
-    "stop_row", "events", "offset_answers", "time_answers", "last_offset", "raw_max",
+    "stop_row", "events", "offset_answers", "time_answers", "last_offset", "raw_max", "epoch_starts", "producers",
 }  # fmt: skip
 
 
-def parse(batch: bytes, records_count: int) -> int | str:
-    """The marker parser the kernel calls: the control type, or why the marker is malformed."""
+def parse(batch: bytes, records_count: int) -> tuple[int, int, int] | str:
+    """The marker parser the kernel calls: (control type, coordinator epoch, record timestamp), or why the marker
+    is malformed."""
+    return control_records.marker_fields_or_error(batch, records_count)
+
+
+def parse_type_only(batch: bytes, records_count: int) -> int | str:
+    """The older marker parser: the control type alone (the kernel then gives no producer states)."""
     try:
         return control_records.parse_marker(memoryview(batch), 0, len(batch), records_count)[0]
     except ValueError as exc:
@@ -187,6 +195,8 @@ def reference(
         "time_answers": np.array(time_answers, dtype=np.int64).tobytes(),
         "last_offset": int(lasts[-1]) if n else None,
         "raw_max": int(ts.max()) if n else None,
+        "epoch_starts": leader_epoch_starts(scan, m).tobytes(),
+        "producers": producer_end_states(scan, m).tobytes(),
     }
 
 
@@ -738,10 +748,16 @@ def test_the_marker_parser_errors_propagate():
     try:
         with pytest.raises(RuntimeError, match="parser failed"):
             run(fd, len(data), 0, 0, [], [], 64, failing)
-        with pytest.raises(TypeError, match="int or a str"):
+        with pytest.raises(TypeError, match="int, a 3-tuple or a str"):
             run(fd, len(data), 0, 0, [], [], 64, lambda b, c: 1.5)  # type: ignore[arg-type,return-value]
         with pytest.raises(ValueError, match="not a short"):
             run(fd, len(data), 0, 0, [], [], 64, lambda b, c: 2**40)
+        with pytest.raises(ValueError, match=r"not \(short, int, long\)"):
+            run(fd, len(data), 0, 0, [], [], 64, lambda b, c: (1, 2**31, 0))  # type: ignore[arg-type,return-value]
+        with pytest.raises(TypeError):
+            run(fd, len(data), 0, 0, [], [], 64, lambda b, c: (1, "x", 0))  # type: ignore[arg-type,return-value]
+        with pytest.raises(TypeError, match="3-tuple"):
+            run(fd, len(data), 0, 0, [], [], 64, lambda b, c: (1, 2))  # type: ignore[arg-type,return-value]
         assert run(fd, len(data), 0, 0, [], [], 64, lambda b, c: 1)["fatal"] is None
     finally:
         os.close(fd)
@@ -762,3 +778,65 @@ def test_bad_arguments_are_refused():
         assert kernel.scan_segment(fd, 0, 0, 0, b"", b"", parse)["batch_count"] == 0  # the default window
     finally:
         os.close(fd)
+
+
+# ------------------------------------------------------------------------------------------ epochs and producers
+def test_generated_partitions_with_varying_epochs(tmp_path):
+    """Leader epochs that rise (and a rare older one), producer-epoch bumps on markers, rising coordinator epochs,
+    idempotent producers: the epoch starts and the producers' end states equal the reference's, every window."""
+    paths = generate_partition(
+        tmp_path / "e-0", segments=3, batches_per_segment=150, transactional_producers=3, epochs=True, seed=11
+    )
+    paths += generate_partition(
+        tmp_path / "e-1", segments=2, batches_per_segment=80, transactional_producers=2, compression=1, epochs=True
+    )
+    starts = producers = 0
+    metas: set[int] = set()
+    for path in paths:
+        data = path.read_bytes()
+        expected = assert_same(data, int(path.stem), 4096)
+        starts += len(expected["epoch_starts"]) // 12  # type: ignore[arg-type]
+        states = np.frombuffer(expected["producers"], PRODUCER_DTYPE)  # type: ignore[arg-type]
+        producers += len(states)
+        metas |= set(states["meta"].tolist())
+        assert len({int(e) for e in states["epoch"]}) > 1 or len(states) < 3
+    assert starts > 6 and producers > 10 and metas >= {2}
+
+
+def test_a_type_only_marker_parser_gives_no_producer_states():
+    """The older parser (the control type alone) leaves every other key as it was, and ``producers`` None."""
+    data = CASES["markers"][0]
+    fd = memfd(data)
+    try:
+        full = run(fd, len(data), 0, 0, [], [], 4096)
+        typed = run(fd, len(data), 0, 0, [], [], 4096, parse_type_only)
+    finally:
+        os.close(fd)
+    assert typed["producers"] is None and full["producers"]
+    assert {k: v for k, v in typed.items() if k != "producers"} == {k: v for k, v in full.items() if k != "producers"}
+
+
+def test_epoch_starts_and_producer_states_by_hand():
+    """Kafka's rules on a hand-made segment (ProducerAppendInfo/ProducerStateEntry, LogSegment.recover)."""
+    data = b"".join(
+        [
+            encode_batch_v2(0, [(None, b"a", 10)] * 3, producer_id=5, producer_epoch=1, base_sequence=7,
+                            partition_leader_epoch=2),
+            encode_batch_v2(3, [(None, b"b", 20)], producer_id=6, producer_epoch=0, base_sequence=2**31 - 1,
+                            transactional=True, partition_leader_epoch=1),  # older epoch: no start
+            encode_control_batch(4, 6, 1, abort=True, timestamp=30, coordinator_epoch=9, partition_leader_epoch=4),
+            encode_control_batch(5, 5, 1, abort=False, timestamp=40, coordinator_epoch=3, partition_leader_epoch=4),
+            encode_batch_v2(6, [(None, b"c", 50)] * 2, producer_id=6, producer_epoch=1, transactional=True,
+                            partition_leader_epoch=-1),
+            encode_batch_v2(8, [], producer_id=7, producer_epoch=0, transactional=True, control=True),  # ignored
+            encode_legacy(9, b"d", magic=1, timestamp=60),
+        ]
+    )  # fmt: skip
+    expected = assert_same(data, 0, 0)
+    assert np.frombuffer(expected["epoch_starts"], EPOCH_DTYPE).tolist() == [(2, 0), (4, 4)]  # type: ignore[arg-type]
+    states = np.frombuffer(expected["producers"], PRODUCER_DTYPE)  # type: ignore[arg-type]
+    assert states.tolist() == [
+        # pid, first epoch, epoch, meta, marker, last seq, last offset, delta, timestamp, coord epoch, txn first
+        (5, 1, 1, 2, 1, 9, 2, 2, 40, 3, -1),  # a marker of the same epoch keeps the data batch's metadata
+        (6, 0, 1, 2, 1, -1, 7, 1, 50, 9, 6),  # a data batch without sequence: -1; a new transaction at 6
+    ]

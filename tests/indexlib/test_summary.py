@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from indexlib.format import batch_walk, scan_kernel
+from indexlib.format import batch_walk, control_records, scan_kernel
 from indexlib.format.layout import segment_base_offsets, segment_file
 from indexlib.recovery.entry_plan import plan_segment
 from indexlib.recovery.log_scan import (
@@ -25,6 +25,7 @@ from indexlib.recovery.log_scan import (
     LogSummary,
     Probes,
     compact_events,
+    from_kernel,
     probes_for,
     summarize,
 )
@@ -60,12 +61,33 @@ def assert_same_summary(a: LogSummary, b: LogSummary) -> None:
             assert x.tolist() == y.tolist(), name
     for name in ("starts", "bases", "previous_lasts", "running_max"):
         assert np.array_equal(getattr(a.answers, name), getattr(b.answers, name)), name
+    assert a.epoch_starts.dtype == b.epoch_starts.dtype and a.epoch_starts.tobytes() == b.epoch_starts.tobytes()
+    if a.producers is not None and b.producers is not None:  # None: the kernel had the type-only marker parser
+        assert a.producers.dtype == b.producers.dtype and a.producers.tobytes() == b.producers.tobytes()
+
+
+def kernel_summary(path: str | Path, base: int, interval: int, probes: Probes) -> LogSummary:
+    """The kernel's summary with the marker parser that also gives coordinator epochs and record timestamps."""
+    assert kernel is not None
+    fd = batch_walk.open_segment(path)
+    try:
+        size = os.fstat(fd).st_size
+        raw = kernel.scan_segment(
+            fd, size, base, interval, probes.positions.tobytes(), probes.offsets.tobytes(),
+            control_records.marker_fields_or_error, 1 << 20, True,
+        )  # fmt: skip
+    finally:
+        os.close(fd)
+    return from_kernel(raw, os.fspath(path), size, base, interval, probes)
 
 
 def both(path: str | Path, base: int, interval: int, probes: Probes) -> LogSummary:
     compiled = summarize_log(path, base, interval, probes, compiled=True)
     reference = summarize_log(path, base, interval, probes, compiled=False)
     assert_same_summary(compiled, reference)
+    full = kernel_summary(path, base, interval, probes)
+    assert reference.producers is not None and full.producers is not None
+    assert_same_summary(full, reference)
     return compiled
 
 
@@ -93,12 +115,17 @@ def test_every_real_fixture_segment_summarizes_alike_with_its_real_index_files_a
 @needs_kernel
 def test_generated_partitions_summarize_alike(tmp_path):
     generate_partition(tmp_path / "t-0", segments=3, batches_per_segment=300, transactional_producers=3, seed=4)
-    for base in segment_base_offsets(str(tmp_path / "t-0")):
-        log = segment_file(str(tmp_path / "t-0"), base, ".log")
-        size = os.path.getsize(log)
-        probes = Probes.of(np.arange(-3, size + 3, 7), np.arange(base - 2, base + 400, 3))
-        summary = both(log, base, 500, probes)
-        assert len(summary.entries) > 5 and len(summary.events) > 3
+    generate_partition(
+        tmp_path / "t-1", segments=2, batches_per_segment=300, transactional_producers=3, epochs=True, seed=6
+    )
+    for name in ("t-0", "t-1"):
+        for base in segment_base_offsets(str(tmp_path / name)):
+            log = segment_file(str(tmp_path / name), base, ".log")
+            size = os.path.getsize(log)
+            probes = Probes.of(np.arange(-3, size + 3, 7), np.arange(base - 2, base + 400, 3))
+            summary = both(log, base, 500, probes)
+            assert len(summary.entries) > 5 and len(summary.events) > 3
+            assert summary.producers is None or len(summary.producers) >= 3
 
 
 @needs_kernel
