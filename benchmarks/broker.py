@@ -15,7 +15,8 @@
   (sparse) to ``segment.index.bytes``: ``verify LOG_DIR --jobs 2`` of ``--partitions`` (default 300) partitions
   of one 300 KiB segment, the index files grown to 10 MiB or cut back to their entries, alternately; data on
   the disk (tempfile's default dir: sparse files as on a broker's disk). Limit: ``cat`` of the ``.log`` and
-  trimmed index files.
+  trimmed index files. Then ``rebuild LOG_DIR --jobs 2`` in place over the preallocated state (every index file
+  written and fsynced on the disk: the file-system cost of a segment).
 
 * ``syscalls``: the file-system calls a segment costs (issue 24): ``strace -f -c`` of ``rebuild LOG_DIR --jobs 1``
   (in place) and ``verify LOG_DIR --jobs 1`` over 1 and over 1 + ``--partitions`` partitions of one 300 KiB
@@ -207,6 +208,7 @@ def prealloc_case(args, other: str | None) -> None:
 
         trees = {"this": REPO} | ({"other": other} if other else {})
         times: dict[tuple[str, bool], list[float]] = {(t, p): [] for t in trees for p in (False, True)}
+        rebuilds: dict[str, list[float]] = {t: [] for t in trees}
         cats = []
         for run in range(args.runs):
             set_sizes(False)
@@ -216,6 +218,10 @@ def prealloc_case(args, other: str | None) -> None:
                 for name, tree in trees.items():
                     verify = ["verify", logs, "--jobs", str(JOBS)]
                     times[(name, preallocated)].append(timed(lambda: run_indexlib(verify, tree)))
+            for name, tree in trees.items() if run % 2 == 0 else reversed(trees.items()):
+                set_sizes(True)  # a crashed broker's active segments: every index file rewritten, in place, on disk
+                rebuild = ["rebuild", logs, "--jobs", str(JOBS), "-q"]
+                rebuilds[name].append(timed(lambda: run_indexlib(rebuild, tree)))
     print()
     print(
         f"prealloc: {args.partitions} partitions of one 300 KiB active segment (4 KiB batches), on disk, their "
@@ -235,7 +241,21 @@ def prealloc_case(args, other: str | None) -> None:
             f"| {name} ({tree}) | {med(trimmed):.2f} s | {med(pre):.2f} s | **{med(ratios):.2f}** ({runs_list(ratios)}) "
             f"| {limit} |"
         )
+    print()
+    print(
+        f"`python -m indexlib rebuild LOG_DIR --jobs {JOBS}` in place (the same partitions, on disk: every index file "
+        f"written and fsynced, one dir fsync per partition); {args.runs} runs, medians:"
+    )
+    print()
+    print("| tree | rebuild | per segment | this / other (runs) |")
+    print("| --- | ---: | ---: | ---: |")
+    ratios = [a / b for a, b in zip(rebuilds["this"], rebuilds.get("other", rebuilds["this"]), strict=True)]
+    for name, tree in trees.items():
+        w = med(rebuilds[name])
+        ratio = f"**{med(ratios):.2f}** ({runs_list(ratios)})" if other and name == "this" else ""
+        print(f"| {name} ({tree}) | {w:.2f} s | {w / args.partitions * 1e3:.2f} ms | {ratio} |")
     args.raw["prealloc"] = {f"{t} {'preallocated' if p else 'trimmed'}": v for (t, p), v in times.items()}
+    args.raw["prealloc rebuild"] = rebuilds
 
 
 # ---------------------------------------------------------------------------------------- syscalls

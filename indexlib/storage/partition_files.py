@@ -62,7 +62,7 @@ def summarize_log(
             index_interval_bytes,
             probes.positions.tobytes(),
             probes.offsets.tobytes(),
-            control_records.marker_type_or_error,
+            control_records.marker_fields_or_error,
             1 << 20,
             scan_kernel.READ_AHEAD,
         )

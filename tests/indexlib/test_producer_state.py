@@ -13,8 +13,6 @@ summaries (:mod:`indexlib.recovery.producer_state` over :class:`~indexlib.recove
 
 from __future__ import annotations
 
-import hashlib
-import json
 import mmap
 import os
 import struct
@@ -56,7 +54,7 @@ from indexlib.recovery.producer_state import (
 )
 from indexlib.testing.generate import generate_partition
 
-from ..conftest import KAFKA_REAL, requires_kafka_real
+from ..conftest import KAFKA_REAL, requires_kafka_real, written_by_kafka
 
 KERNEL = scan_kernel.compiled_kernel()
 
@@ -246,13 +244,6 @@ def test_recovered_leader_epochs():
 
 
 # ------------------------------------------------------------------------------------------ the real fixtures
-def _written_by_kafka(path: Path) -> bool:
-    """Whether the file is the one its set's MANIFEST.json records (``local-apache-kafka-4.1.0/txn-0/
-    00000000000000000811.snapshot`` holds an ``xxd`` hex dump instead: test_producer_snapshot skips it too)."""
-    manifest = json.loads((path.parent.parent / "MANIFEST.json").read_text())
-    return hashlib.sha256(path.read_bytes()).hexdigest() == manifest[f"{path.parent.name}/{path.name}"]["sha256"]
-
-
 def _log_start(part: Path) -> int:
     """The partition's log start offset from its set's ``log-start-offset-checkpoint`` (0 when absent)."""
     checkpoint = part.parent / "log-start-offset-checkpoint"
@@ -315,7 +306,7 @@ def test_every_real_snapshot_is_the_replay_of_its_partition_up_to_its_offset():
     explained: set[str] = set()
     for part, snap in _snapshot_cases():
         name = str(snap.relative_to(KAFKA_REAL))
-        if not _written_by_kafka(snap):
+        if not written_by_kafka(snap):
             continue
         data = snap.read_bytes()
         file_entries = parse_snapshot_entries(data, name)

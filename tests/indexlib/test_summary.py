@@ -196,11 +196,11 @@ READ_AHEAD_PROBE = """
 import os, sys
 from indexlib.format import control_records, scan_kernel
 from indexlib.storage import partition_files
-threads, parse = [], control_records.marker_type_or_error
+threads, parse = [], control_records.marker_fields_or_error
 def parser(batch, count):
     threads.append(len(os.listdir("/proc/self/task")))  # mid-walk: is the read-ahead thread there?
     return parse(batch, count)
-control_records.marker_type_or_error = parser
+control_records.marker_fields_or_error = parser
 s = partition_files.summarize_log(sys.argv[1], 0, 4096)
 print(scan_kernel.READ_AHEAD, s.batch_count, len(s.events), max(threads))
 """
