@@ -17,20 +17,29 @@ keeps its recovery point and files.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field, fields
 
 from ..format.checkpoint import CheckpointError, format_offset_checkpoint
-from ..format.layout import LEADER_EPOCH_CHECKPOINT, RECOVERY_POINT_OFFSET_CHECKPOINT, parse_segment_name
+from ..format.layout import RECOVERY_POINT_OFFSET_CHECKPOINT, parse_segment_name
 from ..format.leader_epoch_checkpoint import (
     format_leader_epoch_checkpoint,
     load_leader_epochs,
     parse_leader_epoch_checkpoint,
-    truncate_from_end,
 )
+from ..format.producer_snapshot import ProducerSnapshotEntry, SnapshotError, format_snapshot, parse_snapshot_entries
 from ..recovery.findings import Finding
 from ..recovery.log_loader import left_to_broker, log_end_offset, segments_to_recover
+from ..recovery.producer_state import apply_segment, recovered_leader_epochs, snapshot_entries, state_from_snapshot
 from ..storage.discovery import Discovery, Partition
-from ..storage.partition_files import partition_file_names, read_leader_epoch_text, read_offset_checkpoint
+from ..storage.partition_files import (
+    file_exists,
+    partition_file_names,
+    read_leader_epoch_text,
+    read_log_start_offset,
+    read_offset_checkpoint,
+    read_snapshot_files,
+)
 from ..storage.publish import (
     create_empty_segment,
     discard_staged,
@@ -38,6 +47,7 @@ from ..storage.publish import (
     keep_backup,
     log_dir_backup_dir,
     move_to_backup,
+    replace_file,
     write_checkpoint_file,
 )
 from .commit import SegmentResult
@@ -59,6 +69,7 @@ class PartitionRecovery:
     new_recovery_point: int | None = None
     created: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what it left to the broker's start (no snapshot to start from)
 
 
 def plan_recovery(discovery: Discovery) -> tuple[dict[str, PartitionRecovery], dict[str, list[Finding]]]:
@@ -116,7 +127,9 @@ def finish_partition(plan: PartitionRecovery, results: list[SegmentResult]) -> N
     stale = [os.path.join(directory, n) for n in names if _snapshot_after(n, end)]
     if stale:  # Kafka's truncateAndReload deletes snapshots past the log end
         plan.backups += move_to_backup(stale, _required(backup_dir, directory))
-    _truncate_leader_epochs(plan, end, backup_dir)
+    log_start = _log_start(plan.partition)
+    _write_producer_snapshots(plan, kept, end, log_start, backup_dir)
+    _recover_leader_epochs(plan, kept, end, log_start, backup_dir)
     if end > last.task.base_offset:
         plan.created += create_empty_segment(directory, end)
     fsync_path(directory)
@@ -139,24 +152,85 @@ def _required(backup_dir: str | None, directory: str) -> str:
     return backup_dir
 
 
-def _truncate_leader_epochs(plan: PartitionRecovery, end: int, backup_dir: str | None) -> None:
-    """Kafka's ``truncateFromEnd(log end)``: epochs that start at or after the new log end are removed, the file
-    rewritten (old one kept in the backups) only when that changes it."""
+def _log_start(partition: Partition) -> int:
+    """The partition's log start offset as the broker's load reads it (a checkpoint it cannot read: 0)."""
+    try:
+        return read_log_start_offset(partition.log_dir, partition.topic, partition.partition)
+    except (OSError, CheckpointError):
+        return 0
+
+
+def _write_producer_snapshots(
+    plan: PartitionRecovery, kept: list[SegmentResult], end: int, log_start: int, backup_dir: str | None
+) -> None:
+    """The producer snapshots the broker's recovery leaves: one at each recovered segment's end that is a segment
+    base (the next segment's, or the new log end, where the roll puts the empty segment), each holding the state
+    after that segment; the state before the first recovered segment is empty when that is the partition's first
+    segment or lies at or below the log start, else the snapshot at its base (loaded as Kafka loads it: expired
+    producers dropped). Without that snapshot, or without a segment's producer states, nothing is written: the
+    broker's start then rebuilds the state from an older snapshot (correct, slower)."""
+    first = kept[0].task.base_offset
+    directory = plan.partition.path
+    if first <= log_start or first == plan.partition.segments[0].base_offset:
+        state: dict[int, ProducerSnapshotEntry] = {}
+    else:
+        found = read_snapshot_files(directory, [f"{first:020d}.snapshot"]) if _exists(directory, first) else {}
+        data = next(iter(found.values()), None)
+        if not isinstance(data, bytes):
+            plan.notes.append(f"no producer snapshot at {first}: the broker rebuilds producer state at its start")
+            return
+        try:
+            state = state_from_snapshot(parse_snapshot_entries(data, f"{directory}/{first:020d}.snapshot"), _now_ms())
+        except SnapshotError:
+            plan.notes.append(f"the producer snapshot at {first} is refused: the broker rebuilds producer state")
+            return
+    producer_states = [r.plan.producers for r in kept]
+    if any(p is None for p in producer_states):
+        return
+    bases = {r.task.base_offset for r in kept} | {end}
+    for r, producers in zip(kept, producer_states, strict=True):
+        assert producers is not None
+        state = apply_segment(state, producers)
+        map_end = r.plan.next_v2_offset
+        if map_end is None or map_end not in bases or map_end <= r.task.base_offset:
+            continue  # Kafka writes no snapshot there, or one its load deletes again (not a segment base)
+        final = os.path.join(directory, f"{map_end:020d}.snapshot")
+        kept_copy = replace_file(
+            final, format_snapshot(snapshot_entries(state)), backup_dir, r.task.run_id or "recover"
+        )
+        plan.backups += [kept_copy] if kept_copy else []
+        plan.created.append(final)
+
+
+def _exists(directory: str, offset: int) -> bool:
+    return file_exists(os.path.join(directory, f"{offset:020d}.snapshot"))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _recover_leader_epochs(
+    plan: PartitionRecovery, kept: list[SegmentResult], end: int, log_start: int, backup_dir: str | None
+) -> None:
+    """``leader-epoch-checkpoint`` as the broker's load leaves it: each recovered batch's new epoch assigned, then
+    the cache truncated at the log end and at the log start (``LogLoader``); rewritten (the old file kept in the
+    backups) only when that changes the entries. A file Kafka cannot read is left to the broker (a finding)."""
     path, text, unreadable = read_leader_epoch_text(plan.partition.path)
-    if text is None or unreadable is not None:
+    if unreadable is not None:
         return
     try:
-        loaded = load_leader_epochs(parse_leader_epoch_checkpoint(text, path))
+        cache = load_leader_epochs(parse_leader_epoch_checkpoint(text or "", path))
+        entries = recovered_leader_epochs(cache, [r.plan.epoch_starts for r in kept], end, log_start)
     except CheckpointError:
-        return  # a finding of verify's; the broker decides
-    kept = truncate_from_end(loaded, end)
-    if kept == loaded:
         return
-    if (kept_copy := keep_backup(path, _required(backup_dir, plan.partition.path))) is not None:
+    if entries == cache and text is not None:
+        return
+    if text is None and not entries:
+        return
+    if backup_dir is not None and (kept_copy := keep_backup(path, backup_dir)) is not None:
         plan.backups.append(kept_copy)
-    write_checkpoint_file(
-        os.path.join(plan.partition.path, LEADER_EPOCH_CHECKPOINT), format_leader_epoch_checkpoint(kept)
-    )
+    write_checkpoint_file(path, format_leader_epoch_checkpoint(entries))
     plan.created.append(path)
 
 

@@ -15,14 +15,14 @@ forced final time entry; both files trimmed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from ..format.abstract_index import round_down_to_multiple
 from ..format.records import ScanProblem
-from .log_scan import NO_OFFSET, LogSummary
+from .log_scan import EPOCH_DTYPE, NO_OFFSET, LogSummary
 from .settings import DEFAULT_SEGMENT_INDEX_BYTES
 
 
@@ -46,6 +46,8 @@ class SegmentPlan:
     fatal: ScanProblem | None  # where Kafka's recovery would throw (nothing is written then)
     last_offset: int  # last offset of the valid batches (base_offset - 1 when there is none)
     next_v2_offset: int | None  # last offset + 1 of the last v2 batch Kafka's recovery replays, if any
+    epoch_starts: np.ndarray = field(default_factory=lambda: np.empty(0, EPOCH_DTYPE))  # the leader epochs it starts
+    producers: np.ndarray | None = None  # PRODUCER_DTYPE: each producer's state at its end (None: not known)
 
     @property
     def index_entries(self) -> int:
@@ -67,6 +69,8 @@ class SegmentPlan:
             self.fatal,
             self.last_offset,
             self.next_v2_offset,
+            self.epoch_starts,
+            self.producers,
         )
 
 
@@ -85,6 +89,8 @@ class PlanSummary:
     fatal: ScanProblem | None
     last_offset: int
     next_v2_offset: int | None
+    epoch_starts: np.ndarray = field(default_factory=lambda: np.empty(0, EPOCH_DTYPE))
+    producers: np.ndarray | None = None
 
 
 def plan_segment(summary: LogSummary, segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES) -> SegmentPlan:
@@ -120,6 +126,8 @@ def plan_segment(summary: LogSummary, segment_index_bytes: int = DEFAULT_SEGMENT
         fatal=fatal,
         last_offset=summary.last_offset if summary.last_offset is not None else base_offset - 1,
         next_v2_offset=_next_v2_offset(summary, replayed),
+        epoch_starts=summary.epoch_starts,
+        producers=summary.producers,
     )
 
 

@@ -361,6 +361,28 @@ def write_checkpoint_file(path: str, text: str) -> None:
     fsync_path(os.path.dirname(path) or ".")
 
 
+def replace_file(final: str, data: bytes, backup_dir: str | None, tag: str) -> str | None:
+    """Replace (or create) a small whole file beside the segments (a producer snapshot) as every index file is
+    published: staged under a hidden name, fsynced, the old file kept in ``backup_dir`` first, renamed over
+    ``final``; the caller fsyncs the dir. Returns the backup's path, if one was made."""
+    with _staging(final, tag) as staged:
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    try:
+        kept = keep_backup(final, backup_dir) if backup_dir is not None else None
+        install(staged, final, sync_dir=False)
+    except BaseException:
+        discard(staged)
+        raise
+    return kept
+
+
 def create_empty_segment(partition_dir: str, base_offset: int) -> list[str]:
     """The files of a segment rolled at ``base_offset`` with nothing in it yet, as a broker's roll and clean
     shutdown leave an empty active segment: 0-byte ``.log``, ``.index`` and ``.timeindex``, each new (an

@@ -173,3 +173,44 @@ def test_the_metadata_log_and_an_interrupted_compaction_are_left_to_the_broker(t
     before = {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
     assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b"), "-q"]) == 0
     assert {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
+
+
+# ------------------------------------------------------------------------------------ snapshots and epochs
+@requires_kafka_real
+@pytest.mark.parametrize("name", ["txn-1", "java-perf-0", "plain-0", "comp-gzip-0", "logappend-0"])
+def test_recover_writes_the_producer_snapshots_kafka_wrote(tmp_path, monkeypatch, name):
+    """A real partition recovered from its first segment with every snapshot gone: recover writes one at each
+    later segment base and at the log end, each equal to the one the broker wrote there, but for producers
+    Kafka had dropped as idle for ``producer.id.expiration.ms`` (a day) by then; the leader epochs are the
+    file's; the next recover has nothing left but the empty segment."""
+    from indexlib.engine import recover as recover_module
+    from indexlib.format.leader_epoch_checkpoint import parse_leader_epoch_checkpoint
+    from indexlib.format.producer_snapshot import parse_snapshot_entries
+    from indexlib.recovery.producer_state import PRODUCER_ID_EXPIRATION_MS
+
+    source = KAFKA_REAL / "local-apache-kafka-4.1.0" / name
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    part = copy_fixture(source, logs / name)
+    kafka_snapshots = {p.name: p.read_bytes() for p in part.glob("*.snapshot")}
+    for p in part.glob("*.snapshot"):
+        p.unlink()
+    epochs_before = (part / "leader-epoch-checkpoint").read_text()
+    (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint({(name.rsplit("-", 1)[0], 0): 0}))
+    newest = max(summarize_log(p, int(p.name[:20]), 4096).raw_max or 0 for p in part.glob("*.log"))
+    monkeypatch.setattr(recover_module, "_now_ms", lambda: newest + 1)
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b"), "-q"]) == 0
+    ours = {p.name: p.read_bytes() for p in part.glob("*.snapshot")}
+    assert set(ours) == set(kafka_snapshots)
+    for snapshot, data in kafka_snapshots.items():
+        theirs = {e.producer_id: e for e in parse_snapshot_entries(data, snapshot)}
+        mine = {e.producer_id: e for e in parse_snapshot_entries(ours[snapshot], snapshot)}
+        assert {pid: mine.get(pid) for pid in theirs} == theirs, snapshot
+        extra = [e for pid, e in mine.items() if pid not in theirs]
+        assert all(not e.has_open_transaction for e in extra), snapshot
+        if not extra:
+            assert ours[snapshot] == data, snapshot  # byte for byte, Kafka's order
+    assert parse_leader_epoch_checkpoint((part / "leader-epoch-checkpoint").read_text(), "x") == (
+        parse_leader_epoch_checkpoint(epochs_before, "x")
+    )
+    assert PRODUCER_ID_EXPIRATION_MS == 86_400_000
