@@ -21,7 +21,13 @@ import time
 from dataclasses import dataclass, field, fields
 
 from ..format.checkpoint import CheckpointError, format_offset_checkpoint
-from ..format.layout import RECOVERY_POINT_OFFSET_CHECKPOINT, parse_segment_name
+from ..format.layout import (
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
+    parse_segment_name,
+    segment_file,
+    segment_name,
+)
 from ..format.leader_epoch_checkpoint import (
     format_leader_epoch_checkpoint,
     load_leader_epochs,
@@ -138,12 +144,12 @@ def finish_partition(plan: PartitionRecovery, results: list[SegmentResult]) -> N
 
 def _segment_base(name: str) -> int | None:
     parsed = parse_segment_name(name)
-    return parsed[0] if parsed is not None and parsed[1] != ".snapshot" else None
+    return parsed[0] if parsed is not None and parsed[1] != SNAPSHOT_SUFFIX else None
 
 
 def _snapshot_after(name: str, end: int) -> bool:
     parsed = parse_segment_name(name)
-    return parsed is not None and parsed[1] == ".snapshot" and parsed[0] > end
+    return parsed is not None and parsed[1] == SNAPSHOT_SUFFIX and parsed[0] > end
 
 
 def _required(backup_dir: str | None, directory: str) -> str:
@@ -174,13 +180,14 @@ def _write_producer_snapshots(
     if first <= log_start or first == plan.partition.segments[0].base_offset:
         state: dict[int, ProducerSnapshotEntry] = {}
     else:
-        found = read_snapshot_files(directory, [f"{first:020d}.snapshot"]) if _exists(directory, first) else {}
+        name = segment_name(first, SNAPSHOT_SUFFIX)
+        found = read_snapshot_files(directory, [name]) if file_exists(os.path.join(directory, name)) else {}
         data = next(iter(found.values()), None)
         if not isinstance(data, bytes):
             plan.notes.append(f"no producer snapshot at {first}: the broker rebuilds producer state at its start")
             return
         try:
-            state = state_from_snapshot(parse_snapshot_entries(data, f"{directory}/{first:020d}.snapshot"), _now_ms())
+            state = state_from_snapshot(parse_snapshot_entries(data, os.path.join(directory, name)), _now_ms())
         except SnapshotError:
             plan.notes.append(f"the producer snapshot at {first} is refused: the broker rebuilds producer state")
             return
@@ -194,16 +201,12 @@ def _write_producer_snapshots(
         map_end = r.plan.next_v2_offset
         if map_end is None or map_end not in bases or map_end <= r.task.base_offset:
             continue  # Kafka writes no snapshot there, or one its load deletes again (not a segment base)
-        final = os.path.join(directory, f"{map_end:020d}.snapshot")
+        final = segment_file(directory, map_end, SNAPSHOT_SUFFIX)
         kept_copy = replace_file(
             final, format_snapshot(snapshot_entries(state)), backup_dir, r.task.run_id or "recover"
         )
         plan.backups += [kept_copy] if kept_copy else []
         plan.created.append(final)
-
-
-def _exists(directory: str, offset: int) -> bool:
-    return file_exists(os.path.join(directory, f"{offset:020d}.snapshot"))
 
 
 def _now_ms() -> int:
