@@ -57,7 +57,7 @@ RUN_TIME = (
     "fleet",  # its parse-time keys (runner, connection, limits) keep their parsed values: see the fleet DAGs
 )
 PARSE_TIME = tuple(k for k in DEFAULTS if k not in RUN_TIME)  # schedule, spark_conn_id, project_dir, py_files, archives
-MODES = ("verify", "rebuild", "repair")
+MODES = ("verify", "rebuild", "repair", "recover")
 
 
 def load_settings(variable_json: str | None) -> dict[str, Any]:

@@ -57,10 +57,14 @@ PARAMS = {
         type="string",
         enum=list(MODES),
         title="Mode",
-        description="verify (read-only), rebuild (rewrite every index) or repair (only what is wrong)",
+        description="verify (read-only), rebuild (rewrite every index), repair (only what is wrong) or recover "
+        "(after an unclean shutdown, the broker stopped: do its start's recovery offline)",
     ),
     "dry_run": Param(
-        True, type="boolean", title="Dry run", description="rebuild or repair: report what would change, write nothing"
+        True,
+        type="boolean",
+        title="Dry run",
+        description="rebuild, repair or recover: report what would change, write nothing",
     ),
     "truncate_corrupt_tail": Param(
         False,

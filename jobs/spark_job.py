@@ -1,4 +1,4 @@
-"""`spark-submit jobs/spark_job.py MODE --log-dir DIR ...`: the Spark job. MODE is verify, rebuild or repair,
+"""`spark-submit jobs/spark_job.py MODE --log-dir DIR ...`: the Spark job. MODE is verify, rebuild, repair or recover,
 and the options are `kafka-index MODE`'s (it is the same command line, submitted)."""
 
 import os

@@ -128,7 +128,7 @@ def test_on_demand_dag_params_schema(facts):
     assert dag["schedule"] is None and dag["tasks"] == ["build_arguments", "run_job"]
     params = dag["params"]
     assert set(params) == {"log_dirs", "topics", "partitions", "mode", "dry_run", "truncate_corrupt_tail"}
-    assert params["mode"]["enum"] == ["verify", "rebuild", "repair"]
+    assert params["mode"]["enum"] == ["verify", "rebuild", "repair", "recover"]
     assert params["log_dirs"]["type"] == "array" and params["log_dirs"]["minItems"] == 1
     assert params["dry_run"]["type"] == params["truncate_corrupt_tail"]["type"] == "boolean"
     assert facts["param_checks"] == {
@@ -205,6 +205,8 @@ def test_only_dry_runs_exit_zero_on_findings(facts):
         "rebuild dry": True,
         "repair": False,
         "repair dry": True,
+        "recover": False,
+        "recover dry": True,
     }
 
 

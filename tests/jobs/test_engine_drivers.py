@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,36 @@ def test_the_drivers_agree_on_each_kind_of_damage(spark, tmp_path, case):
     damage(logs, case)
     report = assert_same_verify_and_rebuild(logs, tmp_path)
     assert report["exit_code"] == 1 and report["remaining_findings"]  # the damage is seen
+
+
+def test_the_drivers_recover_a_crashed_log_dir_alike(spark, tmp_path):
+    """``python -m indexlib recover`` and ``kafka-index recover`` (the Spark job) on two copies of one crashed log
+    dir (a torn tail in a middle segment, the active segments' indexes preallocated, recovery points at 0): the
+    same report facts and, after, the same files byte for byte (the backups named by their run ids aside)."""
+    from ..indexlib.test_recover import crashed_log_dir
+
+    made = crashed_log_dir(tmp_path / "made", partitions=3, point=0)
+    middle = sorted((made / "orders-1").glob("*.log"))[1]
+    with open(middle, "ab") as f:
+        f.write(b"\x00" * 64)
+    local_dir, spark_dir = copy_fixture(made, tmp_path / "local"), copy_fixture(made, tmp_path / "spark")
+    local_json, spark_json = tmp_path / "local.json", tmp_path / "spark.json"
+    local = indexlib_main(["recover", str(local_dir), "--jobs", "2", "--json", str(local_json),
+                           "--backup-dir", str(tmp_path / "b-local"), "--run-id", "r", "-q"])  # fmt: skip
+    spark_code = kafka_index_main(["recover", "--log-dir", str(spark_dir), "--audit-table", "none", "--no-progress",
+                                   "--json", str(spark_json), "--backup-dir", str(tmp_path / "b-spark"),
+                                   "--run-id", "r", "-q"])  # fmt: skip
+    assert local == spark_code == 0
+
+    def relative(report: dict, root: Path) -> str:
+        return repr(facts(report)).replace(str(root), "ROOT")
+
+    local_report, spark_report = json.loads(local_json.read_text()), json.loads(spark_json.read_text())
+    assert relative(local_report, local_dir) == relative(spark_report, spark_dir)
+    assert files(local_dir) == files(spark_dir)
+
+    def backups(root: Path) -> dict[str, bytes]:  # a log dir's own files are kept under a label of its path
+        return {re.sub(r"log-dirs/[^/]+/", "log-dirs/LOG_DIR/", k): v for k, v in files(root).items()}
+
+    assert backups(tmp_path / "b-local") == backups(tmp_path / "b-spark")
+    assert any(s["action"] == "dropped" for s in local_report["segments"])
