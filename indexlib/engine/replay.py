@@ -24,8 +24,8 @@ from ..recovery.checks import (
 from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.findings import Finding
 from ..recovery.log_scan import EVENT_TXN_DATA
-from ..recovery.producer_state import relevant_events, replay_segment
-from ..recovery.state_checks import leader_epoch_findings, snapshot_findings
+from ..recovery.producer_state import recovered_leader_epochs, relevant_events, replay_segment
+from ..recovery.state_checks import leader_epoch_findings, leader_epoch_log_findings, snapshot_findings
 from ..storage.discovery import Partition
 from ..storage.partition_files import (
     initial_state_for,
@@ -79,6 +79,11 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         log_start = 0
     bases = [o.task.base_offset for o in outcomes]
     plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]
+    if check and all(p.fatal is None for p in plans):  # epochs past a refused batch are not known
+        log_epochs = recovered_leader_epochs([], [p.epoch_starts for p in plans])
+        path, text, unreadable = read_leader_epoch_text(partition.path)
+        if unreadable is None:
+            findings += leader_epoch_log_findings(path, text, log_epochs, log_start)
     replays = replay_partition(partition.path, bases, plans, log_start)
     if check:
         txn_files = [read_existing_txn_index(segment_file(partition.path, base, ".txnindex"), base) for base in bases]

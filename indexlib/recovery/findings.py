@@ -211,6 +211,21 @@ KINDS: dict[str, FindingKind] = _kinds(
         "differs from the file, and a replica may truncate to the wrong offset",
     ),
     FindingKind(
+        "leader_epoch_missing",
+        ERROR,
+        "partition dir",
+        NOTHING,
+        "a leader epoch the log's batches start is not in leader-epoch-checkpoint: a follower asking where that "
+        "epoch ends is told another offset, and may truncate records",
+    ),
+    FindingKind(
+        "leader_epoch_start_mismatch",
+        ERROR,
+        "partition dir",
+        NOTHING,
+        "a leader-epoch-checkpoint entry's start offset is not its epoch's first batch in the log",
+    ),
+    FindingKind(
         "unreadable_partition",
         ERROR,
         "partition dir",

@@ -73,19 +73,72 @@ def test_a_leader_epoch_checkpoint_kafka_would_not_write_is_found(tmp_path, text
     logs = copy_log_dir(tmp_path, "txn-0")
     (logs / "txn-0" / "leader-epoch-checkpoint").write_text(text)
     found = kinds(logs / "txn-0")
-    assert list(found) == [kind]
+    assert kind in found  # (a file that disagrees with the log's epochs also gives leader_epoch_missing)
+    assert set(found) <= {kind, "leader_epoch_missing"}
     assert verify_partition(logs / "txn-0").healthy is False
 
 
 def test_a_broker_killed_in_its_first_minute_leaves_no_false_finding(tmp_path):
     """Kafka creates every checkpoint file empty when it opens it: a broker killed before its first flush leaves
-    0-byte ``log-start-offset-checkpoint``, ``recovery-point-offset-checkpoint`` and ``leader-epoch-checkpoint``
-    files, which it reads as empty. No finding, and the replay uses log start offset 0."""
+    0-byte ``log-start-offset-checkpoint`` and ``recovery-point-offset-checkpoint`` files (its leader epochs are
+    written as it assigns them, before any batch: a partition never written keeps a 0-byte one), which it reads as
+    empty. No finding, and the replay uses log start offset 0."""
     logs = copy_log_dir(tmp_path, "txn-0", "plain-0")
     for name in ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
         (logs / name).write_bytes(b"")
-    for part in ("txn-0", "plain-0"):
-        (logs / part / "leader-epoch-checkpoint").write_bytes(b"")
+    empty = logs / "quiet-0"  # a partition created but never written: its leader-epoch-checkpoint is 0 bytes too
+    empty.mkdir()
+    for suffix in (".log", ".index", ".timeindex"):
+        (empty / f"{0:020d}{suffix}").write_bytes(b"")
+    (empty / "leader-epoch-checkpoint").write_bytes(b"")
+    for part in ("txn-0", "plain-0", "quiet-0"):
         report = verify_partition(logs / part)
         assert [f.kind for f in report.findings if f.kind != "no_meta_properties"] == [], part
         assert report.healthy
+
+
+# ------------------------------------------------------------------------------- leader epochs against the log
+def epochs_partition(tmp_path: Path) -> tuple[Path, list]:
+    """A generated partition whose batches start several leader epochs, its indexes rebuilt, and the
+    ``leader-epoch-checkpoint`` Kafka would hold for it; returns (partition dir, the epochs)."""
+    from indexlib.engine import rebuild_partition
+    from indexlib.format.leader_epoch_checkpoint import format_leader_epoch_checkpoint
+    from indexlib.recovery.producer_state import recovered_leader_epochs
+    from indexlib.storage.partition_files import summarize_log
+    from indexlib.testing.generate import generate_partition
+
+    part = tmp_path / "logs" / "orders-0"
+    generate_partition(part, segments=3, batches_per_segment=40, transactional_producers=1, epochs=True, seed=9)
+    rebuild_partition(part)
+    starts = [summarize_log(p, int(p.name[:20]), 4096).epoch_starts for p in sorted(part.glob("*.log"))]
+    epochs = recovered_leader_epochs([], starts)
+    assert len(epochs) >= 3
+    (part / "leader-epoch-checkpoint").write_text(format_leader_epoch_checkpoint(epochs))
+    return part, epochs
+
+
+def test_leader_epochs_that_match_the_log_give_no_finding(tmp_path):
+    part, _ = epochs_partition(tmp_path)
+    assert kinds(part) == {}
+
+
+@pytest.mark.parametrize("fault", ["missing", "later-by-one", "before-the-previous-epoch"])
+def test_a_leader_epoch_checkpoint_that_disagrees_with_the_log_is_found(tmp_path, fault):
+    from indexlib.format.leader_epoch_checkpoint import EpochEntry, format_leader_epoch_checkpoint
+
+    part, epochs = epochs_partition(tmp_path)
+    changed = list(epochs)
+    if fault == "missing":
+        del changed[1]
+        kind = "leader_epoch_missing"
+    elif fault == "later-by-one":
+        changed[1] = EpochEntry(changed[1].epoch, changed[1].start_offset + 1)
+        kind = "leader_epoch_start_mismatch"
+    else:  # at the previous epoch's first batch: batches of that epoch lie in between
+        changed[2] = EpochEntry(changed[2].epoch, changed[1].start_offset)
+        del changed[1]
+        kind = "leader_epoch_start_mismatch"
+    (part / "leader-epoch-checkpoint").write_text(format_leader_epoch_checkpoint(changed))
+    found = kinds(part)
+    assert kind in found, found
+    assert verify_partition(part).healthy is False
