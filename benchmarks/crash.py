@@ -1,0 +1,211 @@
+"""After a kill -9: how long does Apache Kafka 4.1.0's own recovery take, against ``python -m indexlib recover``
+and then the broker's start on what it left (issue 24)? Whole processes, on crash states made here by a real
+broker (``../shared/kafka_2.13-4.1.0``) killed (SIGKILL) while ``kafka-producer-perf-test.sh`` writes to it.
+
+Shapes: a) a few partitions with large active segments (8 partitions, 128 MiB in all: every byte in the active
+segments, 1 GiB ``segment.bytes``); b) many small partitions (1000 x ~0.3 MiB). Per run, on fresh ``cp -a`` copies
+of the crashed log dir (``num.recovery.threads.per.data.dir`` = 2, the cores; the distribution's JVM options):
+
+- Kafka: the broker started on a copy; its own ``Loaded N logs in X ms`` (LogManager.loadLogs, the recovery itself;
+  the start also waits out its old session, whatever the log holds, which this figure leaves out);
+- ``recover --jobs 2``: wall time of the whole process on another copy, then the broker started on that copy: its
+  ``Loaded N logs in X ms`` (and a check that it recovered no segment holding data);
+- ``verify --jobs 2`` and ``rebuild --jobs 2 --output-dir`` of the crashed dir (read only), whole processes;
+- the physical limit: one ``cat`` of the ``.log`` files.
+
+Data under ``/dev/shm`` (page-cache pages: no disk in any figure; fsync is free there). A broker is stopped by its
+PID only. Medians over ``--runs`` (3).
+
+Run: ``.venv/bin/python benchmarks/crash.py [--runs 3] [--shapes a,b]``; ``--quick``: small shapes, one run.
+About 10 minutes with the defaults on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (  # noqa: E402
+    REPO,
+    BenchError,
+    MachineWatch,
+    cat_seconds,
+    compile_bytecode,
+    header,
+    med,
+    run_indexlib,
+    runs_list,
+    scratch,
+    timed,
+)
+
+sys.path.insert(0, REPO)
+from tests.broker.kafka_broker import (  # noqa: E402
+    KafkaBroker,
+    copy_log_dir,
+    create_topics,
+    kafka_home_missing,
+    partition_dirs,
+)
+
+# key -> (topic, partitions, total MiB, record bytes)
+SHAPES = {"a": ("crash-a", 8, 128, 1024), "b": ("crash-b", 1000, 300, 512)}
+QUICK = {"a": ("crash-a", 8, 16, 1024), "b": ("crash-b", 100, 30, 512)}
+OVERRIDES = {
+    "num.recovery.threads.per.data.dir": "2",
+    "broker.session.timeout.ms": "3000",  # the start after a kill waits out the old session: shorter, same recovery
+    "broker.heartbeat.interval.ms": "500",
+    "auto.create.topics.enable": "false",
+}
+
+
+def log_files(log_dir: Path, topic: str) -> list[str]:
+    return [str(f) for p in partition_dirs(log_dir) if p.name.startswith(topic + "-") for f in sorted(p.glob("*.log"))]
+
+
+def data_bytes(log_dir: Path) -> int:
+    return sum(f.stat().st_size for f in log_dir.rglob("*.log"))
+
+
+def make_crash(root: Path, shape: tuple[str, int, int, int]) -> tuple[Path, tuple[int, int]]:
+    """A log dir left by SIGKILL of a broker while ``kafka-producer-perf-test.sh`` writes ``shape``'s topic."""
+    topic, partitions, mib, record = shape
+    log_dir = root / "crash"
+    broker = KafkaBroker(root / "crash-broker", log_dir, OVERRIDES, jvm_opts=None)
+    perf = None
+    try:
+        broker.format()
+        broker.start()
+        create_topics(broker.bootstrap, {topic: partitions})
+        target = mib << 20
+        env = broker.env(root / "perf-logs")
+        (root / "perf-logs").mkdir()
+        perf = subprocess.Popen(
+            [str(broker.home / "bin" / "kafka-producer-perf-test.sh"), "--topic", topic, "--num-records", "1000000000",
+             "--record-size", str(record), "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}",
+             "acks=1", "linger.ms=5", "batch.size=16384"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 600
+        while data_bytes(log_dir) < target:
+            if perf.poll() is not None:
+                raise BenchError(f"kafka-producer-perf-test.sh exited with {perf.returncode}")
+            if time.monotonic() > deadline:
+                raise BenchError("the producer did not write the shape's data in 10 minutes")
+            time.sleep(0.2)
+        broker.crash()  # SIGKILL while the producer writes
+    finally:
+        broker.close()
+        if perf is not None and perf.poll() is None:
+            os.kill(perf.pid, signal.SIGKILL)
+            perf.wait(30)
+    return log_dir, (broker.port, broker.controller_port)
+
+
+def broker_loaded(root: Path, log_dir: Path, ports: tuple[int, int], name: str) -> tuple[int, dict[str, list[int]]]:
+    """Start a broker on ``log_dir``; its ``Loaded N logs in X ms`` (ms) and the segments it recovered. Killed after."""
+    broker = KafkaBroker(root / name, log_dir, OVERRIDES, ports=ports, jvm_opts=None)
+    try:
+        rec = broker.start(timeout=600)
+    finally:
+        broker.close()
+    if not rec.loaded:
+        raise BenchError(f"no 'Loaded N logs' line in {broker.current_logs}/server.log")
+    return rec.loaded_ms, {tp: bases for tp, bases in rec.recovering.items() if tp != "__cluster_metadata-0"}
+
+
+def one_run(root: Path, key: str, shape, crash: Path, ports) -> dict[str, float]:
+    topic = shape[0]
+    r: dict[str, float] = {"cat": cat_seconds(log_files(crash, topic))}
+    copy = copy_log_dir(crash, root / "self")
+    r["kafka"], _ = broker_loaded(root, copy, ports, "self-broker")
+    shutil.rmtree(copy)
+    copy = copy_log_dir(crash, root / "ours")
+    bk = root / "backups"
+    r["recover"] = timed(lambda: run_indexlib(["recover", str(copy), "--backup-dir", str(bk), "--jobs", "2", "-q"]))
+    r["after"], recovered = broker_loaded(root, copy, ports, "after-broker")
+    for tp, bases in recovered.items():  # only the empty segment recover rolled at the log end
+        log = copy / tp / f"{bases[0]:020d}.log"
+        if len(bases) != 1 or log.stat().st_size != 0:
+            raise BenchError(f"after recover the broker recovered {tp} {bases} (not only the empty rolled segment)")
+    shutil.rmtree(copy)
+    shutil.rmtree(bk, ignore_errors=True)
+    select = ["--topics", topic, "--jobs", "2", "-q"]
+    r["verify"] = timed(lambda: run_indexlib(["verify", str(crash), *select], ok=(0, 1)))
+    out = root / "rebuilt"
+    r["rebuild"] = timed(lambda: run_indexlib(["rebuild", str(crash), "--output-dir", str(out), *select]))
+    shutil.rmtree(out)
+    for name in ("self-broker", "after-broker"):
+        shutil.rmtree(root / name, ignore_errors=True)
+    return r
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--shapes", default="a,b")
+    parser.add_argument("--quick", action="store_true", help="small shapes, one run")
+    args = parser.parse_args(argv)
+    missing = kafka_home_missing()
+    if missing:
+        print(f"crash: {missing}", file=sys.stderr)
+        return 2
+    shapes = QUICK if args.quick else SHAPES
+    if args.quick:
+        args.runs = 1
+    compile_bytecode()
+    results = {}
+    watch = MachineWatch()
+    try:
+        with scratch("bench-crash-") as tmp:
+            for key in args.shapes.split(","):
+                shape = shapes[key]
+                root = Path(tmp) / key
+                root.mkdir()
+                print(f"[{key}] making the crash state", file=sys.stderr, flush=True)
+                crash, ports = make_crash(root, shape)
+                logs = log_files(crash, shape[0])
+                size = sum(os.path.getsize(f) for f in logs)
+                runs = []
+                for run in range(args.runs):
+                    print(f"[{key}] run {run + 1}/{args.runs}", file=sys.stderr, flush=True)
+                    watch.before_run()
+                    (root / f"run{run}").mkdir()
+                    runs.append(one_run(root / f"run{run}", key, shape, crash, ports))
+                results[key] = (shape, len(logs), size, runs)
+    except BenchError as exc:
+        print(f"crash: FAILED: {exc}", file=sys.stderr)
+        return 1
+    quick = " --quick" if args.quick else ""
+    header(f"benchmarks/crash.py --runs {args.runs} --shapes {args.shapes}{quick}", args.runs, watch)
+    print()
+    print(
+        "| crash state | `cat` of the .log files | Kafka's own recovery (`Loaded N logs`) | our `recover --jobs 2` "
+        "| broker's `Loaded N logs` after recover | our `verify --jobs 2` | our `rebuild --jobs 2` |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for key, ((_, partitions, _, record), segments, size, runs) in results.items():
+
+        def col(name: str, ms: bool = False) -> str:
+            values = [r[name] / 1000 if ms else r[name] for r in runs]
+            return f"{med(values):.2f} s ({runs_list(values)})"
+
+        ratio = [r["kafka"] / 1000 / r["recover"] for r in runs]
+        after = [r["after"] / r["kafka"] for r in runs]
+        print(
+            f"| {key}) {partitions} partitions, {size / 2**20:.0f} MiB in {segments} segments ({record}-byte records) "
+            f"| {col('cat')} | {col('kafka', True)} | {col('recover')} (**{med(ratio):.2f}x** Kafka) "
+            f"| {col('after', True)} ({med(after):.0%} of Kafka's) | {col('verify')} | {col('rebuild')} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
