@@ -90,24 +90,57 @@ def _create_empty(path: str) -> None:
 
 
 def keep_backup(final: str, backup_dir: str) -> str | None:
-    """Copy ``final`` (if it exists) into ``backup_dir``, fsynced; returns the copy's path. An existing
-    backup of the same name is kept as it is: the first copy is the oldest, and a late writer (a retried
-    task, a re-run under the same run id) must not replace it with a file that was already rebuilt."""
+    """Copy ``final`` (if it exists) into ``backup_dir``, durable, its holes kept (not a hard link: whatever
+    writes the file in place later must not change its backup); returns the copy's path. An existing backup of the same name is kept as it is: the first
+    copy is the oldest, and a late writer (a retried task, a re-run under the same run id) must not replace it
+    with a file that was already rebuilt."""
     if not os.path.lexists(final):
         return None
     os.makedirs(backup_dir, exist_ok=True)
     backup = os.path.join(backup_dir, os.path.basename(final))
     if not os.path.lexists(backup):
-        partial = backup + ".partial"
-        try:
-            shutil.copy2(final, partial)
-            fsync_path(partial)
-            os.replace(partial, backup)
-        except BaseException:  # a full disk, say: no partial copy stays behind
-            discard(partial)
-            raise
+        _copy_sparse(final, backup)
         fsync_path(backup_dir)
     return backup
+
+
+def _copy_sparse(source: str, target: str) -> None:
+    """Copy ``source`` to ``target`` (fsynced, renamed into place from ``<target>.partial``), its holes kept as
+    holes: an active segment's index preallocated to 10 MiB stores a few pages, and its copy stores no more."""
+    partial = target + ".partial"
+    try:
+        with open(source, "rb") as src, open(partial, "wb") as dst:
+            size = os.fstat(src.fileno()).st_size
+            for start, end in _data_extents(src.fileno(), size):
+                at = start
+                while at < end:
+                    chunk = os.pread(src.fileno(), min(1 << 20, end - at), at)
+                    if not chunk:
+                        break
+                    os.pwrite(dst.fileno(), chunk, at)
+                    at += len(chunk)
+            os.ftruncate(dst.fileno(), size)
+            os.fsync(dst.fileno())
+        shutil.copystat(source, partial)
+        os.replace(partial, target)
+    except BaseException:  # a full disk, say: no partial copy stays behind
+        discard(partial)
+        raise
+
+
+def _data_extents(fd: int, size: int) -> list[tuple[int, int]]:
+    """The ``[start, end)`` ranges of a file that hold data (``SEEK_DATA``/``SEEK_HOLE``); the whole file where
+    the file system does not report holes."""
+    extents, pos = [], 0
+    try:
+        while pos < size:
+            start = os.lseek(fd, pos, os.SEEK_DATA)
+            pos = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+            extents.append((start, pos))
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data after pos
+            return [(0, size)]
+    return extents
 
 
 def install(staged: str, final: str, sync_dir: bool = True) -> None:

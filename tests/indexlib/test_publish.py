@@ -68,3 +68,16 @@ def test_a_lock_held_by_another_process_is_seen_posix_or_flock(tmp_path):
             holder.stdin.close()
             holder.wait(timeout=30)
         assert not log_dir_is_locked(tmp_path), call  # released when the holder ends
+
+
+def test_a_backup_keeps_a_preallocated_index_sparse(tmp_path):
+    """A crashed broker's active segment keeps its indexes preallocated (10 MiB, sparse): its backup is a copy
+    that stores the data pages only (once 20 MiB of zeros per partition), the same bytes."""
+    final = tmp_path / "00000000000000000000.index"
+    with open(final, "wb") as f:
+        f.write(b"\x00\x00\x00\x05\x00\x00\x10\x00" * 3)
+        f.truncate(10 * 1024 * 1024)
+    copy = Path(keep_backup(str(final), str(tmp_path / "backups")) or "")
+    assert copy.read_bytes() == final.read_bytes()
+    assert os.stat(copy).st_blocks * 512 <= 64 * 1024  # a few pages, not 10 MiB of zeros
+    assert os.listdir(tmp_path / "backups") == [final.name]  # no partial copy left
