@@ -141,8 +141,11 @@ static PyObject *py_hardware(PyObject *self, PyObject *unused) { return PyBool_F
  * Returns {batch_count, valid_bytes, walked, stop, problem, fatal, plan_end, entries, last_row, stop_row,
  * events, offset_answers, time_answers, last_offset, raw_max, epoch_starts, producers} (see _kernel.pyi).
  * marker_parser(batch, records_count) returns why the marker is malformed (a str), or its control type (an int),
- * or (control type, coordinator epoch, record timestamp); producers is None when some marker's answer was a bare
- * int (its coordinator epoch and timestamp unknown). Memory: the selected rows, one event per producer and
+ * or (control type, coordinator epoch, record timestamp), or (why,) (a 1-tuple of a str) when the batch is
+ * compressed and cannot be read (its codec's package is missing, or it does not decompress): the fatal
+ * F_COMPRESSED_CONTROL, with `why` as its text. A control batch compressed with a known codec (1-4) is handed to
+ * the parser as any other, which decompresses it: this file never decompresses. producers is None when some
+ * marker's answer was a bare int (its coordinator epoch and timestamp unknown). Memory: the selected rows, one event per producer and
  * transaction, one item per leader epoch and per producer; nothing per batch.
  */
 #define HEADER_UP_TO_MAGIC 17
@@ -760,7 +763,7 @@ typedef struct {
     int set;
     int code;
     int64_t position, batch_index, base_offset, a, b;
-    PyObject *text; /* owned (P_INVALID_MARKER only) */
+    PyObject *text; /* owned: P_INVALID_MARKER's reason, or why F_COMPRESSED_CONTROL's batch cannot be read */
 } problem_t;
 
 static PyObject *problem_tuple(const problem_t *p) {
@@ -1034,7 +1037,7 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
             base_sequence = be32s(h + 53);
             records_count = be32s(h + 57);
             needs_marker = (attributes & 0x20) && producer_id > -1 && records_count != 0 && !frozen;
-            if (needs_marker && (attributes & 7) == 0) { /* hold the whole batch for the parser */
+            if (needs_marker && (attributes & 7) <= 4) { /* hold the whole batch for the parser */
                 if (reader_fill(&rd, pos, (size_t)(batch_end - pos)) < 0) {
                     failed = 1;
                     break;
@@ -1077,22 +1080,30 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         pos = batch_end;
         if (frozen)
             continue; /* only the walk's own end is still looked for */
-        int marker_type = -1, invalid = 0, unknown = 0;
+        int marker_type = -1, invalid = 0, unknown = 0, refused = 0;
         int32_t marker_coordinator_epoch = -1;
         int64_t marker_timestamp = -1;
         if (needs_marker) {
             int codec = attributes & 7;
-            if (codec != 0) { /* never read: the valid data ends before it */
+            if (codec > 4) { /* an unknown codec: never read, the valid data ends before it */
                 fatal = (problem_t){1, F_COMPRESSED_CONTROL, batch_pos, i, batch_base, codec, 0, NULL};
                 frozen = 1;
                 continue;
             }
+            /* a compressed one (codec 1-4) too: the parser decompresses it, this loop never does */
             PyEval_RestoreThread(thread);
             PyObject *batch = PyBytes_FromStringAndSize((const char *)h, batch_end - batch_pos);
             PyObject *answer = batch == NULL ? NULL : PyObject_CallFunction(parser, "(Oi)", batch, records_count);
             Py_XDECREF(batch);
             if (answer == NULL) {
                 parser_error = 1;
+            } else if (PyTuple_Check(answer) && PyTuple_GET_SIZE(answer) == 1 &&
+                       PyUnicode_Check(PyTuple_GET_ITEM(answer, 0))) {
+                /* (why,): the compressed batch cannot be read here (its codec's package is missing, or its
+                 * bytes do not decompress): a refusal, as for an unknown codec; never read, nor kept */
+                PyObject *why = Py_NewRef(PyTuple_GET_ITEM(answer, 0));
+                fatal = (problem_t){1, F_COMPRESSED_CONTROL, batch_pos, i, batch_base, codec, 0, why};
+                refused = 1;
             } else if (PyUnicode_Check(answer)) {
                 problem = (problem_t){1, P_INVALID_MARKER, batch_pos, i, batch_base, 0, 0, answer};
                 answer = NULL; /* owned by the problem */
@@ -1146,6 +1157,10 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
             if (parser_error) {
                 failed = 1;
                 break;
+            }
+            if (refused) {
+                frozen = 1;
+                continue;
             }
         }
         /* batch i is kept: n = i + 1 */
@@ -1305,6 +1320,7 @@ done:
     PyMem_RawFree(epochs.data);
     PyMem_RawFree(pstates.items);
     Py_XDECREF(problem.text);
+    Py_XDECREF(fatal.text);
     return result;
 }
 

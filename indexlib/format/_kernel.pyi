@@ -26,7 +26,7 @@ def scan_segment(
     index_interval_bytes: int,
     offset_probes: Buffer,
     time_probes: Buffer,
-    marker_parser: Callable[[bytes, int], int | tuple[int, int, int] | str],
+    marker_parser: Callable[[bytes, int], int | tuple[int, int, int] | str | tuple[str]],
     window: int = 1 << 20,
     prefetch: bool = True,
     /,
@@ -41,6 +41,8 @@ def scan_segment(
     compacted), ``offset_answers`` (int64 x3 per offset probe), ``time_answers`` (int64 per time probe),
     ``last_offset`` and ``raw_max`` (None without a batch), ``epoch_starts`` (log_scan.EPOCH_DTYPE records) and
     ``producers`` (log_scan.PRODUCER_DTYPE records; None when ``marker_parser`` gave some marker's control type
-    alone, an int, instead of ``(type, coordinator epoch, record timestamp)``). OSError when the file shrinks or
+    alone, an int, instead of ``(type, coordinator epoch, record timestamp)``). ``marker_parser`` decompresses a
+    control batch of a known codec (the kernel never does); its answer ``(why,)`` (a compressed batch it cannot
+    read) is the fatal ``F_COMPRESSED_CONTROL`` with ``why`` as its text. OSError when the file shrinks or
     cannot be read.
     """

@@ -3,7 +3,13 @@
 Kafka's ``ControlRecordType`` / ``EndTransactionMarker`` parsing, as its producer state reads it: the record's
 varints and length-prefixed key and value, the control type in the key, the coordinator epoch in the value.
 
-Invariants: nothing is decompressed (a compressed control batch is a fatal problem, not parsed); no byte outside
+A control batch compressed with a known codec (gzip, snappy, lz4, zstd) is read as Kafka's recovery reads it
+(kafka-index-format.md 2.5: the batch's first record is the marker, whatever the codec): its records are
+decompressed (:mod:`.compression`, the ``decompress`` extra for all but gzip) and the marker parsed from them.
+When the codec's package is missing, or the bytes do not decompress, the batch is not read: the parsers answer
+``(why,)`` and the segment is refused (``compressed_control_batch``, ``why`` naming the package to install).
+
+Invariants: only a control batch's records are ever decompressed, here, never by the scan kernel; no byte outside
 the batch given is read; a malformed record is :class:`InvalidRecordError` with Kafka's reason, never a guess;
 :func:`check_markers` only ever shortens a :class:`~.records.LogScan` (to end after the batch concerned).
 """
@@ -15,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from . import compression
 from .errors import InvalidRecordError
 from .records import (
     ATTR_COMPRESSION_MASK,
@@ -118,10 +125,34 @@ def parse_marker(view: memoryview | bytes, pos: int, size: int, records_count: i
     return control_type, coordinator_epoch
 
 
-def marker_type_or_error(batch: Buffer, records_count: int) -> int | str:
-    """The control type of the marker a whole control batch (its bytes from the first) holds, or why it
-    is malformed (:func:`parse_marker`'s reason)."""
+#: a parser's answer for a compressed control batch it cannot read: ``(why,)``, the refusal's reason
+Unreadable = tuple[str]
+
+
+def readable_batch(batch: Buffer) -> memoryview | Unreadable:
+    """A whole v2 control batch as :func:`parse_marker` reads it: the batch itself when uncompressed; for a
+    known codec, its 61-byte header followed by its decompressed records (the marker's offsets and lengths
+    then read as in an uncompressed batch, and "records still remaining" is bytes left in the decompressed
+    stream, as Kafka's stream iterator checks it); ``(why,)`` when it cannot be decompressed here."""
     view = memoryview(batch)
+    codec = view[22] & ATTR_COMPRESSION_MASK if len(view) >= V2_HEADER_SIZE else 0
+    if codec == 0:
+        return view
+    try:
+        records = compression.decompress(codec, view[V2_HEADER_SIZE:])
+    except compression.CodecUnavailableError as exc:
+        return (f"its marker cannot be read here: {exc}",)
+    except InvalidRecordError as exc:
+        return (f"{exc}; Kafka's recovery fails on a control batch it cannot decompress",)
+    return memoryview(bytes(view[:V2_HEADER_SIZE]) + records)
+
+
+def marker_type_or_error(batch: Buffer, records_count: int) -> int | str | Unreadable:
+    """The control type of the marker a whole control batch (its bytes from the first) holds, or why it
+    is malformed (:func:`parse_marker`'s reason), or ``(why,)`` when it is compressed and cannot be read."""
+    view = readable_batch(batch)
+    if isinstance(view, tuple):
+        return view
     try:
         return parse_marker(view, 0, len(view), records_count)[0]
     except ValueError as exc:
@@ -158,12 +189,15 @@ def marker_record_timestamp(view: memoryview | bytes, pos: int) -> int:
     return _wrap64(int(struct.unpack_from(">q", view, pos + 27)[0]) + delta)
 
 
-def marker_fields_or_error(batch: Buffer, records_count: int) -> tuple[int, int, int] | str:
+def marker_fields_or_error(batch: Buffer, records_count: int) -> tuple[int, int, int] | str | Unreadable:
     """What producer state reads from a whole control batch (its bytes from the first): ``(control_type,
     coordinator_epoch, record_timestamp)`` (coordinator epoch -1 for a type other than ABORT/COMMIT), or why the
-    marker is malformed (:func:`parse_marker`'s reason). The kernel's marker parser, beside
-    :func:`marker_type_or_error` (which gives the type alone)."""
-    view = memoryview(batch)
+    marker is malformed (:func:`parse_marker`'s reason), or ``(why,)`` when the batch is compressed and cannot be
+    read (:func:`readable_batch`). The kernel's marker parser, beside :func:`marker_type_or_error` (which gives
+    the type alone)."""
+    view = readable_batch(batch)
+    if isinstance(view, tuple):
+        return view
     try:
         control_type, coordinator_epoch = parse_marker(view, 0, len(view), records_count)
     except ValueError as exc:
@@ -182,7 +216,7 @@ def read_marker_fields(view: memoryview, scan: LogScan) -> None:
     for i in np.flatnonzero(markers).tolist():
         pos, size = int(scan.positions[i]), int(scan.sizes[i])
         fields = marker_fields_or_error(view[pos : pos + size], int(scan.records_counts[i]))
-        assert not isinstance(fields, str), fields  # check_markers accepted this very marker
+        assert isinstance(fields, tuple) and len(fields) == 3, fields  # check_markers accepted this very marker
         epochs[i], stamps[i] = fields[1], fields[2]
     scan.marker_coordinator_epochs = epochs
     scan.marker_timestamps = stamps
@@ -197,11 +231,15 @@ def check_markers(view: memoryview, scan: LogScan) -> None:
         pos, size = int(scan.positions[i]), int(scan.sizes[i])
         codec = int(scan.attributes[i]) & ATTR_COMPRESSION_MASK
         base = int(scan.base_offsets[i])
-        if codec != 0:
+        if codec not in compression.CODECS and codec != 0:  # an unknown codec: never read
             scan.fatal = problem_from_code(F_COMPRESSED_CONTROL, pos, i, base, codec, 0, None)
             _cut(scan, i)
             return
         control_type = marker_type_or_error(view[pos : pos + size], int(scan.records_counts[i]))
+        if isinstance(control_type, tuple):  # compressed, and it cannot be read here: refused, as Kafka's fails
+            scan.fatal = problem_from_code(F_COMPRESSED_CONTROL, pos, i, base, codec, 0, control_type[0])
+            _cut(scan, i)
+            return
         if isinstance(control_type, str):
             scan.problem = problem_from_code(P_INVALID_MARKER, pos, i, base, 0, 0, control_type)
             scan.stop = StopReason.INVALID_RECORD

@@ -155,8 +155,9 @@ def problem_from_code(
         kind, detail = "invalid_marker", f"malformed transaction marker: {text}"
     elif code == F_COMPRESSED_CONTROL:
         kind = "unknown_compression" if a > 4 else "compressed_control_batch"
+        # a known codec is refused only when its batch cannot be read here; `text` says why (the package to install)
         detail = f"control batch with compression {COMPRESSION_NAMES.get(a, a)}: " + (
-            "Kafka's recovery fails on it" if a > 4 else "its marker cannot be read without decompressing (unsupported)"
+            "Kafka's recovery fails on it" if a > 4 else text or "its marker cannot be read here"
         )
     elif code == F_UNKNOWN_CONTROL_TYPE:
         kind = "unknown_control_type"

@@ -146,7 +146,11 @@ KINDS: dict[str, FindingKind] = _kinds(
         "a producer writes a plain batch while its transaction is open (Kafka throws InvalidTxnStateException)",
     ),
     _refuse("unknown_control_type", "a control batch of an unknown type"),
-    _refuse("compressed_control_batch", "a compressed transaction marker batch (Kafka never writes one)"),
+    _refuse(
+        "compressed_control_batch",
+        "a compressed transaction marker batch that cannot be read here: its codec's package is not installed (the "
+        "detail names it; pip install 'kafka-index-rebuild[decompress]'), or its records do not decompress",
+    ),
     _refuse("unknown_compression", "a batch compressed with an unknown codec"),
     _refuse("unreadable_segment", "the .log cannot be read (permissions, not a regular file)"),
     # ---- the partition dir and its log dir

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import struct
+import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ from indexlib.testing.generate import generate_partition
 from ..conftest import KAFKA_REAL
 from .test_kernel import mutated_logs as mutated_v2_logs
 from .test_records import mutated_logs as mutated_marker_logs
+from .test_refusals import compressed
 
 kernel = pytest.importorskip("indexlib.format._kernel", reason="the C extension is not built (no compiler at install)")
 
@@ -48,9 +50,9 @@ KEYS = {
 }  # fmt: skip
 
 
-def parse(batch: bytes, records_count: int) -> tuple[int, int, int] | str:
+def parse(batch: bytes, records_count: int) -> tuple[int, int, int] | str | tuple[str]:
     """The marker parser the kernel calls: (control type, coordinator epoch, record timestamp), or why the marker
-    is malformed."""
+    is malformed, or (why,) when a compressed batch cannot be read."""
     return control_records.marker_fields_or_error(batch, records_count)
 
 
@@ -97,7 +99,9 @@ def _fatal_tuple(data: bytes, scan: records.LogScan) -> tuple[object, ...] | Non
         return (kernel.F_UNKNOWN_CONTROL_TYPE, fatal.position, fatal.batch_index, base, a, 0, None)
     assert fatal.kind in ("compressed_control_batch", "unknown_compression"), fatal
     codec = struct.unpack_from(">h", data, fatal.position + 21)[0] & 7
-    return (kernel.F_COMPRESSED_CONTROL, fatal.position, fatal.batch_index, base, codec, 0, None)
+    # a known codec is refused only when the batch cannot be read: the parser's reason follows the codec's name
+    text = fatal.detail.split(": ", 1)[1] if codec <= 4 else None
+    return (kernel.F_COMPRESSED_CONTROL, fatal.position, fatal.batch_index, base, codec, 0, text)
 
 
 def _walked(data: bytes, scan: records.LogScan) -> int:
@@ -498,19 +502,22 @@ CASES: dict[str, tuple[bytes, tuple[object, ...]]] = {
         ),
         (0, None, None, 4),
     ),  # fmt: skip
-    "gzip-marker": (
-        b"".join([txn(0), txn(1), gzip_marker(2), txn(3), txn(4)]),
-        (0, None, kernel.F_COMPRESSED_CONTROL, 2),
+    # a gzip marker is read (the parser decompresses it), as Kafka's recovery reads it
+    "gzip-marker": (b"".join([txn(0), txn(1), gzip_marker(2), txn(3), txn(4)]), (0, None, None, 5)),
+    "gzip-bits-marker": (
+        b"".join([txn(0), with_codec(encode_control_batch(1, 7, 0, abort=True, timestamp=1), 1), txn(2)]),
+        (0, None, kernel.F_COMPRESSED_CONTROL, 1),
     ),
     "codec-7-marker": (
         b"".join([txn(0), with_codec(encode_control_batch(1, 7, 0, abort=True, timestamp=1), 7), txn(2)]),
         (0, None, kernel.F_COMPRESSED_CONTROL, 1),
     ),
-    "gzip-marker-then-crc": (
-        flipped([txn(0), gzip_marker(1), txn(2), txn(3)], 3, 30),
+    "gzip-marker-then-crc": (flipped([txn(0), gzip_marker(1), txn(2), txn(3)], 3, 30), (3, kernel.P_CRC_V2, None, 3)),
+    "gzip-bits-marker-then-crc": (
+        flipped([txn(0), with_codec(encode_control_batch(1, 7, 0, abort=True, timestamp=1), 1), txn(2), txn(3)], 3, 30),
         (3, kernel.P_CRC_V2, kernel.F_COMPRESSED_CONTROL, 1),
     ),
-    "gzip-marker-first": (b"".join([gzip_marker(0), txn(1)]), (0, None, kernel.F_COMPRESSED_CONTROL, 0)),
+    "gzip-marker-first": (b"".join([gzip_marker(0), txn(1)]), (0, None, None, 2)),
     "unknown-control-type": (
         b"".join([txn(0), marker(1, 5, b""), txn(2), marker(3, 0, b"\x00")]),
         (0, None, kernel.F_UNKNOWN_CONTROL_TYPE, 2),
@@ -559,6 +566,49 @@ def test_edge_cases(name):
         assert (expected["problem"] or (None,))[0] == problem_code  # type: ignore[index]
         assert (expected["fatal"] or (None,))[0] == fatal_code  # type: ignore[index]
         assert expected["batch_count"] == count
+
+
+CODEC_NAMES = {1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+
+
+@pytest.mark.parametrize("codec", sorted(CODEC_NAMES), ids=CODEC_NAMES.get)
+def test_compressed_markers_are_parsed_by_the_parser_as_kafka_reads_them(codec):
+    """A control batch of each known codec is handed whole to the parser, which decompresses it (the kernel
+    never does): ABORT and COMMIT markers (one whose records outgrow a small window), then one whose
+    decompressed records run on after its only record (Kafka's "records still remaining": an invalid marker,
+    the valid data ending after it)."""
+    abort = compressed(encode_control_batch(3, 7, 0, abort=True, timestamp=9, coordinator_epoch=4), codec)
+    commit = compressed(encode_control_batch(6, 8, 0, abort=False, timestamp=11, coordinator_epoch=5), codec)
+    long_commit = compressed(marker(9, 1, b"\x00\x00\x00\x00\x00\x02" + os.urandom(3000)), codec)
+    data = b"".join([txn(0), txn(1, 8), txn(2), abort, txn(4, 8), txn(5, 8), commit, txn(7), txn(8), long_commit])
+    for interval in (0, 100):
+        expected = assert_same(data, 0, interval)
+        assert (expected["stop"], expected["problem"], expected["fatal"], expected["batch_count"]) == (
+            0,
+            None,
+            None,
+            10,
+        )
+        producers = np.frombuffer(expected["producers"], PRODUCER_DTYPE)  # type: ignore[arg-type]
+        assert sorted(producers["coordinator_epoch"].tolist()) == [2, 5]  # the markers' epochs, read through the codec
+    remaining = compressed(encode_control_batch(1, 7, 0, abort=True, timestamp=1) + b"\x00", codec)
+    expected = assert_same(b"".join([txn(0), remaining, txn(2)]), 0)
+    assert expected["stop"] == STOPS["invalid_record"] and expected["batch_count"] == 2
+    assert expected["problem"][0] == kernel.P_INVALID_MARKER and "remaining" in expected["problem"][6]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("codec", "module", "package"),
+    [(2, "snappy", "python-snappy"), (3, "lz4.frame", "lz4"), (4, "zstandard", "zstandard")],
+)
+def test_a_compressed_marker_without_its_package_is_the_refusal_naming_it(monkeypatch, codec, module, package):
+    data = b"".join([txn(0), compressed(encode_control_batch(1, 7, 0, abort=True, timestamp=1), codec), txn(2)])
+    monkeypatch.setitem(sys.modules, module, None)  # its import now raises ImportError
+    expected = assert_same(data, 0)
+    fatal = expected["fatal"]
+    assert fatal[:5] == (kernel.F_COMPRESSED_CONTROL, len(txn(0)), 1, 1, codec)  # type: ignore[index]
+    assert f"the {package} package" in fatal[6] and "[decompress]" in fatal[6]  # type: ignore[index]
+    assert expected["batch_count"] == 1 and expected["walked"] == 3
 
 
 def test_the_base_offset_argument_decides_the_plan_end():

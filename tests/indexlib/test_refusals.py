@@ -14,8 +14,11 @@ an ``xfail(strict=True)`` test.
 
 from __future__ import annotations
 
+import gzip
+import importlib
 import json
 import struct
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +36,7 @@ from indexlib.recovery.findings import KINDS, REFUSE_SEGMENT
 from indexlib.recovery.log_scan import summarize
 from indexlib.recovery.producer_state import replay_segment
 from indexlib.recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
+from indexlib.storage.partition_files import summarize_log
 from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch
 
 BAD = 100  # base offset of the case's segment
@@ -86,6 +90,33 @@ def with_codec(batch: bytes, codec: int) -> bytes:
     return bytes(b)
 
 
+def compressed(batch: bytes, codec: int) -> bytes:
+    """The uncompressed v2 ``batch`` with its records compressed with ``codec`` (1 gzip, 2 snappy, 3 lz4, 4 zstd)
+    framed as Kafka's Java client writes them (snappy: xerial's block framing; lz4: one LZ4 frame; zstd: one
+    frame), and its size field, attributes and CRC-32C to match. Skips the test when the codec's library is
+    missing (the ``decompress`` extra)."""
+    records = batch[61:]
+    if codec == 1:
+        payload = gzip.compress(records)
+    elif codec == 2:
+        block = pytest.importorskip("snappy").compress(records)
+        payload = b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, len(block)) + block
+    elif codec == 3:
+        payload = pytest.importorskip("lz4.frame").compress(records)
+    else:
+        payload = pytest.importorskip("zstandard").ZstdCompressor().compress(records)
+    b = bytearray(batch[:61] + payload)
+    struct.pack_into(">i", b, 8, len(b) - 12)
+    attributes = struct.unpack_from(">h", b, 21)[0]
+    struct.pack_into(">h", b, 21, (attributes & ~0x07) | codec)
+    struct.pack_into(">I", b, 17, crc32c.crc32c(bytes(b[21:])))
+    return bytes(b)
+
+
+#: codec id -> (its name, the module compression.py imports for it, the package that provides it)
+CODECS = {1: ("gzip", None, None), 2: ("snappy", "snappy", "python-snappy"), 3: ("lz4", "lz4.frame", "lz4")}
+CODECS[4] = ("zstd", "zstandard", "zstandard")
+
 BATCH = len(data(0, 0))  # every one-record data batch has this size
 
 
@@ -131,10 +162,11 @@ def _cases() -> list[Case]:
             1,
             "scan",
         ),
-        # a compressed marker: Kafka never writes one; indexlib does not decompress it
+        # a control batch whose codec bits name a codec its records are not compressed with: Kafka's recovery
+        # fails to decompress it (a KafkaException its recover does not catch); indexlib cannot read it either
         Case(
-            "compressed-control-batch-gzip",
-            [txn(b, 1), control(b + 1, marker_key(0), marker_value(), compression=1), data(b + 2, 3)],
+            "compressed-control-batch-gzip-bits",
+            [txn(b, 1), with_codec(control(b + 1, marker_key(0), marker_value()), 1), data(b + 2, 3)],
             "compressed_control_batch",
             1,
             "scan",
@@ -442,13 +474,9 @@ def test_a_malformed_marker_opens_no_transaction(tmp_path):
 
 
 # ----------------------------------------------------------------------------- compressed marker
-@pytest.mark.xfail(
-    strict=True,
-    reason="indexlib refuses a compressed control batch (compressed_control_batch, 'unsupported'); "
-    "kafka-index-format.md 2.5 has Kafka parse the batch's first record as the marker and lists no "
-    "exception for a known codec (2.4), so Kafka's recovery decompresses it and finishes",
-)
 def test_a_gzip_abort_marker_is_read_as_kafka_reads_it(tmp_path):
+    """kafka-index-format.md 2.5: Kafka parses the first record of a control batch as the marker whatever the
+    codec (2.4 lists no exception for a known one), so its recovery decompresses a gzip marker and finishes."""
     part = tmp_path / "events-0"
     part.mkdir()
     batches = [txn(0, 1), control(1, marker_key(0), marker_value(), compression=1), data(2, 3)]
@@ -457,6 +485,75 @@ def test_a_gzip_abort_marker_is_read_as_kafka_reads_it(tmp_path):
     seg = result.segments[0]
     assert seg.fatal is None and seg.aborted == [AbortedTxn(PID, 0, 1, 2)]
     assert index_files(part, 0) == [f"{0:020d}.index", f"{0:020d}.timeindex", f"{0:020d}.txnindex"]
+
+
+def _both_summaries(log: Path, base: int):
+    """The segment's summary from the compiled kernel (when built) and from the pure-Python reference, which
+    must be equal field for field; returns the reference's."""
+    reference = summarize_log(log, base, DEFAULT_INDEX_INTERVAL_BYTES, compiled=False)
+    compiled = summarize_log(log, base, DEFAULT_INDEX_INTERVAL_BYTES, compiled=True)
+    assert repr(compiled.fatal) == repr(reference.fatal) and repr(compiled.problem) == repr(reference.problem)
+    for name in ("batch_count", "valid_bytes", "stop", "plan_end", "last_offset"):
+        assert getattr(compiled, name) == getattr(reference, name), name
+    assert compiled.events.tobytes() == reference.events.tobytes()
+    assert compiled.epoch_starts.tobytes() == reference.epoch_starts.tobytes()
+    assert compiled.producers is not None and reference.producers is not None
+    assert compiled.producers.tobytes() == reference.producers.tobytes()
+    return reference
+
+
+@pytest.mark.parametrize("abort", [True, False], ids=["abort", "commit"])
+@pytest.mark.parametrize("codec", sorted(CODECS), ids=lambda c: CODECS[c][0])
+def test_a_compressed_marker_is_read_as_kafka_reads_it(tmp_path, codec, abort):
+    """Each codec's ABORT / COMMIT marker (its records compressed as the Java client frames them) ends the
+    transaction as the uncompressed marker does: both scans agree, and an ABORT is in the .txnindex."""
+    part = tmp_path / "events-0"
+    part.mkdir()
+    marker = encode_control_batch(1, PID, 0, abort=abort, timestamp=7, coordinator_epoch=3)
+    plain_log = b"".join([txn(0, 1), marker, plain_from_producer(2, 3)])
+    log = b"".join([txn(0, 1), compressed(marker, codec), plain_from_producer(2, 3)])
+    (part / f"{0:020d}.log").write_bytes(log)
+    (tmp_path / "plain.log").write_bytes(plain_log)
+    summary = _both_summaries(part / f"{0:020d}.log", 0)
+    expected = _both_summaries(tmp_path / "plain.log", 0)
+    assert summary.fatal is None and summary.problem is None and summary.batch_count == 3
+    for name in ("batch", "kind", "producer_id", "offset"):  # the same marker at the same batch (later positions move)
+        assert summary.events[name].tolist() == expected.events[name].tolist(), name
+    assert summary.producers is not None and expected.producers is not None
+    # the producer's end state (the marker's coordinator epoch and timestamp) as from the uncompressed marker
+    assert summary.producers.tobytes() == expected.producers.tobytes()
+    result = rebuild_partition(part)
+    seg = result.segments[0]
+    assert seg.fatal is None and seg.aborted == ([AbortedTxn(PID, 0, 1, 2)] if abort else [])
+    suffixes = [".index", ".timeindex", ".txnindex"] if abort else [".index", ".timeindex"]
+    assert index_files(part, 0) == [f"{0:020d}{s}" for s in suffixes]
+
+
+@pytest.mark.parametrize("codec", [2, 3, 4], ids=lambda c: CODECS[c][0])
+def test_a_compressed_marker_without_its_codec_package_is_refused_naming_it(tmp_path, capsys, monkeypatch, codec):
+    """The codec's package not installed: the segment is refused as before the extra existed
+    (``compressed_control_batch``), its detail naming the package and the extra; both scans agree."""
+    name, module, package = CODECS[codec]
+    assert module is not None and package is not None
+    part = tmp_path / "events-0"
+    part.mkdir()
+    marker = compressed(encode_control_batch(BAD + 1, PID, 0, abort=True, timestamp=2), codec)
+    (part / f"{0:020d}.log").write_bytes(txn(0, 1))
+    (part / f"{BAD:020d}.log").write_bytes(b"".join([txn(BAD, 1), marker, data(BAD + 2, 3)]))
+    monkeypatch.setitem(sys.modules, module, None)  # `import module` now raises ImportError (undone after)
+    with pytest.raises(ImportError):
+        importlib.import_module(module)
+    summary = _both_summaries(part / f"{BAD:020d}.log", BAD)
+    fatal = summary.fatal
+    assert fatal is not None and summary.batch_count == 1 and summary.valid_bytes == len(txn(BAD, 1))
+    assert (fatal.kind, fatal.position, fatal.batch_index) == ("compressed_control_batch", len(txn(BAD, 1)), 1)
+    assert f"compression {name}" in fatal.detail and f"the {package} package" in fatal.detail
+    assert "pip install 'kafka-index-rebuild[decompress]'" in fatal.detail
+    code, out, _ = run_cli(capsys, "verify", part, "--jobs", "1", "--json", "-")
+    assert code == 1
+    segments = {s["base_offset"]: s for s in json.loads(out)["segments"]}
+    [finding] = [f for f in segments[BAD]["findings"] if KINDS[f["kind"]].triggers == REFUSE_SEGMENT]
+    assert finding["kind"] == "compressed_control_batch" and f"the {package} package" in json.dumps(finding)
 
 
 # ------------------------------------------------------------------------------------ not refusals
