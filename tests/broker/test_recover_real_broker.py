@@ -281,12 +281,6 @@ def test_after_clean_stops_every_file_but_the_rolled_segment_is_the_self_recover
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recover does not yet write the producer-state snapshot at the new log end (README: Not yet done, issue "
-    "24): the broker's recoverSegment of the rolled empty segment finds none there and replays producer state from "
-    "the newest older snapshot (or the log start) over the whole previous segment, then writes <log end>.snapshot",
-)
 def test_recover_leaves_the_snapshots_the_self_recovered_broker_leaves(by_indexlib, self_recovered):
     def snapshots(tree):
         return {rel: v for rel, v in tree.items() if rel.endswith(".snapshot")}
