@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, fields
 
 from ..format.checkpoint import CheckpointError, format_offset_checkpoint
 from ..format.layout import (
+    CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     SNAPSHOT_SUFFIX,
     parse_segment_name,
@@ -93,9 +94,12 @@ def plan_recovery(discovery: Discovery) -> tuple[dict[str, PartitionRecovery], d
             findings[log_dir] = [Finding("bad_recovery_point_checkpoint", path, detail=detail)]
             points[log_dir] = {}
     plans = {}
+    clean = {d for d in points if file_exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))}
     for p in discovery.partitions:
         point = points[p.log_dir].get((p.topic, p.partition), 0)
         left = left_to_broker(p.topic, partition_file_names(p.path)) if p.unreadable is None else p.unreadable
+        if p.log_dir in clean:
+            left = f"the broker shut down cleanly ({CLEAN_SHUTDOWN_FILE}): its start recovers nothing here"
         bases = [] if left else segments_to_recover([s.base_offset for s in p.segments], point)
         plans[p.path] = PartitionRecovery(p, point, bases, left)
         if left:

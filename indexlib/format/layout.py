@@ -30,6 +30,8 @@ RUN_LOCK_PREFIX = ".kafka-index-run-"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 #: each partition's recovery point: where the broker's next unclean start begins recovering it, in the log dir
 RECOVERY_POINT_OFFSET_CHECKPOINT = "recovery-point-offset-checkpoint"
+#: what a broker's clean shutdown leaves in each log dir (its next start then recovers nothing there)
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 #: the topic of the KRaft metadata log: the Raft layer owns it (LogManager never loads it)
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 #: the partition's leader epochs (each epoch's first offset), in the partition dir

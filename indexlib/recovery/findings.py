@@ -189,7 +189,7 @@ KINDS: dict[str, FindingKind] = _kinds(
         "partition dir",
         NOTHING,
         "recover leaves this partition to the broker's own start (the KRaft metadata log; an interrupted "
-        "compaction or split)",
+        "compaction or split; a log dir the broker shut down cleanly)",
     ),
     FindingKind(
         "bad_producer_snapshot",

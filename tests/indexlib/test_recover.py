@@ -214,3 +214,12 @@ def test_recover_writes_the_producer_snapshots_kafka_wrote(tmp_path, monkeypatch
         parse_leader_epoch_checkpoint(epochs_before, "x")
     )
     assert PRODUCER_ID_EXPIRATION_MS == 86_400_000
+
+
+def test_a_cleanly_shut_down_log_dir_is_left_as_it_is(tmp_path):
+    """The broker's start skips recovery where its clean shutdown left ``.kafka_cleanshutdown``: so does recover."""
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    (logs / ".kafka_cleanshutdown").write_text("{}")
+    before = {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b")]) == 0
+    assert {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
