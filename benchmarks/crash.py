@@ -3,7 +3,8 @@ and then the broker's start on what it left (issue 24)? Whole processes, on cras
 broker (``../shared/kafka_2.13-4.1.0``) killed (SIGKILL) while ``kafka-producer-perf-test.sh`` writes to it.
 
 Shapes: a) a few partitions with large active segments (8 partitions, 128 MiB in all: every byte in the active
-segments, 1 GiB ``segment.bytes``); b) many small partitions (1000 x ~0.3 MiB). Per run, on fresh ``cp -a`` copies
+segments, 1 GiB ``segment.bytes``); b) many small partitions (1000 x ~0.3 MiB); c) issue 24's first shape, 2 GiB
+over 8 partitions, all in active segments (``--shapes c``: about 6 GiB of ``/dev/shm`` for the crash and two copies). Per run, on fresh ``cp -a`` copies
 of the crashed log dir (``num.recovery.threads.per.data.dir`` = 2, the cores; the distribution's JVM options):
 
 - Kafka: the broker started on a copy; its own ``Loaded N logs in X ms`` (LogManager.loadLogs, the recovery itself;
@@ -56,8 +57,8 @@ from tests.broker.kafka_broker import (  # noqa: E402
 )
 
 # key -> (topic, partitions, total MiB, record bytes)
-SHAPES = {"a": ("crash-a", 8, 128, 1024), "b": ("crash-b", 1000, 300, 512)}
-QUICK = {"a": ("crash-a", 8, 16, 1024), "b": ("crash-b", 100, 30, 512)}
+SHAPES = {"a": ("crash-a", 8, 128, 1024), "b": ("crash-b", 1000, 300, 512), "c": ("crash-c", 8, 2048, 1024)}
+QUICK = {"a": ("crash-a", 8, 16, 1024), "b": ("crash-b", 100, 30, 512), "c": ("crash-c", 8, 64, 1024)}
 OVERRIDES = {
     "num.recovery.threads.per.data.dir": "2",
     "broker.session.timeout.ms": "3000",  # the start after a kill waits out the old session: shorter, same recovery
