@@ -117,15 +117,29 @@ def _copy_sparse(source: str, target: str) -> None:
                     chunk = os.pread(src.fileno(), min(1 << 20, end - at), at)
                     if not chunk:
                         break
-                    os.pwrite(dst.fileno(), chunk, at)
+                    _write_naming(dst.fileno(), chunk, at, target)
                     at += len(chunk)
-            os.ftruncate(dst.fileno(), size)
-            os.fsync(dst.fileno())
+            try:
+                os.ftruncate(dst.fileno(), size)
+                os.fsync(dst.fileno())
+            except OSError as exc:
+                raise OSError(exc.errno, exc.strerror, target) from None
         shutil.copystat(source, partial)
         os.replace(partial, target)
     except BaseException:  # a full disk, say: no partial copy stays behind
         discard(partial)
         raise
+
+
+def _write_naming(fd: int, data: bytes, at: int, path: str) -> None:
+    """``pwrite`` all of ``data`` at ``at``; an error names ``path`` (a descriptor's error names no file)."""
+    view = memoryview(data)
+    try:
+        while view:
+            written = os.pwrite(fd, view, at)
+            view, at = view[written:], at + written
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, path) from None
 
 
 def _data_extents(fd: int, size: int) -> list[tuple[int, int]]:

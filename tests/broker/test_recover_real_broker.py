@@ -232,7 +232,7 @@ def test_the_recovered_copy_serves_what_the_self_recovered_copy_serves(recovered
 
 def test_the_two_command_lines_leave_the_same_files(by_indexlib, by_kafka_index):
     assert by_indexlib.prepared == by_kafka_index.prepared
-    assert "kafka-index" not in by_indexlib.command_output.splitlines()[0]
+    assert " -m indexlib recover " in by_indexlib.command_output.splitlines()[0]
     assert " recover --log-dir " in by_kafka_index.command_output.splitlines()[0]
 
 
