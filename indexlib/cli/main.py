@@ -327,6 +327,8 @@ def print_recovery(report: RunReport, out: TextIO) -> None:
             print(
                 f"recover {name}: recovery point {plan.recovery_point} -> {plan.new_recovery_point}{rolled}", file=out
             )
+        for note in plan.notes:
+            print(f"recover {name}: {note}", file=out)
     for path in report.checkpoints:
         print(f"recover: {path} rewritten", file=out)
 

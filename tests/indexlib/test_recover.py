@@ -223,3 +223,37 @@ def test_a_cleanly_shut_down_log_dir_is_left_as_it_is(tmp_path):
     before = {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
     assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b")]) == 0
     assert {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
+
+
+def test_a_recovery_point_file_kafka_cannot_read_recovers_everything_as_the_broker_would(tmp_path, capsys):
+    """The broker reads an unreadable ``recovery-point-offset-checkpoint`` as empty (every partition from 0): so
+    does recover, with a finding, and it rewrites the file with the new points."""
+    logs = crashed_log_dir(tmp_path, partitions=1, point=None)
+    (logs / "recovery-point-offset-checkpoint").write_text("0\n2\norders 0 5\n")  # one entry of two
+    (logs / "log-start-offset-checkpoint").write_text("0\nnot a number\n")  # the log start: read as 0, as Kafka
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b"), "--run-id", "r", "--json", "-"]) == 1
+    out = capsys.readouterr().out
+    assert "bad_recovery_point_checkpoint" in out
+    part = logs / "orders-0"
+    assert recovery_points(logs)[("orders", 0)] == bases(part)[-1]  # recovered from 0, rolled at the end
+    assert (tmp_path / "b" / "r" / "log-dirs").is_dir()  # the unreadable file kept
+
+
+def test_without_a_snapshot_at_the_first_recovered_base_the_broker_rebuilds_producer_state(tmp_path, capsys):
+    """Recovering from a middle segment needs the producer state at its base: from the snapshot there. None (or
+    one Kafka refuses): no snapshot is written, the run says so, and the broker rebuilds it at its start."""
+    logs = crashed_log_dir(tmp_path, partitions=2, point=None)
+    points = {("orders", p): bases(logs / f"orders-{p}")[1] for p in range(2)}
+    (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint(points))
+    (logs / "orders-1" / f"{points[('orders', 1)]:020d}.snapshot").write_bytes(b"\x00\x01garbage")
+    (logs / "orders-1" / "leader-epoch-checkpoint").write_text("0\n1\n-1 0\n")  # Kafka cannot load it: left as is
+    code = main(["recover", str(logs), "--backup-dir", str(tmp_path / "b")])
+    out = capsys.readouterr().out
+    assert code == 1  # the epoch file Kafka cannot load and the refused snapshot remain findings
+    assert f"recover orders-0: no producer snapshot at {points[('orders', 0)]}" in out
+    assert f"recover orders-1: the producer snapshot at {points[('orders', 1)]} is refused" in out
+    for p in range(2):
+        part = logs / f"orders-{p}"
+        assert not [s for s in part.glob("*.snapshot") if int(s.name[:20]) > points[("orders", p)]]
+        assert recovery_points(logs)[("orders", p)] == bases(part)[-1]
+    assert (logs / "orders-1" / "leader-epoch-checkpoint").read_text() == "0\n1\n-1 0\n"
