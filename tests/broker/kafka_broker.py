@@ -122,7 +122,7 @@ def parse_recovery(text: str) -> Recovery:
 
 # ------------------------------------------------------------------------------------------ the broker
 class BrokerError(Exception):
-    pass
+    """The broker did not start, stop or answer as the harness expects (its server.log says why)."""
 
 
 class KafkaBroker:
