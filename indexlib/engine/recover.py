@@ -185,8 +185,7 @@ def _write_producer_snapshots(
         state: dict[int, ProducerSnapshotEntry] = {}
     else:
         name = segment_name(first, SNAPSHOT_SUFFIX)
-        found = read_snapshot_files(directory, [name]) if file_exists(os.path.join(directory, name)) else {}
-        data = next(iter(found.values()), None)
+        data = read_snapshot_files(directory, [name]).get(os.path.join(directory, name))  # why not, when missing
         if not isinstance(data, bytes):
             plan.notes.append(f"no producer snapshot at {first}: the broker rebuilds producer state at its start")
             return

@@ -20,6 +20,7 @@ from typing import TypeVar
 import numpy as np
 
 from ..format.errors import KafkaIndexError
+from ..format.index_file import data_end
 from ..format.layout import INDEX_SUFFIXES, segment_file, staged_by_run, staged_path
 from ..format.offset_index import OffsetIndex
 from ..format.time_index import TimeIndex
@@ -105,20 +106,20 @@ def keep_backup(final: str, backup_dir: str) -> str | None:
 
 
 def _copy_sparse(source: str, target: str) -> None:
-    """Copy ``source`` to ``target`` (fsynced, renamed into place from ``<target>.partial``), its holes kept as
-    holes: an active segment's index preallocated to 10 MiB stores a few pages, and its copy stores no more."""
+    """Copy ``source`` to ``target`` (fsynced, renamed into place from ``<target>.partial``), its trailing hole kept
+    a hole (:func:`~indexlib.format.index_file.data_end`): an active segment's index preallocated to 10 MiB stores
+    a few pages, and its copy stores no more."""
     partial = target + ".partial"
     try:
         with open(source, "rb") as src, open(partial, "wb") as dst:
             size = os.fstat(src.fileno()).st_size
-            for start, end in _data_extents(src.fileno(), size):
-                at = start
-                while at < end:
-                    chunk = os.pread(src.fileno(), min(1 << 20, end - at), at)
-                    if not chunk:
-                        break
-                    _write_naming(dst.fileno(), chunk, at, target)
-                    at += len(chunk)
+            at, end = 0, data_end(src.fileno(), size)  # a preallocated index's hole is its tail
+            while at < end:
+                chunk = os.pread(src.fileno(), min(1 << 20, end - at), at)
+                if not chunk:
+                    break
+                _write_naming(dst.fileno(), chunk, at, target)
+                at += len(chunk)
             try:
                 os.ftruncate(dst.fileno(), size)
                 os.fsync(dst.fileno())
@@ -140,21 +141,6 @@ def _write_naming(fd: int, data: bytes, at: int, path: str) -> None:
             view, at = view[written:], at + written
     except OSError as exc:
         raise OSError(exc.errno, exc.strerror, path) from None
-
-
-def _data_extents(fd: int, size: int) -> list[tuple[int, int]]:
-    """The ``[start, end)`` ranges of a file that hold data (``SEEK_DATA``/``SEEK_HOLE``); the whole file where
-    the file system does not report holes."""
-    extents, pos = [], 0
-    try:
-        while pos < size:
-            start = os.lseek(fd, pos, os.SEEK_DATA)
-            pos = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-            extents.append((start, pos))
-    except OSError as exc:
-        if exc.errno != errno.ENXIO:  # ENXIO: no data after pos
-            return [(0, size)]
-    return extents
 
 
 def install(staged: str, final: str, sync_dir: bool = True) -> None:
