@@ -4,6 +4,7 @@ and returns the :class:`SegmentResult` the report and the audit read."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 
 from ..format.layout import (
@@ -20,6 +21,7 @@ from ..storage.publish import (
     discard_staged_by_run,
     install_segment,
     keep_backup,
+    replace_file,
     stage_segment,
 )
 from .options import RunOptions, TargetDirError
@@ -154,3 +156,20 @@ def files_to_replace(outcome: SegmentOutcome, decision: Decision) -> list[str]:
     if decision.cut_tail_at is not None:
         files.append(t.log_path)
     return files
+
+
+# ------------------------------------------------------------------------------------ partition files
+def commit_partition_files(
+    rewrites: dict[str, bytes], target_dir: str, backup_dir: str | None, tag: str
+) -> tuple[list[str], list[str]]:
+    """A repair's rewrite of a partition's producer snapshots and ``leader-epoch-checkpoint`` (``rewrites``: the
+    partition file -> the content Kafka would have written, :class:`~indexlib.engine.replay.PartitionReplay`):
+    each written under its name in ``target_dir`` whole (staged, fsynced, renamed), the old file copied into
+    ``backup_dir`` first; the caller fsyncs ``target_dir``. Returns (the files written, the backups made)."""
+    written, backups = [], []
+    for path, data in sorted(rewrites.items()):
+        final = os.path.join(target_dir, os.path.basename(path))
+        kept = replace_file(final, data, backup_dir, tag)
+        written.append(final)
+        backups += [kept] if kept else []
+    return written, backups

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -14,6 +14,7 @@ from ..format.layout import (
     segment_file,
     staged_by_run,
 )
+from ..format.leader_epoch_checkpoint import format_leader_epoch_checkpoint
 from ..format.records import ScanProblem
 from ..format.values import AbortedTxn
 from ..recovery.checks import (
@@ -22,10 +23,19 @@ from ..recovery.checks import (
     fatal_finding,
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan
-from ..recovery.findings import Finding
+from ..recovery.findings import REWRITE_FROM_LOG, Finding, kind
 from ..recovery.log_scan import EVENT_TXN_DATA
 from ..recovery.producer_state import recovered_leader_epochs, relevant_events, replay_segment
-from ..recovery.state_checks import leader_epoch_findings, leader_epoch_log_findings, snapshot_findings
+from ..recovery.state_checks import (
+    leader_epoch_findings,
+    leader_epoch_log_findings,
+    readable_snapshots,
+    repaired_leader_epochs,
+    replay_snapshots,
+    snapshot_findings,
+    snapshot_log_findings,
+    snapshot_rewrites,
+)
 from ..storage.discovery import Partition
 from ..storage.partition_files import (
     initial_state_for,
@@ -53,6 +63,9 @@ class SegmentReplay:
 class PartitionReplay:
     findings: list[Finding]  # partition-level: directory contents, a bad log start checkpoint
     segments: list[SegmentReplay]  # in the order of the partition's outcomes (ascending base offset)
+    # the file Kafka would have written in place of each partition file with a "rewrite from the log" finding,
+    # where the log says what that is: path -> content
+    rewrites: dict[str, bytes] = field(default_factory=dict)
 
 
 def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check: bool, run_id: str) -> PartitionReplay:
@@ -62,13 +75,17 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         detail = f"{partition.unreadable}; nothing in it was verified or written"
         return PartitionReplay([Finding("unreadable_partition", partition.path, detail=detail)], [])
     findings: list[Finding] = []
+    snapshots: dict[str, bytes | str] = {}
+    epoch_path, epoch_text, epoch_unreadable = "", None, None
     if check:
         names = partition_file_names(partition.path)
         findings = [
             f for f in directory_findings(partition.path, names) if not staged_by_run(os.path.basename(f.file), run_id)
         ]
-        findings += snapshot_findings(read_snapshot_files(partition.path, names))
-        findings += leader_epoch_findings(*read_leader_epoch_text(partition.path))
+        snapshots = read_snapshot_files(partition.path, names)
+        findings += snapshot_findings(snapshots)
+        epoch_path, epoch_text, epoch_unreadable = read_leader_epoch_text(partition.path)
+        findings += leader_epoch_findings(epoch_path, epoch_text, epoch_unreadable)
     if not outcomes:
         return PartitionReplay(findings, [])
     try:
@@ -79,12 +96,22 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         log_start = 0
     bases = [o.task.base_offset for o in outcomes]
     plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]
+    replays = replay_partition(partition.path, bases, plans, log_start)
+    rewrites: dict[str, bytes] = {}
     if check and all(p.fatal is None for p in plans):  # epochs past a refused batch are not known
         log_epochs = recovered_leader_epochs([], [p.epoch_starts for p in plans])
-        path, text, unreadable = read_leader_epoch_text(partition.path)
-        if unreadable is None:
-            findings += leader_epoch_log_findings(path, text, log_epochs, log_start)
-    replays = replay_partition(partition.path, bases, plans, log_start)
+        if epoch_unreadable is None:
+            findings += leader_epoch_log_findings(epoch_path, epoch_text, log_epochs, log_start)
+            if any(f.file == epoch_path and kind(f.kind).triggers == REWRITE_FROM_LOG for f in findings):
+                entries = repaired_leader_epochs(epoch_text, log_epochs, log_start)
+                rewrites[epoch_path] = format_leader_epoch_checkpoint(entries).encode()
+    if check and snapshots:
+        known = [
+            None if plan.fatal or fatal else plan.producers for plan, (_, fatal) in zip(plans, replays, strict=True)
+        ]
+        snapshot_replays = replay_snapshots(bases, known, plans[-1].next_v2_offset, readable_snapshots(snapshots))
+        findings += snapshot_log_findings(snapshots, snapshot_replays)
+        rewrites.update(snapshot_rewrites(snapshots, snapshot_replays))
     if check:
         txn_files = [read_existing_txn_index(segment_file(partition.path, base, ".txnindex"), base) for base in bases]
         txn = check_partition_transactions([o.task.log_path for o in outcomes], bases, plans, replays, txn_files)
@@ -97,7 +124,7 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         SegmentReplay(aborted, fatal, txn_findings, txn_identical)
         for (aborted, fatal), (txn_findings, txn_identical) in zip(replays, txn, strict=True)
     ]
-    return PartitionReplay(findings, segments)
+    return PartitionReplay(findings, segments, rewrites)
 
 
 def replay_partition(

@@ -42,13 +42,13 @@ from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
 from ..storage.locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from ..storage.publish import discard_staged, fsync_path
-from .commit import Decision, SegmentResult, commit_segment, decide, sweep_staged
+from .commit import Decision, SegmentResult, commit_partition_files, commit_segment, decide, sweep_staged
 from .identity import identities
 from .interrupts import deferred_signals
 from .options import RunOptions, backup_root, check_run, new_run_id
 from .recover import PartitionRecovery, dropped_result, finish_partition, plan_recovery, write_recovery_points
 from .replay import replay_outcomes
-from .segment_task import MapSegments, SegmentOutcome, plan_tasks
+from .segment_task import MapSegments, SegmentOutcome, partition_backup_dir, plan_tasks
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -69,6 +69,7 @@ class RunReport:
     brokers: dict[str, BrokerIdentity] = field(default_factory=dict)  # log dir -> whose it is
     recovered: dict[str, PartitionRecovery] = field(default_factory=dict)  # recover: partition dir -> what it did
     checkpoints: list[str] = field(default_factory=list)  # recover: the recovery-point files it rewrote
+    rewritten: list[str] = field(default_factory=list)  # repair: snapshots and leader epochs rewritten from the log
 
     def broker_of(self, path: str) -> BrokerIdentity:
         """The identity of the log dir ``path`` is in (or is): the longest log dir that holds it."""
@@ -93,7 +94,13 @@ class RunReport:
     @property
     def remaining_findings(self) -> list[Finding]:
         """Error findings not fixed by this run's writes."""
-        left = [f for fs in self.partition_findings.values() for f in fs if f.severity == "error"]
+        rewritten = set(self.rewritten)
+        left = [
+            f
+            for fs in self.partition_findings.values()
+            for f in fs
+            if f.severity == "error" and f.file not in rewritten
+        ]
         for s in self.segments:
             fixed = set(s.written) if s.error is None else set()
             left += [f for f in s.findings if f.severity == "error" and f.file not in fixed]
@@ -158,6 +165,7 @@ def run(
         for path, found in recovery_findings.items():
             partition_findings.setdefault(path, []).extend(found)
         checkpoints: list[str] = []
+        rewritten: list[str] = []
         touched: set[str] = set()
         try:
             outcomes = map_segments(tasks, run_id) if tasks else []
@@ -197,6 +205,13 @@ def run(
                 if p.path in recovery and not options.dry_run:
                     with deferred_signals():
                         finish_partition(recovery[p.path], mine)
+                rewrites = replays[p.path].rewrites
+                if options.mode == "repair" and not options.dry_run and rewrites:
+                    with deferred_signals():  # snapshots and leader epochs, after the segments they describe
+                        touched.add(options.target_dir(p))
+                        backups = partition_backup_dir(options, run_id, p)
+                        written, _ = commit_partition_files(rewrites, options.target_dir(p), backups, run_id)
+                        rewritten += written
                 results += mine
             if recovery and not options.dry_run:
                 with deferred_signals():
@@ -212,7 +227,7 @@ def run(
     results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
-        discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints,
+        discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints, rewritten,
     )  # fmt: skip
 
 

@@ -79,7 +79,7 @@ def plan_tasks(
     for p in discovery.partitions:
         settings = index_settings(p.topic)
         target = options.target_dir(p)
-        backup = _backup_dir(options, run_id, p)
+        backup = partition_backup_dir(options, run_id, p)
         chosen = None if only is None else set(only.get(p.path, ()))
         for s in p.segments:
             if chosen is not None and s.base_offset not in chosen:
@@ -107,7 +107,7 @@ def plan_tasks(
     return tasks
 
 
-def _backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
+def partition_backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
     """``<backup root>/<run id>/<topic>-<partition>``: always for repair (default root
     ``./kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
     run or an ``--output-dir`` elsewhere."""

@@ -1,7 +1,8 @@
 """Every kind of finding verify can report, with what it means and what it makes a run do.
 
 Policy reads this registry, never a kind's name: a repair rewrites the file of every ``REBUILD_FILE``
-finding, cuts the ``.log`` at the valid prefix for ``CUT_TAIL`` (only when asked to), and writes nothing
+finding, writes the file Kafka would have written for every ``REWRITE_FROM_LOG`` one (a producer snapshot,
+``leader-epoch-checkpoint``) where the log says what that is, cuts the ``.log`` at the valid prefix for ``CUT_TAIL`` (only when asked to), and writes nothing
 for a segment with a ``REFUSE_SEGMENT`` finding (Kafka's own recovery would fail there). ``concerns`` is
 the file a finding of that kind names: an index suffix, ``.log``, ``"index file"`` (any of the three
 index files), ``"partition dir"`` (any file in it) or ``"log dir"`` (a file of the log dir). The README's findings table is checked against
@@ -21,6 +22,7 @@ ERROR = "error"
 INFO = "info"
 
 REBUILD_FILE = "rebuild the file"
+REWRITE_FROM_LOG = "rewrite the file from the log"
 CUT_TAIL = "cut the .log tail when asked"
 REFUSE_SEGMENT = "refuse the segment"
 NOTHING = "nothing"
@@ -195,22 +197,30 @@ KINDS: dict[str, FindingKind] = _kinds(
         "bad_producer_snapshot",
         ERROR,
         "partition dir",
-        NOTHING,
+        REWRITE_FROM_LOG,
         "a producer-state .snapshot Kafka would refuse (version, length, CRC-32C): it deletes it at its next start "
         "and replays the log from an older snapshot or the log start",
+    ),
+    FindingKind(
+        "producer_snapshot_mismatch",
+        ERROR,
+        "partition dir",
+        REWRITE_FROM_LOG,
+        "a producer-state .snapshot whose entries disagree with the log's batches below its offset (an epoch, a "
+        "sequence, an offset, a timestamp, a coordinator epoch, an open transaction): Kafka trusts it at its next start",
     ),
     FindingKind(
         "bad_leader_epoch_checkpoint",
         ERROR,
         "partition dir",
-        NOTHING,
+        REWRITE_FROM_LOG,
         "the partition's leader-epoch-checkpoint cannot be read as Kafka reads it (the partition fails to load)",
     ),
     FindingKind(
         "leader_epoch_not_increasing",
         ERROR,
         "partition dir",
-        NOTHING,
+        REWRITE_FROM_LOG,
         "leader-epoch-checkpoint entries whose epoch or start offset does not increase: the cache Kafka loads "
         "differs from the file, and a replica may truncate to the wrong offset",
     ),
@@ -218,7 +228,7 @@ KINDS: dict[str, FindingKind] = _kinds(
         "leader_epoch_missing",
         ERROR,
         "partition dir",
-        NOTHING,
+        REWRITE_FROM_LOG,
         "a leader epoch the log's batches start is not in leader-epoch-checkpoint: a follower asking where that "
         "epoch ends is told another offset, and may truncate records",
     ),
@@ -226,7 +236,7 @@ KINDS: dict[str, FindingKind] = _kinds(
         "leader_epoch_start_mismatch",
         ERROR,
         "partition dir",
-        NOTHING,
+        REWRITE_FROM_LOG,
         "a leader-epoch-checkpoint entry's start offset is not its epoch's first batch in the log",
     ),
     FindingKind(

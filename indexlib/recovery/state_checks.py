@@ -9,7 +9,11 @@ Each file on its own, as Kafka reads it at its next start:
   strictly increasing in epoch and start offset (the cache Kafka loads differs from the file, so a replica
   may truncate to the wrong offset).
 
-And ``leader-epoch-checkpoint`` against the epochs the log's batches start (:func:`leader_epoch_log_findings`).
+And both against the log: ``leader-epoch-checkpoint`` against the epochs its batches start
+(:func:`leader_epoch_log_findings`), each ``.snapshot`` at a segment base or the log end against the producer state
+its batches below that offset give (:func:`replay_snapshots`, :func:`snapshot_log_findings`). What a repair writes
+instead of a file with a finding is the file Kafka would have written there (:func:`snapshot_rewrites`,
+:func:`repaired_leader_epochs`).
 
 A 0-byte file is what Kafka leaves when it was stopped before its first write: it reads as empty, never a
 finding. Pure: the files' contents are read by :mod:`indexlib.storage.partition_files`.
@@ -17,15 +21,24 @@ finding. Pure: the files' contents are read by :mod:`indexlib.storage.partition_
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+
+import numpy as np
+import numpy.typing as npt
+
 from ..format.checkpoint import CheckpointError
+from ..format.layout import SNAPSHOT_SUFFIX, parse_segment_name
 from ..format.leader_epoch_checkpoint import (
     EpochEntry,
     check_leader_epoch_checkpoint,
     load_leader_epochs,
     parse_leader_epoch_checkpoint,
 )
-from ..format.producer_snapshot import SnapshotError, parse_snapshot_entries
+from ..format.producer_snapshot import ProducerSnapshotEntry, SnapshotError, format_snapshot, parse_snapshot_entries
 from .findings import Finding
+from .producer_state import apply_segment, snapshot_entries, state_from_snapshot
 
 
 def snapshot_findings(snapshots: dict[str, bytes | str]) -> list[Finding]:
@@ -121,3 +134,179 @@ def leader_epoch_log_findings(
             )
         )
     return findings
+
+
+# ------------------------------------------------------------------------------- snapshots against the log
+@dataclass(frozen=True)
+class SnapshotReplay:
+    """What the log says of the ``.snapshot`` at ``offset`` (a segment base or the log end).
+
+    ``replayed``: the producer state the partition's batches below ``offset`` give, carried from the nearest
+    earlier snapshot (or from an empty state at offset 0). ``differing``: the producers whose entry in a readable
+    file disagrees with the log. ``kafka_state``: the state Kafka would write there (a readable file's producers,
+    each corrected where the log disagrees; for a file Kafka refuses, ``replayed``)."""
+
+    offset: int
+    replayed: dict[int, ProducerSnapshotEntry]
+    differing: list[int]
+    kafka_state: dict[int, ProducerSnapshotEntry]
+    refused: bool
+
+
+def replay_snapshots(
+    bases: Sequence[int],
+    producers: Sequence[npt.NDArray[np.void] | None],
+    log_end: int | None,
+    files: Mapping[int, list[ProducerSnapshotEntry] | None],
+) -> dict[int, SnapshotReplay]:
+    """Per snapshot offset in ``files`` (offset -> its entries, None for a file Kafka refuses) that the log can
+    speak for: the replay there. ``producers``: each segment's end states in base order (None: not known, e.g. a
+    segment Kafka would refuse; nothing after it can be said). The state is known from offset 0 (empty) or from a
+    readable snapshot on; a snapshot inside a segment (an older clean shutdown's) is not compared.
+
+    A file entry is taken as right where the log no longer holds what it records: a producer the log has no batch
+    of, or whose last offset in the file is above the log's (retention, the cleaner). A producer of the log the
+    file lacks is right unless it has an open transaction (Kafka expires only idle producers without one)."""
+    state: dict[int, ProducerSnapshotEntry] | None = {} if bases and bases[0] == 0 else None
+    points = list(bases) + ([log_end] if log_end is not None and bases and log_end > bases[-1] else [])
+    result: dict[int, SnapshotReplay] = {}
+    for i, point in enumerate(points):
+        if point in files:
+            state = _at_snapshot(point, state, files[point], result)
+        if i < len(bases):
+            segment = producers[i]
+            state = None if state is None or segment is None else apply_segment(state, segment)
+    return result
+
+
+def _at_snapshot(
+    offset: int,
+    replayed: dict[int, ProducerSnapshotEntry] | None,
+    entries: list[ProducerSnapshotEntry] | None,
+    result: dict[int, SnapshotReplay],
+) -> dict[int, ProducerSnapshotEntry] | None:
+    """Record the replay at one snapshot; return the state to carry on (Kafka's, as far as it is known)."""
+    if entries is None:
+        if replayed is not None:
+            result[offset] = SnapshotReplay(offset, replayed, [], replayed, refused=True)
+        return replayed
+    loaded = state_from_snapshot(entries)
+    if replayed is None:
+        return loaded  # the first state known
+    kafka: dict[int, ProducerSnapshotEntry] = {}
+    differing = []
+    for pid, entry in loaded.items():
+        ours = replayed.get(pid)
+        if ours is None or entry.last_offset > ours.last_offset:
+            kafka[pid] = entry  # batches the log no longer holds
+            continue
+        kafka[pid] = ours
+        if ours != entry:
+            differing.append(pid)
+    for pid, ours in replayed.items():
+        if pid not in loaded and ours.has_open_transaction:
+            kafka[pid] = ours
+            differing.append(pid)
+    result[offset] = SnapshotReplay(offset, replayed, differing, kafka, refused=False)
+    return kafka
+
+
+def _differences(found: ProducerSnapshotEntry | None, expected: ProducerSnapshotEntry) -> str:
+    if found is None:
+        return (
+            f"producer {expected.producer_id} with its open transaction from offset "
+            f"{expected.current_txn_first_offset} is not in the file"
+        )
+    diffs = [
+        f"{f.name} {getattr(found, f.name)} (the log: {getattr(expected, f.name)})"
+        for f in fields(ProducerSnapshotEntry)
+        if getattr(found, f.name) != getattr(expected, f.name)
+    ]
+    return f"producer {expected.producer_id}: " + ", ".join(diffs)
+
+
+def snapshot_log_findings(snapshots: Mapping[str, bytes | str], replays: Mapping[int, SnapshotReplay]) -> list[Finding]:
+    """A ``producer_snapshot_mismatch`` for each readable snapshot whose entries disagree with the log (see
+    :func:`replay_snapshots`); ``snapshots`` as :func:`snapshot_findings` takes them."""
+    findings = []
+    for path, data in sorted(snapshots.items()):
+        replay = replays.get(_snapshot_offset(path))
+        if replay is None or not replay.differing or not isinstance(data, bytes):
+            continue
+        loaded = state_from_snapshot(parse_snapshot_entries(data, path))
+        first = replay.differing[0]
+        findings.append(
+            Finding(
+                "producer_snapshot_mismatch",
+                path,
+                detail=f"{_differences(loaded.get(first), replay.replayed[first])}; Kafka trusts the file at its next "
+                "start (producers fenced, sequence errors, a transaction left open or closed)",
+                count=len(replay.differing),
+            )
+        )
+    return findings
+
+
+def snapshot_rewrites(snapshots: Mapping[str, bytes | str], replays: Mapping[int, SnapshotReplay]) -> dict[str, bytes]:
+    """The file Kafka would have written in place of each snapshot with a finding that the log can speak for:
+    the corrected state (a readable file's producers); for a refused file the replayed state less the producers
+    idle a day before the newest batch timestamp among them (as Kafka drops them when it loads or expires)."""
+    rewrites = {}
+    for path, data in snapshots.items():
+        replay = replays.get(_snapshot_offset(path))
+        if replay is None:
+            continue
+        if replay.refused or not isinstance(data, bytes):
+            newest = max((e.timestamp for e in replay.replayed.values()), default=0)
+            rewrites[path] = format_snapshot(snapshot_entries(replay.replayed, now_ms=newest))
+        elif replay.differing:
+            rewrites[path] = format_snapshot(snapshot_entries(replay.kafka_state))
+    return rewrites
+
+
+def _snapshot_offset(path: str) -> int:
+    parsed = parse_segment_name(os.path.basename(path))
+    return parsed[0] if parsed is not None and parsed[1] == SNAPSHOT_SUFFIX else -1
+
+
+def readable_snapshots(snapshots: Mapping[str, bytes | str]) -> dict[int, list[ProducerSnapshotEntry] | None]:
+    """Offset -> entries of each snapshot file (None when Kafka would refuse it or it cannot be read)."""
+    readable: dict[int, list[ProducerSnapshotEntry] | None] = {}
+    for path, data in snapshots.items():
+        try:
+            readable[_snapshot_offset(path)] = parse_snapshot_entries(data, path) if isinstance(data, bytes) else None
+        except SnapshotError:
+            readable[_snapshot_offset(path)] = None
+    return readable
+
+
+# ------------------------------------------------------------------------- the leader epochs a repair writes
+def repaired_leader_epochs(text: str | None, log_epochs: Sequence[EpochEntry], log_start: int) -> list[EpochEntry]:
+    """The entries of ``leader-epoch-checkpoint`` as a broker that wrote every batch of the log would hold them:
+    each epoch's first batch at or above the log start (``log_epochs``, as :func:`leader_epoch_log_findings`
+    takes them) is its entry; the file's other entries (epochs with no batch left, entries below the log start)
+    are kept where they fit between those, start offsets strictly increasing with the epochs. An unreadable file
+    contributes nothing."""
+    try:
+        listed = parse_leader_epoch_checkpoint(text or "", "leader-epoch-checkpoint")
+    except CheckpointError:
+        listed = []
+    from_log = {e.epoch: e.start_offset for e in log_epochs if e.start_offset >= log_start}
+    anchors = sorted((EpochEntry(epoch, start) for epoch, start in from_log.items()), key=_by_epoch)
+    others = [e for e in listed if e.epoch not in from_log]
+    result: list[EpochEntry] = []
+    for entry in sorted(anchors + others, key=_by_epoch):
+        if entry.epoch in from_log:
+            while result and result[-1].start_offset >= entry.start_offset:  # a file entry in its way
+                result.pop()
+            result.append(entry)
+            continue
+        above = next((a.start_offset for a in anchors if a.epoch > entry.epoch), None)
+        fits_below = not result or result[-1].start_offset < entry.start_offset
+        if fits_below and (above is None or entry.start_offset < above):
+            result.append(entry)
+    return result
+
+
+def _by_epoch(entry: EpochEntry) -> tuple[int, int]:
+    return entry.epoch, entry.start_offset

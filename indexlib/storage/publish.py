@@ -397,7 +397,9 @@ def write_checkpoint_file(path: str, text: str) -> None:
 def replace_file(final: str, data: bytes, backup_dir: str | None, tag: str) -> str | None:
     """Replace (or create) a small whole file beside the segments (a producer snapshot) as every index file is
     published: staged under a hidden name, fsynced, the old file kept in ``backup_dir`` first, renamed over
-    ``final``; the caller fsyncs the dir. Returns the backup's path, if one was made."""
+    ``final`` (its dir made if missing: an ``--output-dir``); the caller fsyncs the dir. Returns the backup's
+    path, if one was made."""
+    _ensure_dir(os.path.dirname(final))
     with _staging(final, tag) as staged:
         fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:

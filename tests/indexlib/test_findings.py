@@ -6,7 +6,17 @@ import re
 
 import pytest
 
-from indexlib.recovery.findings import CUT_TAIL, ERROR, INFO, KINDS, NOTHING, REBUILD_FILE, REFUSE_SEGMENT, Finding
+from indexlib.recovery.findings import (
+    CUT_TAIL,
+    ERROR,
+    INFO,
+    KINDS,
+    NOTHING,
+    REBUILD_FILE,
+    REFUSE_SEGMENT,
+    REWRITE_FROM_LOG,
+    Finding,
+)
 
 from ..conftest import PROJECT_ROOT
 
@@ -29,12 +39,14 @@ def test_each_kind_is_consistent():
     for name, kind in KINDS.items():
         assert kind.name == name and kind.meaning
         assert kind.severity in (ERROR, INFO)
-        assert kind.triggers in (REBUILD_FILE, CUT_TAIL, REFUSE_SEGMENT, NOTHING)
+        assert kind.triggers in (REBUILD_FILE, CUT_TAIL, REFUSE_SEGMENT, REWRITE_FROM_LOG, NOTHING)
         assert kind.severity == ERROR or kind.triggers == NOTHING, name  # info never makes a run act
         if kind.triggers in (CUT_TAIL, REFUSE_SEGMENT):
             assert kind.concerns == ".log", name
         if kind.triggers == REBUILD_FILE:
             assert kind.concerns in (".index", ".timeindex", ".txnindex", "index file"), name
+        if kind.triggers == REWRITE_FROM_LOG:  # a producer snapshot, leader-epoch-checkpoint
+            assert kind.concerns == "partition dir", name
 
 
 def test_a_finding_takes_its_severity_from_the_registry():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,125 @@ def test_a_leader_epoch_checkpoint_that_disagrees_with_the_log_is_found(tmp_path
     found = kinds(part)
     assert kind in found, found
     assert verify_partition(part).healthy is False
+
+
+# ------------------------------------------------------------ snapshots against the log; what a repair writes
+def repair(part: Path, tmp_path: Path, dry_run: bool = False):
+    """``repair`` of one partition dir in place, its backups under ``tmp_path/backups``."""
+    from indexlib.engine import RunOptions, map_locally, run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover_partition_dir
+
+    options = RunOptions("repair", backup_root=str(tmp_path / "backups"), dry_run=dry_run)
+    return run(discover_partition_dir(str(part)), options, lambda topic: IndexSettings(), map_locally())
+
+
+def _rewrite_snapshot(path: Path, change) -> None:
+    """Rewrite a snapshot with one entry changed and a CRC-32C that matches (a file Kafka accepts)."""
+    from indexlib.format.producer_snapshot import format_snapshot, parse_snapshot_entries
+
+    entries = parse_snapshot_entries(path.read_bytes(), str(path))
+    path.write_bytes(format_snapshot([change(entries[0]), *entries[1:]]))
+
+
+SNAPSHOT_FAULTS = {
+    "producer-epoch": lambda e: replace(e, epoch=e.epoch + 1),
+    "last-sequence": lambda e: replace(e, last_sequence=e.last_sequence - 1),
+    "timestamp": lambda e: replace(e, timestamp=e.timestamp - 1),
+    "coordinator-epoch": lambda e: replace(e, coordinator_epoch=e.coordinator_epoch + 1),
+    "transaction-left-open": lambda e: replace(e, current_txn_first_offset=5),
+}
+
+
+@pytest.mark.parametrize("fault", list(SNAPSHOT_FAULTS))
+def test_a_snapshot_kafka_accepts_but_the_log_contradicts_is_found_and_repaired_to_kafkas_file(tmp_path, fault):
+    """Each snapshot of the local broker's transactional partitions at a segment base: one entry changed, the
+    CRC recomputed (Kafka would load it and trust it). Verify names the producer and the field; repair writes the
+    file the broker wrote, keeps the changed one in the backups, and leaves the partition healthy."""
+    logs = copy_log_dir(tmp_path, "txn-0", "txn-1")
+    for part, name in (("txn-0", "00000000000000000011.snapshot"), ("txn-1", "00000000000000000010.snapshot")):
+        snapshot = logs / part / name
+        original = snapshot.read_bytes()
+        _rewrite_snapshot(snapshot, SNAPSHOT_FAULTS[fault])
+        changed = snapshot.read_bytes()
+        found = kinds(logs / part)
+        assert list(found) == ["producer_snapshot_mismatch"], (part, found)
+        assert found["producer_snapshot_mismatch"][0].file == str(snapshot)
+        field_name = {"producer-epoch": "epoch", "transaction-left-open": "current_txn_first_offset"}.get(
+            fault, fault.replace("-", "_")
+        )
+        assert field_name in found["producer_snapshot_mismatch"][0].detail
+        assert repair(logs / part, tmp_path, dry_run=True).exit_code == 1 and snapshot.read_bytes() == changed
+        report = repair(logs / part, tmp_path)
+        assert report.exit_code == 0 and report.rewritten == [str(snapshot)]
+        assert snapshot.read_bytes() == original, part
+        [backup] = (tmp_path / "backups").glob(f"*/{part}/{name}")
+        assert backup.read_bytes() == changed
+        assert kinds(logs / part) == {}
+
+
+def test_a_snapshot_kafka_would_refuse_is_repaired_to_kafkas_file(tmp_path):
+    """A flipped CRC byte: Kafka would delete the file and replay; repair writes the state the replay gives,
+    which is the file the broker wrote."""
+    logs = copy_log_dir(tmp_path, "txn-0")
+    snapshot = logs / "txn-0" / "00000000000000000011.snapshot"
+    original = snapshot.read_bytes()
+    snapshot.write_bytes(original[:3] + bytes([original[3] ^ 0x10]) + original[4:])
+    assert list(kinds(logs / "txn-0")) == ["bad_producer_snapshot"]
+    assert repair(logs / "txn-0", tmp_path).exit_code == 0
+    assert snapshot.read_bytes() == original
+    assert kinds(logs / "txn-0") == {}
+
+
+def test_a_snapshot_the_log_cannot_speak_for_is_not_compared(tmp_path):
+    """A snapshot inside a segment (an older clean shutdown's log end) is only checked as a file; a producer the
+    log no longer holds (its batches below the log's first segment) is not a finding."""
+    from indexlib.format.producer_snapshot import ProducerSnapshotEntry, format_snapshot, parse_snapshot_entries
+
+    logs = copy_log_dir(tmp_path, "txn-0")
+    inside = logs / "txn-0" / "00000000000000000005.snapshot"
+    inside.write_bytes(format_snapshot([ProducerSnapshotEntry(42, 7, 1, 3, 1, 1_700_000_000_000, -1, -1)]))
+    snapshot = logs / "txn-0" / "00000000000000000011.snapshot"
+    entries = parse_snapshot_entries(snapshot.read_bytes(), str(snapshot))
+    gone = ProducerSnapshotEntry(99, 0, 4, 2, 0, 1_700_000_000_000, -1, -1)  # no batch of producer 99 in the log
+    snapshot.write_bytes(format_snapshot([*entries, gone]))
+    assert kinds(logs / "txn-0") == {}
+
+
+def test_a_leader_epoch_checkpoint_is_repaired_to_kafkas_file(tmp_path):
+    """The local broker's file (one epoch from offset 0) emptied, its start moved, or made unreadable: repair
+    writes the broker's file again."""
+    logs = copy_log_dir(tmp_path, "txn-0")
+    path = logs / "txn-0" / "leader-epoch-checkpoint"
+    original = path.read_text()
+    for text in ("0\n0\n", "0\n1\n0 1\n", "0\n2\n0 0\n"):
+        path.write_text(text)
+        assert kinds(logs / "txn-0"), text
+        report = repair(logs / "txn-0", tmp_path)
+        assert report.exit_code == 0 and str(path) in report.rewritten, text
+        assert path.read_text() == original, text
+
+
+@pytest.mark.parametrize("fault", ["missing", "later-by-one", "before-the-previous-epoch", "out-of-order"])
+def test_a_leader_epoch_checkpoint_that_disagrees_with_the_log_is_repaired(tmp_path, fault):
+    """On a partition of several epochs, each fault repaired to the file a broker holds; an epoch entry with no
+    batch (a leader that wrote nothing) is kept where it fits."""
+    from indexlib.format.leader_epoch_checkpoint import EpochEntry, format_leader_epoch_checkpoint
+
+    part, epochs = epochs_partition(tmp_path)
+    idle = EpochEntry(epochs[-1].epoch + 5, epochs[-1].start_offset + 1)  # fits after the log's last epoch start
+    expected = format_leader_epoch_checkpoint([*epochs, idle])
+    changed = [*epochs, idle]
+    if fault == "missing":
+        del changed[1]
+    elif fault == "later-by-one":
+        changed[1] = EpochEntry(changed[1].epoch, changed[1].start_offset + 1)
+    elif fault == "before-the-previous-epoch":
+        changed[2] = EpochEntry(changed[2].epoch, changed[1].start_offset)
+    else:
+        changed[1], changed[2] = changed[2], changed[1]
+    (part / "leader-epoch-checkpoint").write_text(format_leader_epoch_checkpoint(changed))
+    assert kinds(part)
+    assert repair(part, tmp_path).exit_code == 0
+    assert (part / "leader-epoch-checkpoint").read_text() == expected
+    assert kinds(part) == {}
