@@ -209,7 +209,8 @@ def rows_for(report: RunReport, settings: Settings) -> list[dict[str, Any]]:
                 if (refused or (left and report.mode != "rebuild"))
                 else "ok",
                 "action": report.mode,
-                "files_written": [w for o in segments for w in o.written],
+                "files_written": [w for o in segments for w in o.written]
+                + [w for w in report.partition_files_written if _who(report.broker_of(w)) == who],
                 "duration_s": (report.finished - report.started).total_seconds(),
                 "exit_code": report.exit_code,
                 "settings_json": json.dumps(

@@ -62,6 +62,9 @@ def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
     if report.swept:
         print(f"removed {len(report.swept)} staged files that killed runs had left (never installed):", file=out)
         print("\n".join(f"  {os.path.relpath(path)}" for path in report.swept) + "\n", file=out)
+    if report.rewritten:
+        print("rewritten from the log (the old files are in the backups):", file=out)
+        print("\n".join(f"  {os.path.relpath(path)}" for path in report.rewritten) + "\n", file=out)
     _print_failures(report, out)
     summary = [
         [
@@ -138,6 +141,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "brokers": [{"log_dir": d, **identity.to_dict()} for d, identity in report.brokers.items()],
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
         "swept": list(report.swept),
+        "partition_files_written": report.partition_files_written,
         "partition_findings": {k: [finding(f) for f in v] for k, v in report.partition_findings.items() if v},
         "segments": [
             {

@@ -80,6 +80,13 @@ class RunReport:
         return self.brokers.get(best, BrokerIdentity())
 
     @property
+    def partition_files_written(self) -> list[str]:
+        """The files a run wrote beside the segments: a repair's snapshots and leader epochs, a recover's
+        snapshots, leader epochs, rolled empty segments and recovery-point checkpoints."""
+        created = [path for plan in self.recovered.values() for path in plan.created]
+        return sorted(set(self.rewritten + created + self.checkpoints))
+
+    @property
     def findings(self) -> list[Finding]:
         """Every finding of the run: each partition's partition-level ones, then its segments' in order."""
         return [f for fs in self.partition_findings.values() for f in fs] + [

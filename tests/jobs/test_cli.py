@@ -4,6 +4,7 @@ the library's (``python -m indexlib lookup|dump``), so both command lines print 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -414,3 +415,35 @@ def test_both_command_lines_select_alike_and_find_the_same(spark, capsys, tmp_pa
         assert main(["verify", "--log-dir", str(logs), "--audit-table", "none", *bad]) == 2
         jobs_err = capsys.readouterr().err.strip().splitlines()[-1]
         assert library_err.split("error: ", 1)[1].split(" in ")[0] == jobs_err.split("error: ", 1)[1].split(" in ")[0]
+
+
+@requires_kafka_real
+def test_the_audit_run_row_names_the_files_a_run_wrote_beside_the_segments(tmp_path, capsys):
+    """A repair's rewritten producer snapshot and a recover's recovery-point checkpoint, rolled segment and
+    snapshots are in the run row's ``files_written`` (``--engine local``, a real Delta table)."""
+    from jobs import audit_queries
+
+    from ..indexlib.test_recover import crashed_log_dir
+    from ..indexlib.test_state_files import _rewrite_snapshot, copy_log_dir
+
+    logs = copy_log_dir(tmp_path, "txn-0")
+    snapshot = logs / "txn-0" / "00000000000000000011.snapshot"
+    _rewrite_snapshot(snapshot, lambda e: dataclasses.replace(e, epoch=e.epoch + 1))
+    table = tmp_path / "audit"
+    assert main(["repair", "--log-dir", str(logs), "--engine", "local", "--audit-table", str(table), "--run-id",
+                 "fix", "--backup-dir", str(tmp_path / "bk"), "--no-progress"]) == 0  # fmt: skip
+    assert "rewritten from the log" in capsys.readouterr().out
+    [run_row] = [r for r in audit_queries.read(str(table)).to_pylist() if r["record_type"] == "run"]
+    assert run_row["files_written"] == [str(snapshot)]
+    assert "producer_snapshot_mismatch" in run_row["findings_json"] and run_row["status"] == "ok"
+
+    crashed = crashed_log_dir(tmp_path / "crash", partitions=1, point=0)
+    assert main(["recover", "--log-dir", str(crashed), "--engine", "local", "--audit-table", str(table), "--run-id",
+                 "rec", "--backup-dir", str(tmp_path / "bk"), "--no-progress"]) == 0  # fmt: skip
+    [run_row] = [
+        r for r in audit_queries.read(str(table)).to_pylist() if r["run_id"] == "rec" and r["record_type"] == "run"
+    ]
+    written = {os.path.relpath(w, crashed) for w in run_row["files_written"]}
+    assert "recovery-point-offset-checkpoint" in written
+    end = max(int(n.name[:20]) for n in (crashed / "orders-0").glob("*.log"))
+    assert {f"orders-0/{end:020d}.log", f"orders-0/{end:020d}.index"} <= written
