@@ -3,8 +3,9 @@ transactions, its ``.txnindex`` findings, and whether Kafka's recovery would ref
 
 from __future__ import annotations
 
+import bisect
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,6 +40,7 @@ from ..recovery.state_checks import (
 from ..storage.discovery import Partition
 from ..storage.partition_files import (
     initial_state_for,
+    last_offset_before_batch,
     partition_file_names,
     read_existing_txn_index,
     read_leader_epoch_text,
@@ -101,7 +103,8 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
     if check and all(p.fatal is None for p in plans):  # epochs past a refused batch are not known
         log_epochs = recovered_leader_epochs([], [p.epoch_starts for p in plans])
         if epoch_unreadable is None:
-            findings += leader_epoch_log_findings(epoch_path, epoch_text, log_epochs, log_start)
+            before = _last_offset_before(outcomes)
+            findings += leader_epoch_log_findings(epoch_path, epoch_text, log_epochs, log_start, before)
             if any(f.file == epoch_path and kind(f.kind).triggers == REWRITE_FROM_LOG for f in findings):
                 entries = repaired_leader_epochs(epoch_text, log_epochs, log_start)
                 rewrites[epoch_path] = format_leader_epoch_checkpoint(entries).encode()
@@ -125,6 +128,22 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         for (aborted, fatal), (txn_findings, txn_identical) in zip(replays, txn, strict=True)
     ]
     return PartitionReplay(findings, segments, rewrites)
+
+
+def _last_offset_before(outcomes: list[SegmentOutcome]) -> Callable[[int], int | None]:
+    """For the leader-epoch check: the last offset of the batch before the batch at an offset (a segment's first
+    batch: the previous segment's last offset; else read from its ``.log``)."""
+
+    def last_offset_before(offset: int) -> int | None:
+        bases = [o.task.base_offset for o in outcomes]
+        i = bisect.bisect_right(bases, offset) - 1
+        if i < 0:
+            return None
+        if outcomes[i].plan.batch_count and offset == outcomes[i].task.base_offset:
+            return outcomes[i - 1].plan.last_offset if i > 0 and outcomes[i - 1].plan.batch_count else None
+        return last_offset_before_batch(outcomes[i].task.log_path, offset)
+
+    return last_offset_before
 
 
 def replay_partition(

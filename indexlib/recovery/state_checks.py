@@ -22,7 +22,7 @@ finding. Pure: the files' contents are read by :mod:`indexlib.storage.partition_
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -83,14 +83,20 @@ def leader_epoch_findings(path: str, text: str | None, unreadable: str | None = 
 
 
 def leader_epoch_log_findings(
-    path: str, text: str | None, log_epochs: list[EpochEntry], log_start: int
+    path: str,
+    text: str | None,
+    log_epochs: list[EpochEntry],
+    log_start: int,
+    last_offset_before: Callable[[int], int | None] | None = None,
 ) -> list[Finding]:
     """The findings of a readable ``leader-epoch-checkpoint`` against the epochs its partition's batches start
     (``log_epochs``: each epoch's first batch, as the cache's ``assign`` keeps them over the whole log). For every
     epoch whose first batch is at or above the log start: the file must hold it (``leader_epoch_missing``: a
     follower asking where that epoch ends gets the wrong answer) and its start must be that batch's offset
-    (``leader_epoch_start_mismatch``); an earlier start is allowed only past the previous epoch's first batch (the
-    cleaner may have removed the batches in between). Entries of epochs with no batch left are allowed (a leader
+    (``leader_epoch_start_mismatch``); an earlier start is allowed only past the previous epoch's first batch and
+    past the last offset of the batch just before (``last_offset_before(first batch's offset)``, asked only
+    then): the cleaner may have removed the batches in between, but an offset a batch still holds is that
+    batch's epoch's. Entries of epochs with no batch left are allowed (a leader
     assigns its epoch at the log end before it writes; compaction removes batches)."""
     if text is None:
         return []
@@ -108,6 +114,10 @@ def leader_epoch_log_findings(
                 missing.append(epoch)
             elif found > epoch.start_offset or (previous is not None and found <= previous.start_offset):
                 moved.append((epoch, found))
+            elif found < epoch.start_offset and last_offset_before is not None:
+                before = last_offset_before(epoch.start_offset)
+                if before is not None and found <= before:
+                    moved.append((epoch, found))
         previous = epoch
     findings = []
     if missing:

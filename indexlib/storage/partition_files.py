@@ -220,6 +220,15 @@ def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition
     return parse_offset_checkpoint(text, path).get((topic, partition), 0)
 
 
+def last_offset_before_batch(log_path: str, offset: int) -> int | None:
+    """The last offset of the batch just before the valid batch whose base offset is ``offset`` in the ``.log``
+    (None: no such batch, or it is the segment's first). Reads the whole segment's headers: for the rare check that
+    needs it (a leader epoch's start offset below its first batch)."""
+    scan = scan_log(log_path)
+    found = np.flatnonzero(scan.base_offsets[: scan.batch_count] == offset)
+    return int(scan.last_offsets[found[0] - 1]) if found.size and found[0] > 0 else None
+
+
 def index_file_sizes(partition_dir: str, base_offset: int) -> dict[str, int | None]:
     """The size of each of a segment's index files (``INDEX_SUFFIXES``), None for one that cannot be stat'ed."""
     sizes: dict[str, int | None] = {}

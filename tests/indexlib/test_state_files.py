@@ -123,7 +123,7 @@ def test_leader_epochs_that_match_the_log_give_no_finding(tmp_path):
     assert kinds(part) == {}
 
 
-@pytest.mark.parametrize("fault", ["missing", "later-by-one", "before-the-previous-epoch"])
+@pytest.mark.parametrize("fault", ["missing", "later-by-one", "earlier-by-one", "before-the-previous-epoch"])
 def test_a_leader_epoch_checkpoint_that_disagrees_with_the_log_is_found(tmp_path, fault):
     from indexlib.format.leader_epoch_checkpoint import EpochEntry, format_leader_epoch_checkpoint
 
@@ -134,6 +134,9 @@ def test_a_leader_epoch_checkpoint_that_disagrees_with_the_log_is_found(tmp_path
         kind = "leader_epoch_missing"
     elif fault == "later-by-one":
         changed[1] = EpochEntry(changed[1].epoch, changed[1].start_offset + 1)
+        kind = "leader_epoch_start_mismatch"
+    elif fault == "earlier-by-one":  # onto the previous batch's last offset (offsets contiguous: no cleaner)
+        changed[1] = EpochEntry(changed[1].epoch, changed[1].start_offset - 1)
         kind = "leader_epoch_start_mismatch"
     else:  # at the previous epoch's first batch: batches of that epoch lie in between
         changed[2] = EpochEntry(changed[2].epoch, changed[1].start_offset)
@@ -242,7 +245,9 @@ def test_a_leader_epoch_checkpoint_is_repaired_to_kafkas_file(tmp_path):
         assert path.read_text() == original, text
 
 
-@pytest.mark.parametrize("fault", ["missing", "later-by-one", "before-the-previous-epoch", "out-of-order"])
+@pytest.mark.parametrize(
+    "fault", ["missing", "later-by-one", "earlier-by-one", "before-the-previous-epoch", "out-of-order"]
+)
 def test_a_leader_epoch_checkpoint_that_disagrees_with_the_log_is_repaired(tmp_path, fault):
     """On a partition of several epochs, each fault repaired to the file a broker holds; an epoch entry with no
     batch (a leader that wrote nothing) is kept where it fits."""
@@ -256,6 +261,8 @@ def test_a_leader_epoch_checkpoint_that_disagrees_with_the_log_is_repaired(tmp_p
         del changed[1]
     elif fault == "later-by-one":
         changed[1] = EpochEntry(changed[1].epoch, changed[1].start_offset + 1)
+    elif fault == "earlier-by-one":
+        changed[1] = EpochEntry(changed[1].epoch, changed[1].start_offset - 1)
     elif fault == "before-the-previous-epoch":
         changed[2] = EpochEntry(changed[2].epoch, changed[1].start_offset)
     else:
