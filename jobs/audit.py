@@ -1,5 +1,6 @@
-"""The Delta Lake audit table: one row per segment per run, plus one ``record_type = 'run'`` row per run and
-broker.
+"""The Delta Lake audit table: one row per segment per run, one ``record_type = 'partition'`` row per partition
+whose files beside the segments a run wrote (snapshots, leader epochs, a rolled segment), plus one
+``record_type = 'run'`` row per run and broker.
 
 One schema (:data:`SCHEMA`), one table, partitioned by ``date`` (the run's UTC start date), shared by every
 broker of a fleet: each row carries its log dir's broker identity (``cluster_id``, ``broker_id``,
@@ -30,6 +31,7 @@ import pyarrow as pa
 
 from indexlib.engine import RunOptions, RunReport, SegmentResult
 from indexlib.format import BrokerIdentity
+from indexlib.storage import Partition
 
 from .config import Settings
 from .pipeline import TOOL_VERSION
@@ -152,6 +154,36 @@ def segment_row(o: SegmentResult, common: dict[str, Any], options: RunOptions) -
     }
 
 
+def partition_row(
+    partition: Partition,
+    broker: BrokerIdentity,
+    written: list[str],
+    backups: list[str],
+    common: dict[str, Any],
+    options: RunOptions,
+) -> dict[str, Any]:
+    """The audit row of the files one run wrote beside a partition's segments (``record_type = 'partition'``,
+    base offset -1): a repair's rewritten producer snapshots and ``leader-epoch-checkpoint``; a recover's
+    snapshots, leader epochs and rolled empty segment; ``backup_location`` holds the old files (and a recover's
+    snapshots past the new log end, moved away)."""
+    return {
+        **common,
+        "record_type": "partition",
+        **broker.to_dict(),
+        "log_dir": partition.log_dir,
+        "topic": partition.topic,
+        "partition": partition.partition,
+        "base_offset": -1,
+        "segments": 0,
+        "status": "repaired" if options.mode == "repair" else "ok",
+        "action": options.mode,
+        "files_written": sorted(written),
+        "backup_location": os.path.dirname(backups[0]) if backups else None,
+        "finding_kinds": [],
+        "findings_json": "[]",
+    }
+
+
 def _who(identity: BrokerIdentity) -> tuple[str | None, int | None]:
     return identity.cluster_id, identity.broker_id
 
@@ -162,6 +194,10 @@ def rows_for(report: RunReport, settings: Settings) -> list[dict[str, Any]]:
     ``exit_code`` is the whole run's."""
     common = run_common(report.run_id, report.mode, report.started, report.finished)
     rows = [segment_row(o, common, report.options) for o in report.segments]
+    rows += [
+        partition_row(p, report.broker_of(p.log_dir), written, backups, common, report.options)
+        for p, written, backups in report.files_beside_segments()
+    ]
     brokers: dict[tuple[str | None, int | None], list[str]] = {}
     for log_dir, identity in report.brokers.items():
         brokers.setdefault(_who(identity), []).append(log_dir)

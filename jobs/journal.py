@@ -6,8 +6,9 @@ One JSON-lines file per run, ``<journal dir>/<run id>.jsonl``, every line fsynce
 
 * ``{"record": "run", ...}``: the run id, mode, start and the table the rows are for (the first line);
 * ``{"record": "intent", ...}``: a segment's key and the files its commit may replace, before the first
-  rename;
-* ``{"record": "segment", "row": {...}}``: that segment's audit row, after its renames;
+  rename (for the files beside a partition's segments: its key with base offset -1, ``record_type``
+  ``partition``);
+* ``{"record": "segment", "row": {...}}``: that segment's (or partition's) audit row, after its renames;
 * ``{"record": "final", "rows": [...]}``: every row of the finished run, just before the table write.
 
 The file is removed once the table has the rows. :func:`rows_of` turns a journal into rows: the final
@@ -30,7 +31,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from indexlib.engine import Decision, RunOptions, SegmentOutcome, SegmentResult, files_to_replace
-from indexlib.storage import fsync_path
+from indexlib.format import BrokerIdentity
+from indexlib.storage import Partition, fsync_path
 
 from . import audit
 
@@ -88,6 +90,18 @@ class AuditJournal:
     def after_commit(self, result: SegmentResult) -> None:
         common = audit.run_common(self.run_id, self.options.mode, self.started, None)
         self._append({"record": "segment", "row": audit.segment_row(result, common, self.options)})
+
+    def before_partition_files(self, partition: Partition, broker: BrokerIdentity, files: list[str]) -> None:
+        key = {"log_dir": partition.log_dir, "topic": partition.topic, "partition": partition.partition}
+        key.update(broker.to_dict())
+        self._append({"record": "intent", **key, "base_offset": -1, "record_type": "partition", "files": files})
+
+    def after_partition_files(
+        self, partition: Partition, broker: BrokerIdentity, written: list[str], backups: list[str]
+    ) -> None:
+        common = audit.run_common(self.run_id, self.options.mode, self.started, None)
+        row = audit.partition_row(partition, broker, written, backups, common, self.options)
+        self._append({"record": "segment", "row": row})
 
     def finish(self, rows: list[dict[str, Any]]) -> None:
         """Record every row of the finished run (just before the table write)."""
@@ -209,7 +223,7 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
             key = (r["log_dir"], r["topic"], r["partition"], r["base_offset"])
             rows[key] = {
                 **common,
-                "record_type": "segment",
+                "record_type": r.get("record_type", "segment"),  # "partition": files beside the segments
                 "cluster_id": r.get("cluster_id"),
                 "broker_id": r.get("broker_id"),
                 "directory_id": r.get("directory_id"),
@@ -217,7 +231,7 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
                 "topic": r["topic"],
                 "partition": r["partition"],
                 "base_offset": r["base_offset"],
-                "segments": 1,
+                "segments": 1 if r["base_offset"] >= 0 else 0,
                 "status": INTERRUPTED,
                 "action": INTERRUPTED,
                 "files_written": r["files"],
@@ -248,7 +262,7 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
             "topic": "",
             "partition": -1,
             "base_offset": -1,
-            "segments": len(mine),
+            "segments": sum(1 for r in mine if r["base_offset"] >= 0),
             "status": INTERRUPTED,
             "action": header["mode"],
             "files_written": [f for r in mine for f in r.get("files_written") or []],

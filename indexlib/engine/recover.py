@@ -116,12 +116,18 @@ def dropped_result(outcome: SegmentOutcome, replay: SegmentReplay, dry_run: bool
     return SegmentResult(**facts, aborted=[], action="would_drop" if dry_run else "dropped")
 
 
+def writes_partition_files(results: list[SegmentResult]) -> bool:
+    """Whether :func:`finish_partition` writes anything after these committed segments: every one recovered or
+    dropped (not a dry run, no segment Kafka's recovery would refuse)."""
+    return bool(results) and all(r.action in ("recovered", "dropped") for r in results)
+
+
 def finish_partition(plan: PartitionRecovery, results: list[SegmentResult]) -> None:
     """After its segments were committed in order: move the segments after a cut (``dropped``) into the backup
     dir, truncate the leader epochs at the log end, roll an empty segment there, and set
     ``plan.new_recovery_point``. Does nothing for a dry run, or when a segment could not be recovered (Kafka's
     recovery would fail there: the broker keeps the partition as it is)."""
-    if not results or any(r.action not in ("recovered", "dropped") for r in results):
+    if not writes_partition_files(results):
         return
     kept = [r for r in results if r.action == "recovered"]
     last = kept[-1]

@@ -46,7 +46,14 @@ from .commit import Decision, SegmentResult, commit_partition_files, commit_segm
 from .identity import identities
 from .interrupts import deferred_signals
 from .options import RunOptions, backup_root, check_run, new_run_id
-from .recover import PartitionRecovery, dropped_result, finish_partition, plan_recovery, write_recovery_points
+from .recover import (
+    PartitionRecovery,
+    dropped_result,
+    finish_partition,
+    plan_recovery,
+    write_recovery_points,
+    writes_partition_files,
+)
 from .replay import replay_outcomes
 from .segment_task import MapSegments, SegmentOutcome, partition_backup_dir, plan_tasks
 
@@ -70,6 +77,7 @@ class RunReport:
     recovered: dict[str, PartitionRecovery] = field(default_factory=dict)  # recover: partition dir -> what it did
     checkpoints: list[str] = field(default_factory=list)  # recover: the recovery-point files it rewrote
     rewritten: list[str] = field(default_factory=list)  # repair: snapshots and leader epochs rewritten from the log
+    rewrite_backups: dict[str, list[str]] = field(default_factory=dict)  # repair: partition dir -> their backups
 
     def broker_of(self, path: str) -> BrokerIdentity:
         """The identity of the log dir ``path`` is in (or is): the longest log dir that holds it."""
@@ -85,6 +93,22 @@ class RunReport:
         snapshots, leader epochs, rolled empty segments and recovery-point checkpoints."""
         created = [path for plan in self.recovered.values() for path in plan.created]
         return sorted(set(self.rewritten + created + self.checkpoints))
+
+    def files_beside_segments(self) -> list[tuple[Partition, list[str], list[str]]]:
+        """Per partition (in discovery order), the files this run wrote in its dir beside the segments (a repair's
+        rewritten snapshots and leader epochs; a recover's snapshots, leader epochs and rolled empty segment) and
+        the backups of what they replaced or moved away. Partitions with none are left out."""
+        rewritten: dict[str, list[str]] = {}
+        for path in self.rewritten:
+            rewritten.setdefault(os.path.dirname(path), []).append(path)
+        found = []
+        for p in self.partitions:
+            plan = self.recovered.get(p.path)
+            written = sorted((plan.created if plan else []) + rewritten.get(self.options.target_dir(p), []))
+            backups = sorted((plan.backups if plan else []) + self.rewrite_backups.get(p.path, []))
+            if written or backups:
+                found.append((p, written, backups))
+        return found
 
     @property
     def findings(self) -> list[Finding]:
@@ -135,6 +159,15 @@ class CommitObserver(Protocol):
 
     def after_commit(self, result: SegmentResult) -> None: ...
 
+    def before_partition_files(self, partition: Partition, broker: BrokerIdentity, files: list[str]) -> None:
+        """Before a run writes files beside a partition's segments (``files``: those it may replace, or the
+        partition dir for a recover's, which decides them as it goes)."""
+
+    def after_partition_files(
+        self, partition: Partition, broker: BrokerIdentity, written: list[str], backups: list[str]
+    ) -> None:
+        """After them: what was written, and the backups of what it replaced or moved away."""
+
 
 def run(
     discovery: Discovery,
@@ -173,6 +206,7 @@ def run(
             partition_findings.setdefault(path, []).extend(found)
         checkpoints: list[str] = []
         rewritten: list[str] = []
+        rewrite_backups: dict[str, list[str]] = {}
         touched: set[str] = set()
         try:
             outcomes = map_segments(tasks, run_id) if tasks else []
@@ -209,16 +243,22 @@ def run(
                         if decision.install and observer is not None:
                             observer.after_commit(result)
                         mine.append(result)
-                if p.path in recovery and not options.dry_run:
+                if p.path in recovery and writes_partition_files(mine):
                     with deferred_signals():
-                        finish_partition(recovery[p.path], mine)
+                        plan = recovery[p.path]
+                        if observer is not None:
+                            observer.before_partition_files(p, brokers.get(p.log_dir, BrokerIdentity()), [p.path])
+                        finish_partition(plan, mine)
+                        if observer is not None:
+                            who = brokers.get(p.log_dir, BrokerIdentity())
+                            observer.after_partition_files(p, who, plan.created, plan.backups)
                 rewrites = replays[p.path].rewrites
                 if options.mode == "repair" and not options.dry_run and rewrites:
-                    with deferred_signals():  # snapshots and leader epochs, after the segments they describe
-                        touched.add(options.target_dir(p))
-                        backups = partition_backup_dir(options, run_id, p)
-                        written, _ = commit_partition_files(rewrites, options.target_dir(p), backups, run_id)
-                        rewritten += written
+                    touched.add(options.target_dir(p))
+                    who = brokers.get(p.log_dir, BrokerIdentity())
+                    written, copies = _rewrite_partition_files(p, who, rewrites, options, run_id, observer)
+                    rewritten += written
+                    rewrite_backups[p.path] = copies
                 results += mine
             if recovery and not options.dry_run:
                 with deferred_signals():
@@ -235,7 +275,29 @@ def run(
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
         discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints, rewritten,
+        rewrite_backups,
     )  # fmt: skip
+
+
+def _rewrite_partition_files(
+    p: Partition,
+    broker: BrokerIdentity,
+    rewrites: dict[str, bytes],
+    options: RunOptions,
+    run_id: str,
+    observer: CommitObserver | None,
+) -> tuple[list[str], list[str]]:
+    """A repair's producer snapshots and leader epochs of one partition, after the segments they describe, told
+    to the observer before and after: (the files written, the backups of the old ones)."""
+    target = options.target_dir(p)
+    with deferred_signals():
+        if observer is not None:
+            finals = sorted(os.path.join(target, os.path.basename(f)) for f in rewrites)
+            observer.before_partition_files(p, broker, finals)
+        written, copies = commit_partition_files(rewrites, target, partition_backup_dir(options, run_id, p), run_id)
+        if observer is not None:
+            observer.after_partition_files(p, broker, written, copies)
+    return written, copies
 
 
 def summary_rows(report: RunReport) -> list[dict[str, Any]]:

@@ -75,6 +75,35 @@ def test_a_journal_holds_what_a_killed_commit_may_have_replaced(tmp_path):
     assert by_key[("run", -1)]["status"] == "interrupted" and by_key[("run", -1)]["segments"] == 2
 
 
+def test_a_journal_holds_the_files_a_killed_run_was_writing_beside_the_segments(tmp_path):
+    """A repair or recover writing a partition's snapshots and leader epochs journals an intent first: killed
+    there, the journal gives an interrupted ``partition`` row naming them; finished, the partition's row."""
+    from indexlib.engine import RunOptions
+    from indexlib.format import BrokerIdentity
+    from indexlib.storage import Partition
+
+    part = Partition("/l", "/l/a-0", "a", 0, [])
+    broker = BrokerIdentity(cluster_id="c", broker_id=3)
+    killed = journal.AuditJournal(str(tmp_path), "t", "r1", RunOptions("repair"))
+    killed.before_partition_files(part, broker, ["/l/a-0/00000000000000000010.snapshot"])
+    rows, finished = journal.rows_of(journal.read(killed.path))
+    [row] = [r for r in rows if r["record_type"] == "partition"]
+    assert not finished and (row["status"], row["base_offset"], row["broker_id"]) == ("interrupted", -1, 3)
+    assert row["files_written"] == ["/l/a-0/00000000000000000010.snapshot"]
+    assert [r["segments"] for r in rows if r["record_type"] == "run"] == [0]
+
+    done = journal.AuditJournal(str(tmp_path), "t", "r2", RunOptions("recover"))
+    done.before_partition_files(part, broker, ["/l/a-0"])
+    done.after_partition_files(part, broker, ["/l/a-0/00000000000000000010.log"], ["/b/r2/a-0/x.snapshot"])
+    rows, _ = journal.rows_of(journal.read(done.path))
+    [row] = [r for r in rows if r["record_type"] == "partition"]
+    assert (row["status"], row["files_written"], row["backup_location"]) == (
+        "ok",
+        ["/l/a-0/00000000000000000010.log"],
+        "/b/r2/a-0",
+    )
+
+
 def test_a_failed_table_write_keeps_the_rows_and_recover_merges_them(spark, tmp_path, small_fs, capsys):
     """The table lives on a real 64 KiB filesystem: the repair is done, the table write fails (no space),
     exit 3 with one error line naming the table and the journal; grown, ``audit --recover`` merges the

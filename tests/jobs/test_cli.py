@@ -431,19 +431,34 @@ def test_the_audit_run_row_names_the_files_a_run_wrote_beside_the_segments(tmp_p
     _rewrite_snapshot(snapshot, lambda e: dataclasses.replace(e, epoch=e.epoch + 1))
     table = tmp_path / "audit"
     assert main(["repair", "--log-dir", str(logs), "--engine", "local", "--audit-table", str(table), "--run-id",
-                 "fix", "--backup-dir", str(tmp_path / "bk"), "--no-progress"]) == 0  # fmt: skip
+                 "fix", "--backup-dir", str(tmp_path / "bk"), "--no-progress", "--audit-journal", str(tmp_path / "j")]) == 0  # fmt: skip
     assert "rewritten from the log" in capsys.readouterr().out
-    [run_row] = [r for r in audit_queries.read(str(table)).to_pylist() if r["record_type"] == "run"]
+    rows = audit_queries.read(str(table)).to_pylist()
+    [run_row] = [r for r in rows if r["record_type"] == "run"]
     assert run_row["files_written"] == [str(snapshot)]
+    [partition_row] = [r for r in rows if r["record_type"] == "partition"]
+    assert (partition_row["topic"], partition_row["partition"], partition_row["files_written"]) == (
+        "txn",
+        0,
+        [str(snapshot)],
+    )
+    assert os.path.exists(os.path.join(partition_row["backup_location"], snapshot.name))
     assert "producer_snapshot_mismatch" in run_row["findings_json"] and run_row["status"] == "ok"
 
     crashed = crashed_log_dir(tmp_path / "crash", partitions=1, point=0)
     assert main(["recover", "--log-dir", str(crashed), "--engine", "local", "--audit-table", str(table), "--run-id",
-                 "rec", "--backup-dir", str(tmp_path / "bk"), "--no-progress"]) == 0  # fmt: skip
+                 "rec", "--backup-dir", str(tmp_path / "bk"), "--no-progress", "--audit-journal", str(tmp_path / "j")]) == 0  # fmt: skip
     [run_row] = [
         r for r in audit_queries.read(str(table)).to_pylist() if r["run_id"] == "rec" and r["record_type"] == "run"
     ]
     written = {os.path.relpath(w, crashed) for w in run_row["files_written"]}
     assert "recovery-point-offset-checkpoint" in written
     end = max(int(n.name[:20]) for n in (crashed / "orders-0").glob("*.log"))
-    assert {f"orders-0/{end:020d}.log", f"orders-0/{end:020d}.index"} <= written
+    rolled = {f"orders-0/{end:020d}.log", f"orders-0/{end:020d}.index", f"orders-0/{end:020d}.snapshot"}
+    assert rolled <= written
+    [partition_row] = [
+        r
+        for r in audit_queries.read(str(table)).to_pylist()
+        if r["run_id"] == "rec" and r["record_type"] == "partition"
+    ]
+    assert rolled <= {os.path.relpath(w, crashed) for w in partition_row["files_written"]}
