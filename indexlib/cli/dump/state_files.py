@@ -35,7 +35,6 @@ from .model import FileDump, problem
 SNAPSHOT_FIELDS = tuple(f.name for f in fields(ProducerSnapshotEntry))
 EPOCH_FIELDS = tuple(f.name for f in fields(EpochEntry))
 OFFSET_CHECKPOINT_FIELDS = ("topic", "partition", "offset")
-_SNAPSHOT_HEADER_BYTES = 10  # version, CRC, count
 
 
 def read_whole(path: str) -> bytes:
