@@ -136,17 +136,24 @@ def add_json_report(parser: argparse.ArgumentParser) -> None:
 
 def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
     """The ``dump`` subcommand: index entries, a ``.log``'s batches and records (``kafka-dump-log.sh``'s options,
-    spelled as it spells them), or ``--check`` of index files."""
-    text = "print index entries or a .log's batches and records, or --check index files (read-only)"
+    spelled as it spells them), a producer snapshot's producers, a checkpoint's entries, or ``--check`` of them."""
+    text = "print index entries, a .log's batches and records, a .snapshot or a checkpoint, or --check them (read-only)"
     dump: argparse.ArgumentParser = commands.add_parser(
         "dump",
         help=text,
-        description="Print the entries of a .index, .timeindex or .txnindex (absolute offsets) or the batches "
-        "(and with --deep-iteration the records) of a .log, as kafka-dump-log.sh does; or --check index files. "
+        description="Print the entries of a .index, .timeindex or .txnindex (absolute offsets), the batches "
+        "(and with --deep-iteration the records) of a .log or the producers of a .snapshot, as kafka-dump-log.sh "
+        "does, or the entries of a leader-epoch-checkpoint or a log dir's offset checkpoint; or --check them. "
         "Read-only. Exit 0 clean, 1 a file has problems or fails --check, 2 a file cannot be dumped.",
         **parser_options,
     )
-    dump.add_argument("files", nargs="+", metavar="FILE", help="<20-digit base offset>.{index,timeindex,txnindex,log}")
+    dump.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="<20-digit base offset>.{index,timeindex,txnindex,log,snapshot}, leader-epoch-checkpoint, "
+        "{recovery-point,log-start,replication,cleaner}-offset-checkpoint",
+    )
     dump.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
     dump.add_argument(
         "--deep-iteration", action="store_true", help="also each record of a .log: offset, timestamp, sizes, headers"
@@ -186,7 +193,8 @@ def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> 
     dump.add_argument(
         "--check",
         action="store_true",
-        help="check index files: Kafka's load-time sanity rules, and verify's checks when the .log is beside",
+        help="check index files (Kafka's load-time sanity rules, and verify's checks when the .log is beside), "
+        "snapshots and checkpoints (whether Kafka reads them, and verify's checks of them)",
     )
     dump.set_defaults(run=run)
     return dump

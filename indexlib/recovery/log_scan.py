@@ -268,26 +268,18 @@ def _column(values: np.ndarray | None, scan: LogScan) -> np.ndarray:
     return values
 
 
-def _int32(value: int) -> int:
-    """``value`` as Java's ``int`` arithmetic leaves it."""
-    return ((value + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
-
-
-def _increment_sequence(sequence: int, increment: int) -> int:
-    """Kafka's ``DefaultRecordBatch.incrementSequence``, in Java's wrapping ``int`` arithmetic (past
-    Integer.MAX_VALUE the sequence goes on from 0)."""
-    if sequence > _int32(INT32_MAX - increment):
-        return _int32(increment - _int32(INT32_MAX - sequence) - 1)
-    return _int32(sequence + increment)
-
-
 def producer_end_states(scan: LogScan, limit: int) -> npt.NDArray[np.void]:
-    """The :data:`PRODUCER_DTYPE` states after the first ``limit`` batches (the reference: one batch at a time,
-    as ``LogSegment.updateProducerState`` appends each with origin REPLICATION). A data batch: epoch, its
-    BatchMetadata (last sequence = ``incrementSequence(baseSequence, lastOffsetDelta)`` or -1 without a base
+    """The :data:`PRODUCER_DTYPE` states after the first ``limit`` batches (the reference: what appending each batch
+    in turn leaves, as ``LogSegment.updateProducerState`` appends them with origin REPLICATION). A data batch: epoch,
+    its BatchMetadata (last sequence = ``incrementSequence(baseSequence, lastOffsetDelta)`` or -1 without a base
     sequence, last offset, offset delta), timestamp = its max timestamp, and a transaction opened at its base offset
     if it is transactional and none is open. A marker (the first record of a non-empty control batch): epoch (a
-    new epoch clears the BatchMetadata), coordinator epoch, timestamp = its record's, no open transaction."""
+    new epoch clears the BatchMetadata), coordinator epoch, timestamp = its record's, no open transaction.
+
+    Computed per producer on whole columns (the batches grouped by producer id, in file order within a producer):
+    the last batch gives ``epoch`` and ``timestamp``; the last data batch the BatchMetadata, unless a later marker
+    changed the epoch (cleared); the last marker the coordinator epoch; the first transactional data batch after the
+    last marker the open transaction."""
     magic, pids, attrs = scan.magic[:limit], scan.producer_ids[:limit], scan.attributes[:limit]
     control = (attrs & ATTR_CONTROL) != 0
     markers = scan.marker_types[:limit]
@@ -296,39 +288,73 @@ def producer_end_states(scan: LogScan, limit: int) -> npt.NDArray[np.void]:
     sequences = _column(scan.base_sequences, scan)
     coordinator_epochs = _column(scan.marker_coordinator_epochs, scan)
     marker_stamps = _column(scan.marker_timestamps, scan)
-    columns = zip(
-        pids[chosen].tolist(),
-        scan.producer_epochs[chosen].tolist(),
-        is_marker[chosen].tolist(),
-        (attrs[chosen] & ATTR_TRANSACTIONAL).tolist(),
-        scan.base_offsets[chosen].tolist(),
-        scan.last_offsets[chosen].tolist(),
-        sequences[chosen].tolist(),
-        scan.max_timestamps[chosen].tolist(),
-        coordinator_epochs[chosen].tolist(),
-        marker_stamps[chosen].tolist(),
-        strict=True,
-    )
-    states: dict[int, list[int]] = {}  # pid -> the PRODUCER_DTYPE fields, in first-seen order
-    for pid, epoch, marker, transactional, base, last, sequence, max_ts, coordinator, stamp in columns:
-        state = states.get(pid)
-        if state is None:
-            state = states[pid] = [pid, epoch, epoch, META_INHERIT, 0, -1, -1, 0, -1, -1, -1]
-        if marker:
-            if epoch != state[2]:  # maybeUpdateProducerEpoch: the BatchMetadata goes
-                state[3], state[5], state[6], state[7] = META_CLEARED, -1, -1, 0
-            state[2], state[4], state[8], state[9], state[10] = epoch, 1, stamp, coordinator, -1
-        else:
-            delta = _int32(last - base)  # the int32 lastOffsetDelta (last wraps like a Java long)
-            last_sequence = -1 if sequence == -1 else _increment_sequence(sequence, delta)
-            state[2:4] = [epoch, META_SET]
-            state[5:9] = [last_sequence, last, delta, max_ts]
-            if transactional and state[10] == -1:
-                state[10] = base
-    out = np.empty(len(states), PRODUCER_DTYPE)
-    for k, fields in enumerate(states.values()):
-        out[k] = tuple(fields)
-    return out
+    n = len(chosen)
+    if n == 0:
+        return np.empty(0, PRODUCER_DTYPE)
+    # The chosen batches grouped by producer id, file order kept within a group (a stable sort).
+    order = chosen[np.argsort(pids[chosen], kind="stable")]
+    pid = pids[order]
+    epoch = scan.producer_epochs[order]
+    marker = is_marker[order]
+    data = ~marker
+    starts_group = np.empty(n, bool)
+    starts_group[0] = True
+    np.not_equal(pid[1:], pid[:-1], out=starts_group[1:])
+    starts = np.flatnonzero(starts_group)
+    ends = np.append(starts[1:], n) - 1
+    group = np.cumsum(starts_group) - 1
+    at = np.arange(n)
+
+    def last_where(condition: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+        """Per group, the position (in ``order``) of its last batch meeting ``condition``, -1 if none."""
+        return np.maximum.reduceat(np.where(condition, at, -1), starts)
+
+    last_data = last_where(data)
+    last_marker = last_where(marker)
+    # maybeUpdateProducerEpoch: a marker whose epoch differs from the producer's batch before it clears the metadata
+    epoch_changes = np.zeros(n, bool)
+    np.not_equal(epoch[1:], epoch[:-1], out=epoch_changes[1:])
+    cleared = last_where(marker & epoch_changes & ~starts_group) > last_data
+    has_data = last_data >= 0
+    meta = np.where(cleared, META_CLEARED, np.where(has_data, META_SET, META_INHERIT))
+    kept = has_data & ~cleared
+    data_at = order[np.maximum(last_data, 0)]
+    base = scan.base_offsets[data_at]
+    last = scan.last_offsets[data_at]
+    with np.errstate(over="ignore"):  # Java's long and int arithmetic wraps
+        delta = (last - base).astype(np.int32).astype(np.int64)  # the int32 lastOffsetDelta
+    sequence = sequences[data_at].astype(np.int64)
+    last_sequence = np.where(sequence == -1, -1, _increment_sequence(sequence, delta))
+    # a transaction opens at the first transactional data batch after the producer's last marker
+    opens = data & ((attrs[order] & ATTR_TRANSACTIONAL) != 0) & (at > last_marker[group])
+    first_open = np.minimum.reduceat(np.where(opens, at, n), starts)
+    marker_at = order[np.maximum(last_marker, 0)]
+    last_at = order[ends]
+    out = np.empty(len(starts), PRODUCER_DTYPE)
+    out["producer_id"] = pid[starts]
+    out["first_epoch"] = epoch[starts]
+    out["epoch"] = epoch[ends]
+    out["meta"] = meta
+    out["has_marker"] = last_marker >= 0
+    out["last_sequence"] = np.where(kept, last_sequence, -1)
+    out["last_offset"] = np.where(kept, last, -1)
+    out["offset_delta"] = np.where(kept, delta, 0)
+    out["timestamp"] = np.where(marker[ends], marker_stamps[last_at], scan.max_timestamps[last_at])
+    out["coordinator_epoch"] = np.where(last_marker >= 0, coordinator_epochs[marker_at], -1)
+    out["txn_first_offset"] = np.where(first_open < n, scan.base_offsets[order[np.minimum(first_open, n - 1)]], -1)
+    return out[np.argsort(order[starts], kind="stable")]  # in the order of each producer's first batch
+
+
+def _int32(values: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``values`` as Java's ``int`` arithmetic leaves them (int64 values, none overflowing on the way)."""
+    return ((values + (1 << 31)) & 0xFFFFFFFF) - (1 << 31)
+
+
+def _increment_sequence(sequences: npt.NDArray[np.int64], increments: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Kafka's ``DefaultRecordBatch.incrementSequence`` of each pair, in Java's wrapping ``int`` arithmetic (past
+    Integer.MAX_VALUE the sequence goes on from 0); int32 values held in int64."""
+    past = sequences > _int32(INT32_MAX - increments)
+    return np.where(past, _int32(increments - _int32(INT32_MAX - sequences) - 1), _int32(sequences + increments))
 
 
 def select_indexed_batches(positions: np.ndarray, sizes: np.ndarray, interval: int) -> npt.NDArray[np.int64]:

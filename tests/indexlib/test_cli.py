@@ -483,7 +483,7 @@ def test_dump_bad_input_exits_2(capsys, tmp_path, partition):
     snapshot_file.write_bytes(b"x")
     cases = [
         (garbage, "not a Kafka segment file name"),
-        (snapshot_file, "not a Kafka segment file name"),
+        (snapshot_file, "too short for a producer snapshot"),  # a snapshot Kafka refuses
         (tmp_path / "00000000000000000000.timeindex", "No such file"),
         (fifo, "not a regular file"),
         (directory, "is a directory"),

@@ -362,7 +362,8 @@ def test_rows_are_produced_in_chunks(tmp_path, monkeypatch):
     [
         "foo.index",
         "0000000000000000000.index",
-        "00000000000000000000.snapshot",
+        "00000000000000000000.snapshot.deleted",
+        "leader-epoch-checkpoint.tmp",
         "00000000000000000000.index.deleted",
         "00000000000000000000",
         "x00000000000000000000.log",

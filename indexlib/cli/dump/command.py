@@ -2,8 +2,9 @@
 in turn, each dumped (or with ``--check`` checked), and one exit code.
 
 Exit codes: 0 every file dumped without problems (or passed ``--check``); 1 a file has problems (listed) or
-fails ``--check``; 2 a file cannot be dumped (missing, unreadable, not a segment file name, not a regular file:
-one line on stderr naming it, and the other files are still dumped). The highest code wins. Several files with
+fails ``--check``; 2 a file cannot be dumped (missing, unreadable, not a segment or checkpoint file name, not a
+regular file, a snapshot or checkpoint Kafka refuses to read: one line on stderr naming it, and the other files are
+still dumped). The highest code wins. Several files with
 ``--json`` print one JSON array of the dumps (one file: the dump itself, as before).
 """
 

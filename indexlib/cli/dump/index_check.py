@@ -3,6 +3,12 @@ index classes' ``sanity_check``) and, when its ``.log`` is beside it, to verify'
 engine and checks as ``verify``: :func:`indexlib.engine.process_segment` for a ``.index`` or ``.timeindex``, the
 partition's replay through :func:`indexlib.engine.verify_partition` for a ``.txnindex``).
 
+A producer snapshot or a checkpoint file is held to what Kafka refuses to read (its parser), and a snapshot or a
+``leader-epoch-checkpoint`` to the checks verify makes of it (:func:`indexlib.recovery.state_checks.snapshot_findings`,
+:func:`~indexlib.recovery.state_checks.leader_epoch_findings`; for a ``leader-epoch-checkpoint`` beside its
+partition's ``.log`` files also its epochs against theirs, through the partition's verify). An offset checkpoint
+has its reading only (verify reads it as each partition's log start or recovery point).
+
 Invariants: read-only; only findings about FILE itself are returned (a ``.log``'s own findings belong to a dump
 or a verify of the ``.log``); an error-severity finding or a failed sanity rule is a finding (exit 1).
 """
@@ -13,14 +19,20 @@ import os
 from dataclasses import dataclass, field
 
 from ...engine import SegmentTask, process_segment, verify_partition
+from ...format.checkpoint import CheckpointError, parse_offset_checkpoint
 from ...format.errors import CorruptIndexError
 from ...format.layout import parse_partition_dir_name, segment_base_offsets, segment_file
+from ...format.leader_epoch_checkpoint import parse_leader_epoch_checkpoint
 from ...format.offset_index import OffsetIndex
+from ...format.producer_snapshot import SnapshotError, parse_snapshot_entries
 from ...format.time_index import TimeIndex
 from ...format.transaction_index import TransactionIndex
 from ...recovery.findings import ERROR, Finding, kind
 from ...recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES
-from .model import DumpUsageError, parse_segment_file_name
+from ...recovery.state_checks import leader_epoch_findings, snapshot_findings
+from .model import DumpUsageError, dump_kind, parse_segment_file_name
+from .reading import check_regular
+from .state_files import read_text, read_whole
 
 
 @dataclass
@@ -32,6 +44,8 @@ class CheckResult:
     sanity: str | None = None
     findings: list[Finding] = field(default_factory=list)
     verify_skipped: str | None = None
+    #: what verify's checks held the file against, for the verdict line ("" for the file on its own)
+    verified_against: str = "its .log"
 
     @property
     def failed(self) -> bool:
@@ -54,12 +68,17 @@ def sanity_problem(path: str, base_offset: int, suffix: str) -> str | None:
 
 
 def check_index_file(path: str) -> CheckResult:
-    """Kafka's sanity rules, then verify's checks of ``path`` against its ``.log`` when there is one."""
+    """Kafka's sanity rules, then verify's checks of ``path`` against its ``.log`` when there is one (a snapshot or
+    a checkpoint: :func:`check_state_file`)."""
+    _, kind = dump_kind(path)
+    if kind in ("producer_snapshot", "leader_epoch_checkpoint", "offset_checkpoint"):
+        return check_state_file(path, kind)
     base_offset, suffix = parse_segment_file_name(path)
     result = CheckResult(path)
     if suffix == ".log":
         raise DumpUsageError(
-            f"{path}: --check takes an index file (.index, .timeindex, .txnindex); verify checks a .log"
+            f"{path}: --check takes an index file (.index, .timeindex, .txnindex), a .snapshot or a checkpoint; "
+            "verify checks a .log"
         )
     result.sanity = sanity_problem(path, base_offset, suffix)
     directory = os.path.dirname(os.path.abspath(path))
@@ -87,6 +106,42 @@ def check_index_file(path: str) -> CheckResult:
     return result
 
 
+def check_state_file(path: str, kind: str) -> CheckResult:
+    """A producer snapshot or a checkpoint: whether Kafka reads it (``sanity``), then verify's findings on it."""
+    check_regular(path)
+    result = CheckResult(path, verified_against="")
+    if kind == "producer_snapshot":
+        data = read_whole(path)
+        try:
+            parse_snapshot_entries(data, path)
+        except SnapshotError as exc:
+            result.sanity = str(exc)
+        result.findings = snapshot_findings({path: data})
+        return result
+    text = read_text(path)
+    if kind == "offset_checkpoint":
+        try:
+            parse_offset_checkpoint(text, path)
+        except CheckpointError as exc:
+            result.sanity = str(exc)
+        result.verify_skipped = "verify reads it only as each partition's log start or recovery point"
+        return result
+    try:
+        parse_leader_epoch_checkpoint(text, path)
+    except CheckpointError as exc:
+        result.sanity = str(exc)
+    result.findings = leader_epoch_findings(path, text)
+    directory = os.path.dirname(os.path.abspath(path))
+    if parse_partition_dir_name(os.path.basename(directory)) is not None and segment_base_offsets(directory):
+        # its epochs against the ones the partition's batches start: what verify of the partition finds on it
+        report = verify_partition(directory)
+        mine = [f for f in report.findings if os.path.abspath(f.file) == os.path.abspath(path)]
+        known = {f.kind for f in result.findings}  # the file's own findings, which verify makes too
+        result.findings += [f for f in mine if f.kind not in known]
+        result.verified_against = "its partition's .log files"
+    return result
+
+
 def format_check(result: CheckResult) -> list[str]:
     """The lines of one file's check: Kafka's verdict, then verify's findings or why it did not run."""
     lines = [
@@ -97,7 +152,8 @@ def format_check(result: CheckResult) -> list[str]:
     if result.verify_skipped is not None:
         lines.append(f"{result.file}: verify's checks not run ({result.verify_skipped})")
     elif not result.findings:
-        lines.append(f"{result.file} passed verify's checks against its .log.")
+        against = f" against {result.verified_against}" if result.verified_against else ""
+        lines.append(f"{result.file} passed verify's checks{against}.")
     for f in result.findings:
         where = "" if f.position is None else f" at byte {f.position}"
         entry = "" if f.entry is None else f" (entry {f.entry})"

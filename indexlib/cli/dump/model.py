@@ -16,7 +16,12 @@ from typing import Any
 import numpy as np
 
 from ...format.errors import FileNameError, KafkaIndexError
-from ...format.layout import parse_segment_name
+from ...format.layout import (
+    LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    parse_segment_name,
+)
 
 #: how ``--print-data-log`` shows keys, values and header values
 PAYLOAD_FORMATS = ("text", "hex", "base64")
@@ -63,21 +68,50 @@ class DumpOptions:
 #: a dump as it always was: batch headers and index entries only
 DEFAULT_OPTIONS = DumpOptions()
 
-#: File suffix -> dump kind.
-KINDS = {".index": "offset_index", ".timeindex": "time_index", ".txnindex": "transaction_index", ".log": "log"}
+#: File suffix -> dump kind (a ``<20-digit offset><suffix>`` name).
+KINDS = {
+    ".index": "offset_index",
+    ".timeindex": "time_index",
+    ".txnindex": "transaction_index",
+    ".log": "log",
+    ".snapshot": "producer_snapshot",
+}
+#: File name -> dump kind: the checkpoints Kafka keeps in a partition dir and in a log dir.
+NAMED_KINDS = {
+    LEADER_EPOCH_CHECKPOINT: "leader_epoch_checkpoint",
+    RECOVERY_POINT_OFFSET_CHECKPOINT: "offset_checkpoint",
+    LOG_START_OFFSET_CHECKPOINT: "offset_checkpoint",
+    "replication-offset-checkpoint": "offset_checkpoint",
+    "cleaner-offset-checkpoint": "offset_checkpoint",
+}
 
 _ROW_CHUNK = 65536
 
 
+def _name_error(path: str | os.PathLike[str]) -> FileNameError:
+    return FileNameError(
+        f"{os.fspath(path)}: not a Kafka segment file name (expected <20-digit base offset> followed by one of "
+        f"{', '.join(KINDS)}, e.g. 00000000000000000000.index) nor a checkpoint ({', '.join(NAMED_KINDS)})"
+    )
+
+
 def parse_segment_file_name(path: str | os.PathLike[str]) -> tuple[int, str]:
-    """``(base_offset, suffix)`` of ``<20 digits>.<index|timeindex|txnindex|log>``; :class:`FileNameError` naming the file."""
+    """``(base_offset, suffix)`` of ``<20 digits>.<index|timeindex|txnindex|log|snapshot>``; :class:`FileNameError`
+    naming the file."""
     parsed = parse_segment_name(os.path.basename(os.fspath(path)))
     if parsed is None or parsed[1] not in KINDS:
-        raise FileNameError(
-            f"{os.fspath(path)}: not a Kafka segment file name (expected <20-digit base offset> followed by "
-            f"one of {', '.join(KINDS)}, e.g. 00000000000000000000.index)"
-        )
+        raise _name_error(path)
     return parsed
+
+
+def dump_kind(path: str | os.PathLike[str]) -> tuple[int | None, str]:
+    """``(base offset, kind)`` of a file dump reads, by its name (the offset is None for a checkpoint);
+    :class:`FileNameError` naming the file."""
+    kind = NAMED_KINDS.get(os.path.basename(os.fspath(path)))
+    if kind is not None:
+        return None, kind
+    base_offset, suffix = parse_segment_file_name(path)
+    return base_offset, KINDS[suffix]
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""Reading one segment file for a dump: which kind it is (its name), that it is a regular file, and the
-dump of its kind.
+"""Reading one file for a dump: which kind it is (its name: a segment file, a producer snapshot or a checkpoint),
+that it is a regular file, and the dump of its kind.
 
 Invariants: bad input raises ``ValueError`` or ``OSError`` naming the file; nothing is written.
 """
@@ -15,10 +15,11 @@ from ...format.offset_index import OffsetIndex
 from ...format.time_index import TimeIndex
 from .index_files import dump_mmap_index, dump_txn_index
 from .log_file import dump_log
-from .model import DEFAULT_OPTIONS, KINDS, DumpOptions, FileDump, parse_segment_file_name
+from .model import DEFAULT_OPTIONS, DumpOptions, FileDump, dump_kind
+from .state_files import dump_leader_epoch_checkpoint, dump_offset_checkpoint, dump_snapshot
 
 
-def _check_regular(path: str) -> os.stat_result:
+def check_regular(path: str) -> os.stat_result:
     st = os.stat(path)  # FileNotFoundError / PermissionError name the file
     if stat.S_ISDIR(st.st_mode):
         raise IsADirectoryError(21, "is a directory, not a segment file", path)
@@ -28,11 +29,18 @@ def _check_regular(path: str) -> os.stat_result:
 
 
 def read_dump(path: str | os.PathLike[str], options: DumpOptions = DEFAULT_OPTIONS) -> FileDump:
-    """Open one segment file read-only and read everything a dump shows (``options`` matter for a ``.log``)."""
+    """Open one segment, snapshot or checkpoint file read-only and read everything a dump shows (``options`` matter
+    for a ``.log``)."""
     path = os.fspath(path)
-    base_offset, suffix = parse_segment_file_name(path)
-    _check_regular(path)
-    kind = KINDS[suffix]
+    base_offset, kind = dump_kind(path)
+    check_regular(path)
+    if kind == "leader_epoch_checkpoint":
+        return dump_leader_epoch_checkpoint(path)
+    if kind == "offset_checkpoint":
+        return dump_offset_checkpoint(path)
+    assert base_offset is not None  # every other kind has a <20-digit offset> name
+    if kind == "producer_snapshot":
+        return dump_snapshot(path, base_offset)
     if kind == "log":
         return dump_log(path, base_offset, options)
     if kind == "transaction_index":

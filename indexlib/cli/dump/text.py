@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from .model import DEFAULT_OPTIONS, DumpOptions, FileDump
 from .reading import read_dump
 from .record_view import format_record
+from .state_files import format_snapshot_entry
 
 
 def _parts(
@@ -96,6 +97,9 @@ def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
             if p["kind"] in ("cannot_decompress", "invalid_record"):
                 yield f"Problem: {p['kind']} at byte {p['position']}: {p['detail']}"
         return
+    if kind in _STATE_TITLES:
+        yield from _format_state_file(summary, rows)
+        return
     title = {"offset_index": "Offset index", "time_index": "Time index", "transaction_index": "Transaction index"}[kind]
     yield (
         f"{title}, base offset {summary['base_offset']}, {summary['file_size']} bytes, "
@@ -115,6 +119,35 @@ def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
             )
     if summary["zero_tail_entries"]:
         yield (f"{summary['zero_tail_entries']} zero-filled slots follow (an untrimmed preallocated tail; not shown)")
+    for p in summary["problems"]:
+        where = "" if p["position"] is None else f" at byte {p['position']}"
+        yield f"Problem: {p['kind']}{where}: {p['detail']}"
+
+
+_STATE_TITLES = {
+    "producer_snapshot": "Producer snapshot",
+    "leader_epoch_checkpoint": "Leader epoch checkpoint",
+    "offset_checkpoint": "Offset checkpoint",
+}
+
+
+def _format_state_file(summary: Mapping[str, Any], rows: Iterable[Mapping[str, Any]]) -> Iterator[str]:
+    """A snapshot's producers as ``kafka-dump-log.sh`` prints them, or a checkpoint's entries, after our title."""
+    kind = summary["kind"]
+    title = _STATE_TITLES[kind]
+    if kind == "producer_snapshot":
+        title += f" at offset {summary['offset']}"
+    elif kind == "offset_checkpoint":
+        title += f" {summary['name']}"
+    one, many = ("producer", "producers") if kind == "producer_snapshot" else ("entry", "entries")
+    yield f"{title}, {summary['file_size']} bytes, {_plural(summary['entry_count'], one, many)}"
+    for e in rows:
+        if kind == "producer_snapshot":
+            yield format_snapshot_entry(e)
+        elif kind == "leader_epoch_checkpoint":
+            yield f"epoch: {e['epoch']} startOffset: {e['start_offset']}"
+        else:
+            yield f"topic: {e['topic']} partition: {e['partition']} offset: {e['offset']}"
     for p in summary["problems"]:
         where = "" if p["position"] is None else f" at byte {p['position']}"
         yield f"Problem: {p['kind']}{where}: {p['detail']}"
