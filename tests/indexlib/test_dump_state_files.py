@@ -287,3 +287,21 @@ def test_an_empty_file_is_read_as_kafka_reads_it(capsys, tmp_path, name):
         assert code == 2 and "too short for a producer snapshot" in err
     else:  # a 0-byte checkpoint reads as no entries
         assert code == 0 and "0 bytes, 0 entries" in out
+
+
+@requires_kafka_real
+def test_check_of_a_snapshot_the_log_contradicts(capsys, tmp_path):
+    """A snapshot Kafka reads (its CRC recomputed) with a wrong producer epoch: in its partition dir --check also
+    compares its entries with the log, as verify does."""
+    from dataclasses import replace
+
+    from .test_state_files import _rewrite_snapshot, copy_log_dir
+
+    logs = copy_log_dir(tmp_path, "txn-0")
+    path = logs / "txn-0" / "00000000000000000011.snapshot"
+    _rewrite_snapshot(path, lambda e: replace(e, epoch=e.epoch + 1))
+    result = check_index_file(str(path))
+    assert result.sanity is None and result.verified_against == "its partition's .log files"
+    assert [f.kind for f in result.findings] == ["producer_snapshot_mismatch"]
+    code, out, _ = run(capsys, path, "--check")
+    assert code == 1 and "error producer_snapshot_mismatch" in out and "epoch 1 (the log: 0)" in out

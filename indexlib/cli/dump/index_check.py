@@ -117,6 +117,7 @@ def check_state_file(path: str, kind: str) -> CheckResult:
         except SnapshotError as exc:
             result.sanity = str(exc)
         result.findings = snapshot_findings({path: data})
+        _add_partition_findings(result, path)
         return result
     text = read_text(path)
     if kind == "offset_checkpoint":
@@ -131,15 +132,21 @@ def check_state_file(path: str, kind: str) -> CheckResult:
     except CheckpointError as exc:
         result.sanity = str(exc)
     result.findings = leader_epoch_findings(path, text)
-    directory = os.path.dirname(os.path.abspath(path))
-    if parse_partition_dir_name(os.path.basename(directory)) is not None and segment_base_offsets(directory):
-        # its epochs against the ones the partition's batches start: what verify of the partition finds on it
-        report = verify_partition(directory)
-        mine = [f for f in report.findings if os.path.abspath(f.file) == os.path.abspath(path)]
-        known = {f.kind for f in result.findings}  # the file's own findings, which verify makes too
-        result.findings += [f for f in mine if f.kind not in known]
-        result.verified_against = "its partition's .log files"
+    _add_partition_findings(result, path)
     return result
+
+
+def _add_partition_findings(result: CheckResult, path: str) -> None:
+    """A snapshot's entries or a leader-epoch-checkpoint's epochs against the partition's batches, when it lies in
+    a partition dir with segments: what verify of the partition finds on this file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if parse_partition_dir_name(os.path.basename(directory)) is None or not segment_base_offsets(directory):
+        return
+    report = verify_partition(directory)
+    mine = [f for f in report.findings if os.path.abspath(f.file) == os.path.abspath(path)]
+    known = {f.kind for f in result.findings}  # the file's own findings, which verify makes too
+    result.findings += [f for f in mine if f.kind not in known]
+    result.verified_against = "its partition's .log files"
 
 
 def format_check(result: CheckResult) -> list[str]:
