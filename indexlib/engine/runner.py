@@ -41,7 +41,7 @@ from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
 from ..storage.locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
-from ..storage.publish import discard_staged, fsync_path
+from ..storage.publish import discard_staged, fsync_paths
 from .commit import Decision, SegmentResult, commit_segment, decide, sweep_staged
 from .identity import identities
 from .interrupts import deferred_signals
@@ -204,11 +204,12 @@ def run(
                     checkpoints = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
-            for directory in sorted(touched):
-                fsync_path(directory)
+            unsynced = fsync_paths(sorted(touched))  # together: one journal commit covers many dirs
             for o in outcomes:
                 discard_staged(o.staged, o.backups)
             sweep_staged(tasks, run_id)
+            if unsynced:
+                raise unsynced[min(unsynced)]
     results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
