@@ -26,6 +26,7 @@ whole new one at any moment; in-place writes refuse a log dir whose ``.lock`` is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -184,8 +185,8 @@ def run(
                     if kept and decision.install:
                         decision = Decision("kept")
                     # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
-                    # renames and row
-                    with deferred_signals():
+                    # renames and row (a commit that touches no file, as all of a verify's, has none to cut)
+                    with deferred_signals() if decision.install or outcome.staged else contextlib.nullcontext():
                         if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
                             touched.add(outcome.task.target_dir or outcome.task.partition_dir)
                             if observer is not None:
