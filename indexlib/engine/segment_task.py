@@ -164,8 +164,9 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     """Scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and ``.timeindex``;
     stage the ``.index``/``.timeindex`` the run will write (``task.stage``; staged names carry ``tag``,
     default the run id), backing up the old ones. A staging failure is recorded in ``error`` with
-    nothing left staged. ``seconds`` covers all of it. With ``unsynced`` the staged files are not fsynced
-    but added to it: the caller fsyncs them before it hands the outcome on (:func:`process_segments`)."""
+    nothing left staged. ``seconds`` covers all of it. With ``unsynced`` the staged files (and the backup dir
+    after its copies) are not fsynced but added to it: the caller fsyncs them before it hands the outcome on
+    (:func:`process_segments`)."""
     started = time.perf_counter()
     existing = read_existing_indexes(task.partition_dir, task.base_offset) if task.check else None
     summary, plan = plan_segment_file(
@@ -203,7 +204,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
                 mine,
             )  # fmt: skip
             if task.backup_dir is not None:
-                outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
+                outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir, mine))]
             if unsynced is not None and mine:
                 unsynced += mine
         except (OSError, ValueError) as exc:
@@ -215,13 +216,13 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
 
 
 def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[SegmentOutcome]:
-    """:func:`process_segment` of each task, in order, the files they staged fsynced together at the end
-    (concurrently, :func:`~indexlib.storage.publish.fsync_paths`: a few journal commits for the lot) before any
-    outcome is returned. A segment one of whose staged files cannot be fsynced gets an ``error``, nothing of it
-    left staged, as if its staging had failed."""
+    """:func:`process_segment` of each task, in order, the files they staged and the backup dirs they copied into
+    fsynced together at the end (concurrently, :func:`~indexlib.storage.publish.fsync_paths`: a few journal commits
+    for the lot) before any outcome is returned. A segment one of whose paths cannot be fsynced gets an ``error``,
+    nothing of it left staged, as if its staging had failed."""
     unsynced: list[list[str]] = [[] for _ in tasks]
     outcomes = [process_segment(task, tag, paths) for task, paths in zip(tasks, unsynced, strict=True)]
-    failed = fsync_paths([path for paths in unsynced for path in paths])
+    failed = fsync_paths(list(dict.fromkeys(path for paths in unsynced for path in paths)))
     for outcome, paths in zip(outcomes, unsynced, strict=True):
         errors = [failed[path] for path in paths if path in failed]
         if errors:

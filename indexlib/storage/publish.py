@@ -125,18 +125,23 @@ def _create_empty(path: str, unsynced: list[str] | None = None) -> None:
         os.close(fd)
 
 
-def keep_backup(final: str, backup_dir: str) -> str | None:
+def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) -> str | None:
     """Copy ``final`` (if it exists) into ``backup_dir``, durable, its holes kept (not a hard link: whatever
     writes the file in place later must not change its backup); returns the copy's path. An existing backup of the same name is kept as it is: the first
     copy is the oldest, and a late writer (a retried task, a re-run under the same run id) must not replace it
-    with a file that was already rebuilt."""
+    with a file that was already rebuilt. The copy is fsynced before it gets its name; with ``unsynced`` the
+    fsync of ``backup_dir`` after it is left to the caller (added to it), who makes it before ``final`` is
+    replaced."""
     if not os.path.lexists(final):
         return None
     os.makedirs(backup_dir, exist_ok=True)
     backup = os.path.join(backup_dir, os.path.basename(final))
     if not os.path.lexists(backup):
         _copy_sparse(final, backup)
-        fsync_path(backup_dir)
+        if unsynced is None:
+            fsync_path(backup_dir)
+        elif backup_dir not in unsynced:
+            unsynced.append(backup_dir)
     return backup
 
 

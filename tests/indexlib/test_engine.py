@@ -146,6 +146,41 @@ def test_a_batch_fsyncs_every_staged_file_before_it_returns(busy_partition, monk
     assert not [n for n in os.listdir(busy_partition) if n.startswith(".")]
 
 
+def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, monkeypatch):
+    """A repair's backups: each copy fsynced before it gets its name (as always), the backup dir fsynced once by
+    the batch, before the outcome is returned; its failure fails the segment and drops its copies."""
+    import indexlib.storage.publish as publish
+
+    index = segment_file(str(busy_partition), 0, ".index")
+    with open(index, "r+b") as f:
+        f.seek(80)
+        f.write(b"\xff" * 8)
+    (task,) = tasks_for(busy_partition, "repair")
+    synced: list[str] = []
+    real = publish.fsync_path
+
+    def counting(path):
+        real(path)
+        synced.append(path)
+
+    monkeypatch.setattr(publish, "fsync_path", counting)
+    (outcome,) = process_segments([task], "run-1")
+    (backup,) = outcome.backups
+    assert outcome.error is None and synced.count(os.path.dirname(backup)) == 1
+    assert sorted(synced) == sorted([*outcome.staged.values(), os.path.dirname(backup)])
+    discard_staged(outcome.staged, outcome.backups)
+
+    def failing_dir(path):
+        if os.path.isdir(path):
+            raise OSError(5, "Input/output error", path)
+        real(path)
+
+    monkeypatch.setattr(publish, "fsync_path", failing_dir)
+    (outcome,) = process_segments([task], "run-1")
+    assert outcome.staged == {} and outcome.backups == [] and "Input/output error" in (outcome.error or "")
+    assert not os.path.exists(backup)
+
+
 def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_path):
     """What a failed commit throws away: the staged files and the backups of the files they would have
     replaced; a cut .log tail saved in the same backup dir is the only copy of its bytes and stays."""
