@@ -13,7 +13,8 @@
   the per-file cost of the index writers; ``rebuild LOG_DIR --jobs 2``; limit: ``cat`` of the same files.
 * ``prealloc``: a crashed (or running) broker's active segments keep ``.index``/``.timeindex`` preallocated
   (sparse) to ``segment.index.bytes``: ``verify LOG_DIR --jobs 2`` of ``--partitions`` (default 300) partitions
-  of one 300 KiB segment, the index files grown to 10 MiB or cut back to their entries, alternately; data on
+  of one 300 KiB segment, the index files grown to 10 MiB or cut back to their entries, alternately, in a log
+  dir with a broker's ``meta.properties`` and offset checkpoints (each listing every partition); data on
   the disk (tempfile's default dir: sparse files as on a broker's disk). Limit: ``cat`` of the ``.log`` and
   trimmed index files. Then ``rebuild LOG_DIR --jobs 2`` in place over the preallocated state (every index file
   written and fsynced on the disk: the file-system cost of a segment).
@@ -195,10 +196,23 @@ PREALLOCATED = 10 * 1024 * 1024  # Kafka's default segment.index.bytes
 ENTRY_SIZES = {".index": 8, ".timeindex": 12}
 
 
+def write_broker_files(logs: str, pdirs: list[str]) -> None:
+    """What a broker's log dir holds beside its partitions: ``meta.properties`` and its offset checkpoints, each
+    listing every partition (at offset 0: a broker killed in its first minutes)."""
+    names = [os.path.basename(p).rpartition("-") for p in pdirs]
+    entries = "".join(f"{topic} {n} 0\n" for topic, _, n in names)
+    for name in ("log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "replication-offset-checkpoint"):
+        with open(os.path.join(logs, name), "w") as f:
+            f.write(f"0\n{len(names)}\n{entries}")
+    with open(os.path.join(logs, "meta.properties"), "w") as f:
+        f.write("node.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAA\nversion=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qg\n")
+
+
 def prealloc_case(args, other: str | None) -> None:
     with scratch("bench-prealloc-", memory=False) as root:
         logs = os.path.join(root, "logs")
         pdirs, logs_files, _, _ = make_log_dir(logs, "crashed", args.partitions, 1, 300 * 1024, 4096, indexes=True)
+        write_broker_files(logs, pdirs)
         index = {p: os.path.getsize(p) for p in _files(logs) if os.path.splitext(p)[1] in ENTRY_SIZES}
 
         def set_sizes(preallocated: bool) -> None:

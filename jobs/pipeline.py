@@ -3,7 +3,7 @@
 The engine plans, replays, decides and commits on the driver; this module supplies its map step as ONE
 Spark job: the segment tasks go out in bins balanced by bytes (:func:`task_count` bins, one per
 ``bytes_per_task`` of ``.log``, at least one per slot), each executor runs
-:func:`indexlib.engine.segment_task.process_segment` on its bin (staged names tagged with the task attempt, so a
+:func:`indexlib.engine.segment_task.process_segments` on its bin (staged names tagged with the task attempt, so a
 speculative or zombie attempt never touches another's files), and accumulators feed the progress bar.
 Executors and driver use the log dirs by path, so all of them must see them (local mode, or the same
 mount on every node).
@@ -26,7 +26,7 @@ from indexlib.engine import (
     RunReport,
     SegmentOutcome,
     SegmentTask,
-    process_segment,
+    process_segments,
 )
 from indexlib.engine import run as run_engine
 from indexlib.format import describe_error
@@ -92,7 +92,7 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
             context = TaskContext.get()
             if context is None:
                 raise RuntimeError("run_bin must run inside a Spark task")
-            out = [process_segment(t, f"{run_id}~{context.taskAttemptId()}") for t in group]
+            out = process_segments(group, f"{run_id}~{context.taskAttemptId()}")  # the bin's fsyncs together
             done.add(len(group))
             done_bytes.add(sum(t.size for t in group))
             return out

@@ -20,7 +20,7 @@ from .options import MODES, RunOptionError, RunOptions, TargetDirError, check_ru
 from .partition import rebuild_partition, verify_partition
 from .pool import map_locally
 from .runner import CommitObserver, RunReport, run, summary_rows
-from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segment
+from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segment, process_segments
 
 __all__ = [
     "MODES",
@@ -42,6 +42,7 @@ __all__ = [
     "map_locally",
     "new_run_id",
     "process_segment",
+    "process_segments",
     "rebuild_partition",
     "received",
     "run",

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..format import scan_kernel
-from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segment
+from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segments
 
 
 def map_locally(jobs: int = 1) -> MapSegments:
@@ -23,15 +23,16 @@ def map_locally(jobs: int = 1) -> MapSegments:
 
     def map_segments(tasks: list[SegmentTask], run_id: str) -> list[SegmentOutcome]:
         if jobs <= 1 or len(tasks) <= 1:
-            return [process_segment(t, run_id) for t in tasks]
+            return [o for batch in batches(tasks, 1) for o in process_segments(batch, run_id)]
         ordered = sorted(tasks, key=lambda t: -t.size)  # big segments first: the pool ends together
         from concurrent.futures import ProcessPoolExecutor  # here: a pool is rare, its import costs ~10 ms
 
         workers = min(jobs, len(tasks))
+        chosen = batches(ordered, workers * BATCHES_PER_WORKER)
         pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker, initargs=(pool_reads_ahead(workers),))
         stopping = contextlib.ExitStack()
         try:
-            return list(pool.map(process_segment, ordered, [run_id] * len(ordered)))
+            return [o for out in pool.map(process_segments, chosen, [run_id] * len(chosen)) for o in out]
         except BaseException:
             stopping.enter_context(_quiet_threads())
             _stop_workers(pool)
@@ -41,6 +42,29 @@ def map_locally(jobs: int = 1) -> MapSegments:
                 pool.shutdown(wait=True, cancel_futures=True)
 
     return map_segments
+
+
+#: pool tasks per worker, at least (the last ones end together); segments per pool task, at most
+BATCHES_PER_WORKER, BATCH_SEGMENTS = 8, 64
+
+
+def batches(tasks: list[SegmentTask], parts: int) -> list[list[SegmentTask]]:
+    """The tasks in order, cut into consecutive batches of about ``1 / parts`` of their bytes and at most
+    :data:`BATCH_SEGMENTS` segments: one pool task each (one pickling each way, one round of fsyncs), so many
+    small segments do not cost a round trip each."""
+    target = sum(t.size for t in tasks) / parts
+    out: list[list[SegmentTask]] = []
+    batch: list[SegmentTask] = []
+    size = 0
+    for t in tasks:
+        batch.append(t)
+        size += t.size
+        if size >= target or len(batch) >= BATCH_SEGMENTS:
+            out.append(batch)
+            batch, size = [], 0
+    if batch:
+        out.append(batch)
+    return out
 
 
 @contextlib.contextmanager

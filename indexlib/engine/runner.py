@@ -26,6 +26,7 @@ whole new one at any moment; in-place writes refuse a log dir whose ``.lock`` is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -41,7 +42,7 @@ from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
 from ..storage.locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
-from ..storage.publish import discard_staged, fsync_path
+from ..storage.publish import discard_staged, fsync_paths
 from .commit import Decision, SegmentResult, commit_partition_files, commit_segment, decide, sweep_staged
 from .identity import identities
 from .interrupts import deferred_signals
@@ -233,8 +234,8 @@ def run(
                     if kept and decision.install:
                         decision = Decision("kept")
                     # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
-                    # renames and row
-                    with deferred_signals():
+                    # renames and row (a commit that touches no file, as all of a verify's, has none to cut)
+                    with deferred_signals() if decision.install or outcome.staged else contextlib.nullcontext():
                         if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
                             touched.add(outcome.task.target_dir or outcome.task.partition_dir)
                             if observer is not None:
@@ -266,11 +267,12 @@ def run(
                     checkpoints = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
-            for directory in sorted(touched):
-                fsync_path(directory)
+            unsynced = fsync_paths(sorted(touched))  # together: one journal commit covers many dirs
             for o in outcomes:
                 discard_staged(o.staged, o.backups)
             sweep_staged(tasks, run_id)
+            if unsynced:
+                raise unsynced[min(unsynced)]
     results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,

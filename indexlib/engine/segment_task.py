@@ -33,7 +33,7 @@ from ..storage.partition_files import (
     summarize_log,
     tail_is_zero,
 )
-from ..storage.publish import discard_staged, keep_backup, stage_segment
+from ..storage.publish import discard_staged, fsync_paths, keep_backup, stage_segment
 from .options import RunOptions, backup_root
 
 #: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
@@ -160,11 +160,13 @@ def plan_segment_file(
     return summary, plan_segment(summary, segment_index_bytes)
 
 
-def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome:
+def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[str] | None = None) -> SegmentOutcome:
     """Scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and ``.timeindex``;
     stage the ``.index``/``.timeindex`` the run will write (``task.stage``; staged names carry ``tag``,
     default the run id), backing up the old ones. A staging failure is recorded in ``error`` with
-    nothing left staged. ``seconds`` covers all of it."""
+    nothing left staged. ``seconds`` covers all of it. With ``unsynced`` the staged files (and the backup dir
+    after its copies) are not fsynced but added to it: the caller fsyncs them before it hands the outcome on
+    (:func:`process_segments`)."""
     started = time.perf_counter()
     existing = read_existing_indexes(task.partition_dir, task.base_offset) if task.check else None
     summary, plan = plan_segment_file(
@@ -195,18 +197,40 @@ def process_segment(task: SegmentTask, tag: str | None = None) -> SegmentOutcome
         suffixes = ()
     if suffixes and plan.fatal is None:
         target_dir = task.target_dir or task.partition_dir
+        mine: list[str] | None = None if unsynced is None else []
         try:
             outcome.staged = stage_segment(
-                target_dir, task.base_offset, plan, [], suffixes, False, task.segment_index_bytes, tag or task.run_id
-            )
+                target_dir, task.base_offset, plan, [], suffixes, False, task.segment_index_bytes, tag or task.run_id,
+                mine,
+            )  # fmt: skip
             if task.backup_dir is not None:
-                outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir))]
+                outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir, mine))]
+            if unsynced is not None and mine:
+                unsynced += mine
         except (OSError, ValueError) as exc:
             discard_staged(outcome.staged, outcome.backups)
             outcome.staged, outcome.backups = {}, []
             outcome.error = f"{segment_file(target_dir, task.base_offset, '')}: {exc}"
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[SegmentOutcome]:
+    """:func:`process_segment` of each task, in order, the files they staged and the backup dirs they copied into
+    fsynced together at the end (concurrently, :func:`~indexlib.storage.publish.fsync_paths`: a few journal commits
+    for the lot) before any outcome is returned. A segment one of whose paths cannot be fsynced gets an ``error``,
+    nothing of it left staged, as if its staging had failed."""
+    unsynced: list[list[str]] = [[] for _ in tasks]
+    outcomes = [process_segment(task, tag, paths) for task, paths in zip(tasks, unsynced, strict=True)]
+    failed = fsync_paths(list(dict.fromkeys(path for paths in unsynced for path in paths)))
+    for outcome, paths in zip(outcomes, unsynced, strict=True):
+        errors = [failed[path] for path in paths if path in failed]
+        if errors:
+            discard_staged(outcome.staged, outcome.backups)
+            outcome.staged, outcome.backups = {}, []
+            target_dir = outcome.task.target_dir or outcome.task.partition_dir
+            outcome.error = f"{segment_file(target_dir, outcome.task.base_offset, '')}: {errors[0]}"
+    return outcomes
 
 
 MapSegments = Callable[[list[SegmentTask], str], list[SegmentOutcome]]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 from .errors import FileNameError
 
@@ -90,7 +91,12 @@ def parse_segment_name(name: str) -> tuple[int, str] | None:
 
 def segment_base_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
     """Base offsets of the ``.log`` segments in a partition dir, ascending."""
-    parsed = (parse_segment_name(name) for name in os.listdir(partition_dir))
+    return log_base_offsets(os.listdir(partition_dir))
+
+
+def log_base_offsets(names: Iterable[str]) -> list[int]:
+    """Base offsets of the ``.log`` segments among a partition dir's ``names``, ascending."""
+    parsed = (parse_segment_name(name) for name in names)
     return sorted(p[0] for p in parsed if p is not None and p[1] == LOG_SUFFIX)
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import javaproperties
-
 from .errors import KafkaIndexError
 
 META_PROPERTIES = "meta.properties"
@@ -46,6 +44,8 @@ class BrokerIdentity:
 def parse_properties(text: str) -> dict[str, str]:
     """Java ``Properties.load`` of ``text`` (``=``, ``:`` or blank separators, continuation lines, escapes, ``#``
     and ``!`` comments), by ``javaproperties``; ``ValueError`` for a malformed ``\\uXXXX`` escape."""
+    import javaproperties  # here: its import (its XML half pulls in urllib, http, email) costs ~60 ms of CPU
+
     props: dict[str, str] = javaproperties.loads(text)
     return props
 

@@ -16,6 +16,7 @@ from ..format.errors import KafkaIndexError, describe_error
 from ..format.layout import (
     LOG_SUFFIX,
     is_kafka_transient,
+    log_base_offsets,
     parse_partition_dir_name,
     partition_name,
     segment_base_offsets,
@@ -210,10 +211,11 @@ def is_partition_dir(path: str) -> bool:
 
 def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number: int) -> None:
     try:
-        bases = segment_base_offsets(path)
+        names = sorted(os.listdir(path))
     except OSError as exc:
         found.partitions.append(Partition(log_dir, path, topic, number, [], f"cannot list it: {exc.strerror}"))
         return
+    bases = log_base_offsets(names)
     segments = []
     for i, base in enumerate(bases):
         log_path = segment_file(path, base, LOG_SUFFIX)
@@ -222,11 +224,6 @@ def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number
         except OSError:
             size = 0
         segments.append(Segment(base, log_path, size, i == len(bases) - 1))
-    try:
-        names = sorted(os.listdir(path))
-    except OSError as exc:  # listable a moment ago: a permission change or removal meanwhile
-        found.partitions.append(Partition(log_dir, path, topic, number, [], f"cannot list it: {exc.strerror}"))
-        return
     for leftover in names:
         if is_kafka_transient(leftover):
             found.skipped.append((os.path.join(path, leftover), "a file Kafka is deleting, cleaning or swapping"))

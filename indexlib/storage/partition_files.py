@@ -9,7 +9,6 @@ reads use ``pread``."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -153,7 +152,8 @@ def snapshot_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
 def read_producer_snapshot(path: str | os.PathLike[str]) -> dict[int, int]:
     """The open transactions of a ``.snapshot`` file (:func:`indexlib.format.producer_snapshot.parse_snapshot`)."""
     path = os.fspath(path)
-    return parse_snapshot(Path(path).read_bytes(), path)
+    with open(path, "rb") as f:
+        return parse_snapshot(f.read(), path)
 
 
 def initial_state_for(
@@ -180,7 +180,8 @@ def read_snapshot_files(partition_dir: str, names: list[str]) -> dict[str, bytes
             continue
         path = os.path.join(partition_dir, name)
         try:
-            found[path] = Path(path).read_bytes()
+            with open(path, "rb") as f:
+                found[path] = f.read()
         except OSError as exc:
             found[path] = f"cannot read {path}: {describe_error(exc)}"
     return found
@@ -191,7 +192,8 @@ def read_leader_epoch_text(partition_dir: str) -> tuple[str, str | None, str | N
     read or None)."""
     path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
     try:
-        return path, Path(path).read_text(encoding="utf-8"), None
+        with open(path, encoding="utf-8") as f:
+            return path, f.read(), None
     except FileNotFoundError:
         return path, None, None
     except (OSError, UnicodeDecodeError) as exc:
@@ -203,21 +205,36 @@ def read_offset_checkpoint(log_dir: str, name: str) -> tuple[str, dict[tuple[str
     reads it). Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when malformed."""
     path = os.path.join(log_dir, name)
     try:
-        text = Path(path).read_text()
+        with open(path) as f:
+            text = f.read()
     except FileNotFoundError:
         return path, {}
     return path, parse_offset_checkpoint(text, path)
 
 
+#: log start offset checkpoints as parsed, by path, with the identity of the file they were parsed from
+_LOG_STARTS: dict[str, tuple[tuple[int, ...], dict[tuple[str, int], int]]] = {}
+
+
 def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition: int) -> int:
     """The partition's log start offset from ``<log_dir>/log-start-offset-checkpoint`` (0 when absent).
-    Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when it is malformed."""
+    Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when it is malformed. The file
+    lists every partition of its log dir and is asked once per partition: it is parsed again only when it is
+    another file (Kafka replaces it by a rename) or its size or times changed."""
     path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
     try:
-        text = Path(path).read_text()
+        with open(path) as f:
+            st = os.fstat(f.fileno())
+            identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            cached = _LOG_STARTS.get(path)
+            if cached is not None and cached[0] == identity:
+                return cached[1].get((topic, partition), 0)
+            text = f.read()
     except FileNotFoundError:
         return 0
-    return parse_offset_checkpoint(text, path).get((topic, partition), 0)
+    entries = parse_offset_checkpoint(text, path)
+    _LOG_STARTS[path] = (identity, entries)
+    return entries.get((topic, partition), 0)
 
 
 def last_offset_before_batch(log_path: str, offset: int) -> int | None:

@@ -235,3 +235,31 @@ def test_every_real_leader_epoch_checkpoint_round_trips_without_problem(path):
     assert format_leader_epoch_checkpoint(entries) == text
     assert check_leader_epoch_checkpoint(text, str(path)) == []
     assert load_leader_epochs(entries) == entries
+
+
+def test_the_log_start_offsets_are_read_again_only_from_a_changed_file(tmp_path):
+    """``read_log_start_offset`` parses a log dir's checkpoint once for all its partitions (issue 24: 2000
+    partitions re-parsing a 2000-line file took 20 s), and again whenever the file is replaced (as Kafka writes
+    it: a rename) or rewritten in place."""
+    import os
+
+    from indexlib.format.checkpoint import CheckpointError
+    from indexlib.storage.partition_files import read_log_start_offset
+
+    path = tmp_path / "log-start-offset-checkpoint"
+    assert read_log_start_offset(tmp_path, "t", 0) == 0  # absent
+    path.write_text("0\n2\nt 0 5\nt 1 7\n")
+    assert [read_log_start_offset(tmp_path, "t", p) for p in (0, 1, 2)] == [5, 7, 0]
+    (tmp_path / "new").write_text("0\n1\nt 0 9\n")
+    os.replace(tmp_path / "new", path)
+    assert [read_log_start_offset(tmp_path, "t", p) for p in (0, 1)] == [9, 0]
+    path.write_text("0\n1\nt 0 10\n")  # in place, another size
+    assert read_log_start_offset(tmp_path, "t", 0) == 10
+    path.write_text("0\n1\nt 0 11\n")  # in place, the same size: its times move
+    os.utime(path, ns=(1, 1))
+    assert read_log_start_offset(tmp_path, "t", 0) == 11
+    path.write_text("0\n3\nt 0 1\n")
+    with pytest.raises(CheckpointError):
+        read_log_start_offset(tmp_path, "t", 0)
+    path.unlink()
+    assert read_log_start_offset(tmp_path, "t", 0) == 0

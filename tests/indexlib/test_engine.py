@@ -14,7 +14,7 @@ import pytest
 from indexlib.engine import rebuild_partition
 from indexlib.engine.options import RunOptions
 from indexlib.engine.replay import replay_partition
-from indexlib.engine.segment_task import plan_segment_file, plan_tasks, process_segment
+from indexlib.engine.segment_task import plan_segment_file, plan_tasks, process_segment, process_segments
 from indexlib.format.layout import segment_file
 from indexlib.recovery.settings import IndexSettings
 from indexlib.storage.discovery import discover
@@ -121,6 +121,64 @@ def test_repair_stages_only_a_damaged_index_and_backs_it_up(busy_partition):
     assert Path(index).read_bytes() == damaged  # not installed: that is the driver's commit
     (backup,) = outcome.backups
     assert backup.endswith("backups/run-1/busy-0/00000000000000000000.index") and Path(backup).read_bytes() == damaged
+
+
+def test_a_batch_fsyncs_every_staged_file_before_it_returns(busy_partition, monkeypatch):
+    """:func:`process_segments` stages without fsyncing, then fsyncs every staged file (and only those) once;
+    a segment whose fsync fails is reported failed, nothing of it left staged."""
+    import indexlib.storage.publish as publish
+
+    (task,) = plan_tasks(
+        discover([str(busy_partition.parent)]), RunOptions("rebuild"), "run-1", lambda topic: IndexSettings(64)
+    )
+    synced: list[str] = []
+    monkeypatch.setattr(publish, "fsync_path", synced.append)
+    (outcome,) = process_segments([task], "run-1")
+    assert outcome.error is None and len(outcome.staged) == 2 and sorted(synced) == sorted(outcome.staged.values())
+    discard_staged(outcome.staged, outcome.backups)
+
+    def fail(path):
+        raise OSError(5, "Input/output error", path)
+
+    monkeypatch.setattr(publish, "fsync_path", fail)
+    (outcome,) = process_segments([task], "run-1")
+    assert outcome.staged == {} and outcome.error is not None and "Input/output error" in outcome.error
+    assert not [n for n in os.listdir(busy_partition) if n.startswith(".")]
+
+
+def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, monkeypatch):
+    """A repair's backups: each copy fsynced before it gets its name (as always), the backup dir fsynced once by
+    the batch, before the outcome is returned; its failure fails the segment and drops its copies."""
+    import indexlib.storage.publish as publish
+
+    index = segment_file(str(busy_partition), 0, ".index")
+    with open(index, "r+b") as f:
+        f.seek(80)
+        f.write(b"\xff" * 8)
+    (task,) = tasks_for(busy_partition, "repair")
+    synced: list[str] = []
+    real = publish.fsync_path
+
+    def counting(path):
+        real(path)
+        synced.append(path)
+
+    monkeypatch.setattr(publish, "fsync_path", counting)
+    (outcome,) = process_segments([task], "run-1")
+    (backup,) = outcome.backups
+    assert outcome.error is None and synced.count(os.path.dirname(backup)) == 1
+    assert sorted(synced) == sorted([*outcome.staged.values(), os.path.dirname(backup)])
+    discard_staged(outcome.staged, outcome.backups)
+
+    def failing_dir(path):
+        if os.path.isdir(path):
+            raise OSError(5, "Input/output error", path)
+        real(path)
+
+    monkeypatch.setattr(publish, "fsync_path", failing_dir)
+    (outcome,) = process_segments([task], "run-1")
+    assert outcome.staged == {} and outcome.backups == [] and "Input/output error" in (outcome.error or "")
+    assert not os.path.exists(backup)
 
 
 def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_path):
