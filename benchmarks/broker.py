@@ -17,7 +17,8 @@
   dir with a broker's ``meta.properties`` and offset checkpoints (each listing every partition); data on
   the disk (tempfile's default dir: sparse files as on a broker's disk). Limit: ``cat`` of the ``.log`` and
   trimmed index files. Then ``rebuild LOG_DIR --jobs 2`` in place over the preallocated state (every index file
-  written and fsynced on the disk: the file-system cost of a segment).
+  written and fsynced on the disk: the file-system cost of a segment), and ``recover`` of a copy of it (the log dir
+  holds a broker's ``meta.properties`` and offset checkpoints, recovery points at 0: every segment recovered).
 
 * ``syscalls``: the file-system calls a segment costs (issue 24): ``strace -f -c`` of ``rebuild LOG_DIR --jobs 1``
   (in place) and ``verify LOG_DIR --jobs 1`` over 1 and over 1 + ``--partitions`` partitions of one 300 KiB
@@ -37,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -223,6 +225,7 @@ def prealloc_case(args, other: str | None) -> None:
         trees = {"this": REPO} | ({"other": other} if other else {})
         times: dict[tuple[str, bool], list[float]] = {(t, p): [] for t in trees for p in (False, True)}
         rebuilds: dict[str, list[float]] = {t: [] for t in trees}
+        recovers: dict[str, list[float]] = {t: [] for t in trees}
         cats = []
         for run in range(args.runs):
             set_sizes(False)
@@ -236,6 +239,16 @@ def prealloc_case(args, other: str | None) -> None:
                 set_sizes(True)  # a crashed broker's active segments: every index file rewritten, in place, on disk
                 rebuild = ["rebuild", logs, "--jobs", str(JOBS), "-q"]
                 rebuilds[name].append(timed(lambda: run_indexlib(rebuild, tree)))
+            set_sizes(True)
+            for name, tree in trees.items() if run % 2 == 0 else reversed(trees.items()):
+                # recover of a copy (it rolls a segment and moves the recovery points): the copy is not timed
+                work, backups = os.path.join(root, "recover"), os.path.join(root, "backups")
+                shutil.rmtree(work, ignore_errors=True)
+                shutil.rmtree(backups, ignore_errors=True)
+                subprocess.run(["cp", "-a", "--sparse=always", logs, work], check=True)
+                os.sync()
+                recover = ["recover", work, "--jobs", str(JOBS), "--backup-dir", backups, "-q"]
+                recovers[name].append(timed(lambda: run_indexlib(recover, tree)))
     print()
     print(
         f"prealloc: {args.partitions} partitions of one 300 KiB active segment (4 KiB batches), on disk, their "
@@ -258,18 +271,23 @@ def prealloc_case(args, other: str | None) -> None:
     print()
     print(
         f"`python -m indexlib rebuild LOG_DIR --jobs {JOBS}` in place (the same partitions, on disk: every index file "
-        f"written and fsynced, one dir fsync per partition); {args.runs} runs, medians:"
+        f"written and fsynced, one dir fsync per partition), and `recover LOG_DIR --jobs {JOBS} --backup-dir DIR` of "
+        f"a copy (recovery points at 0: every segment; backups, snapshots, a rolled segment each); {args.runs} runs, "
+        "medians:"
     )
     print()
-    print("| tree | rebuild | per segment | this / other (runs) |")
-    print("| --- | ---: | ---: | ---: |")
-    ratios = [a / b for a, b in zip(rebuilds["this"], rebuilds.get("other", rebuilds["this"]), strict=True)]
-    for name, tree in trees.items():
-        w = med(rebuilds[name])
-        ratio = f"**{med(ratios):.2f}** ({runs_list(ratios)})" if other and name == "this" else ""
-        print(f"| {name} ({tree}) | {w:.2f} s | {w / args.partitions * 1e3:.2f} ms | {ratio} |")
+    for command, walls in (("rebuild", rebuilds), ("recover --backup-dir", recovers)):
+        print(f"| tree | {command} | per segment | this / other (runs) |")
+        print("| --- | ---: | ---: | ---: |")
+        ratios = [a / b for a, b in zip(walls["this"], walls.get("other", walls["this"]), strict=True)]
+        for name, tree in trees.items():
+            w = med(walls[name])
+            ratio = f"**{med(ratios):.2f}** ({runs_list(ratios)})" if other and name == "this" else ""
+            print(f"| {name} ({tree}) | {w:.2f} s | {w / args.partitions * 1e3:.2f} ms | {ratio} |")
+        print()
     args.raw["prealloc"] = {f"{t} {'preallocated' if p else 'trimmed'}": v for (t, p), v in times.items()}
     args.raw["prealloc rebuild"] = rebuilds
+    args.raw["prealloc recover"] = recovers
 
 
 # ---------------------------------------------------------------------------------------- syscalls
