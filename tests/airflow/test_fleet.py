@@ -305,8 +305,12 @@ def test_the_fleet_verifies_every_broker_once_into_one_table_on_s3(fleet):
         "verify_broker[2]": "success",
         "summary": "failed",
     }
+    # at once: each broker's task overlaps another's (run one after another, none would); on a loaded machine the
+    # executor may start the third as the first ends, so a common instant of all three is not asked
     spans = [tasks[f"verify_broker[{i}]"][1:] for i in range(3)]
-    assert max(s for s, _ in spans) < min(e for _, e in spans), f"the brokers' tasks did not run at once: {spans}"
+    for i, (start, end) in enumerate(spans):
+        others = [span for j, span in enumerate(spans) if j != i]
+        assert any(s < end and start < e for s, e in others), f"the brokers' tasks did not run at once: {spans}"
     rows = fleet.rows("fleet-a")
     segments = {n: sum(1 for _ in data.rglob("*.log")) for n, data in fleet.brokers.items()}
     keys = [
