@@ -195,3 +195,20 @@ def running(processes: dict[int, str]) -> list[int]:
         if fields is not None and fields[19] == start and fields[0] != "Z":
             alive.append(pid)
     return alive
+
+
+@pytest.fixture
+def fsynced(monkeypatch):
+    """The paths ``indexlib.storage.publish`` fsyncs from now on, in order (each really fsynced first; one that
+    fails is not listed)."""
+    from indexlib.storage import publish
+
+    synced: list[str] = []
+    real = publish.fsync_path
+
+    def counting(path):
+        real(path)
+        synced.append(path)
+
+    monkeypatch.setattr(publish, "fsync_path", counting)
+    return synced

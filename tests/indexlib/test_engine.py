@@ -146,7 +146,7 @@ def test_a_batch_fsyncs_every_staged_file_before_it_returns(busy_partition, monk
     assert not [n for n in os.listdir(busy_partition) if n.startswith(".")]
 
 
-def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, monkeypatch):
+def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, monkeypatch, fsynced):
     """A repair's backups: each copy fsynced before it gets its name (as always), the backup dir fsynced once by
     the batch, before the outcome is returned; its failure fails the segment and drops its copies."""
     import indexlib.storage.publish as publish
@@ -156,19 +156,12 @@ def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, mon
         f.seek(80)
         f.write(b"\xff" * 8)
     (task,) = tasks_for(busy_partition, "repair")
-    synced: list[str] = []
-    real = publish.fsync_path
-
-    def counting(path):
-        real(path)
-        synced.append(path)
-
-    monkeypatch.setattr(publish, "fsync_path", counting)
     (outcome,) = process_segments([task], "run-1")
     (backup,) = outcome.backups
-    assert outcome.error is None and synced.count(os.path.dirname(backup)) == 1
-    assert sorted(synced) == sorted([*outcome.staged.values(), os.path.dirname(backup)])
+    assert outcome.error is None and fsynced.count(os.path.dirname(backup)) == 1
+    assert sorted(fsynced) == sorted([*outcome.staged.values(), os.path.dirname(backup)])
     discard_staged(outcome.staged, outcome.backups)
+    real = publish.fsync_path
 
     def failing_dir(path):
         if os.path.isdir(path):

@@ -84,7 +84,7 @@ def test_a_backup_keeps_a_preallocated_index_sparse(tmp_path):
 
 
 @pytest.mark.parametrize("instant", [0.0, 3600.0], ids=["concurrent", "one-thread"])
-def test_fsync_paths_fsyncs_each_path_once_and_returns_the_failures(tmp_path, monkeypatch, instant):
+def test_fsync_paths_fsyncs_each_path_once_and_returns_the_failures(tmp_path, monkeypatch, fsynced, instant):
     import indexlib.storage.publish as publish
 
     monkeypatch.setattr(publish, "INSTANT_FSYNC_SECONDS", instant)
@@ -93,15 +93,7 @@ def test_fsync_paths_fsyncs_each_path_once_and_returns_the_failures(tmp_path, mo
         (tmp_path / f"f{i}").write_bytes(b"x")
         paths.append(str(tmp_path / f"f{i}"))
     missing = [str(tmp_path / "gone-1"), str(tmp_path / "gone-2")]
-    synced: list[str] = []
-    real = publish.fsync_path
-
-    def counting(path):
-        real(path)
-        synced.append(path)
-
-    monkeypatch.setattr(publish, "fsync_path", counting)
     failed = publish.fsync_paths([missing[0], *paths, missing[1]])
-    assert sorted(synced) == sorted(paths)
+    assert sorted(fsynced) == sorted(paths)
     assert sorted(failed) == missing and all(isinstance(e, FileNotFoundError) for e in failed.values())
     assert publish.fsync_paths([]) == {}
