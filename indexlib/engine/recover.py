@@ -242,7 +242,7 @@ def _recover_leader_epochs(
         return
     if backup_dir is not None and (kept_copy := keep_backup(path, backup_dir)) is not None:
         plan.backups.append(kept_copy)
-    write_checkpoint_file(path, format_leader_epoch_checkpoint(entries))
+    write_checkpoint_file(path, format_leader_epoch_checkpoint(entries), sync_dir=False)  # finish_partition's fsync
     plan.created.append(path)
 
 

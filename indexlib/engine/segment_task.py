@@ -16,11 +16,12 @@ from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import (
     check_segment_files,
     has_invalid_tail,
+    holds_only_the_rebuild,
     log_findings,
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan, plan_segment
 from ..recovery.findings import Finding, files_to_rebuild
-from ..recovery.log_scan import NO_PROBES, LogSummary, Probes, probes_for, unreadable_summary
+from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, Probes, probes_for, unreadable_summary
 from ..recovery.settings import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
@@ -163,7 +164,7 @@ def plan_segment_file(
 def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[str] | None = None) -> SegmentOutcome:
     """Scan, plan and (``task.check``) verify one segment's ``.log``, ``.index`` and ``.timeindex``;
     stage the ``.index``/``.timeindex`` the run will write (``task.stage``; staged names carry ``tag``,
-    default the run id), backing up the old ones. A staging failure is recorded in ``error`` with
+    default the run id), backing up the old ones that hold more than the rebuild. A staging failure is recorded in ``error`` with
     nothing left staged. ``seconds`` covers all of it. With ``unsynced`` the staged files (and the backup dir
     after its copies) are not fsynced but added to it: the caller fsyncs them before it hands the outcome on
     (:func:`process_segments`)."""
@@ -204,7 +205,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
                 mine,
             )  # fmt: skip
             if task.backup_dir is not None:
-                outcome.backups = [b for final in outcome.staged if (b := keep_backup(final, task.backup_dir, mine))]
+                outcome.backups = _keep_backups(task, plan, existing, list(outcome.staged), mine)
             if unsynced is not None and mine:
                 unsynced += mine
         except (OSError, ValueError) as exc:
@@ -213,6 +214,32 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
             outcome.error = f"{segment_file(target_dir, task.base_offset, '')}: {exc}"
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def _keep_backups(
+    task: SegmentTask,
+    plan: SegmentPlan,
+    existing: dict[str, ExistingIndex] | None,
+    finals: list[str],
+    unsynced: list[str] | None,
+) -> list[str]:
+    """Copy into the task's backup dir each of ``finals`` (the files the staged ones will replace) that holds
+    something its rebuild lacks; a file that is the rebuild's bytes and then only zeros (a crashed broker's
+    preallocated index) is not copied: its copy would keep nothing. Only files in the partition dir itself are
+    compared (an ``--output-dir``'s are always copied). Returns the copies."""
+    assert task.backup_dir is not None
+    in_place = (task.target_dir or task.partition_dir) == task.partition_dir
+    if existing is None and in_place:  # a rebuild does not check them: read them (their stored bytes only)
+        existing = read_existing_indexes(task.partition_dir, task.base_offset)
+    copies = []
+    for final in finals:
+        suffix = os.path.splitext(final)[1]
+        if existing is not None and in_place and holds_only_the_rebuild(existing[suffix], plan, suffix):
+            continue
+        copy = keep_backup(final, task.backup_dir, unsynced)
+        if copy is not None:
+            copies.append(copy)
+    return copies
 
 
 def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[SegmentOutcome]:

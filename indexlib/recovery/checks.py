@@ -176,6 +176,24 @@ def check_segment_files(
     return findings, identical
 
 
+REBUILT_BYTES = {".index": offset_index_bytes, ".timeindex": time_index_bytes}
+
+
+def holds_only_the_rebuild(index: ExistingIndex, plan: SegmentPlan, suffix: str) -> bool:
+    """Whether an existing ``.index``/``.timeindex`` (``index``, as read) holds nothing its rebuild from ``plan``
+    lacks: its bytes are exactly the rebuild's, then only zeros (a preallocated index of a crashed or running
+    broker whose entries are the rebuild's). False when it could not be read whole, changed while read, or ends
+    in a partial entry."""
+    if not index.exists or index.error is not None or index.changed:
+        return False
+    entry_size = OffsetIndex.ENTRY_SIZE if suffix == ".index" else TimeIndex.ENTRY_SIZE
+    if index.length % entry_size:
+        return False
+    expected = REBUILT_BYTES[suffix](plan)
+    stored = index.entries.tobytes()  # its bytes up to a trailing hole (zeros, never read)
+    return stored[: len(expected)] == expected and stored.count(0, len(expected)) == len(stored) - len(expected)
+
+
 def check_transaction_file(
     log_path: str,
     base: int,

@@ -428,9 +428,10 @@ def first_file_under(directory: str) -> str | None:
 
 
 # ------------------------------------------------------------------------- an unclean start's files
-def write_checkpoint_file(path: str, text: str) -> None:
+def write_checkpoint_file(path: str, text: str, sync_dir: bool = True) -> None:
     """Replace a checkpoint file as Kafka writes one: ``<path>.tmp`` written and fsynced, renamed over
-    ``path``, the dir fsynced. A crash leaves the old file or the new one."""
+    ``path``, the dir fsynced (``sync_dir=False``: by the caller, after its other renames there). A crash leaves
+    the old file or the new one."""
     tmp = path + ".tmp"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
@@ -443,7 +444,8 @@ def write_checkpoint_file(path: str, text: str) -> None:
     except BaseException:
         discard(tmp)
         raise
-    fsync_path(os.path.dirname(path) or ".")
+    if sync_dir:
+        fsync_path(os.path.dirname(path) or ".")
 
 
 def replace_file(final: str, data: bytes, backup_dir: str | None, tag: str) -> str | None:
