@@ -49,12 +49,14 @@ from ..storage.partition_files import (
 )
 from ..storage.publish import (
     create_empty_segment,
+    discard,
     discard_staged,
-    fsync_path,
+    fsync_paths,
     keep_backup,
     log_dir_backup_dir,
     move_to_backup,
-    replace_file,
+    stage_checkpoint_file,
+    stage_file,
     write_checkpoint_file,
 )
 from .commit import SegmentResult
@@ -108,7 +110,7 @@ def plan_recovery(discovery: Discovery) -> tuple[dict[str, PartitionRecovery], d
 
 
 def dropped_result(outcome: SegmentOutcome, replay: SegmentReplay, dry_run: bool) -> SegmentResult:
-    """The result of a segment after a cut: Kafka deletes it; :func:`finish_partition` moves its files away.
+    """The result of a segment after a cut: Kafka deletes it; :func:`finish_partitions` moves its files away.
     What the map staged for it is dropped here, with the copies made of the files it would have replaced."""
     discard_staged(outcome.staged, outcome.backups)
     facts = {f.name: getattr(outcome, f.name) for f in fields(SegmentFacts)}
@@ -117,21 +119,84 @@ def dropped_result(outcome: SegmentOutcome, replay: SegmentReplay, dry_run: bool
 
 
 def writes_partition_files(results: list[SegmentResult]) -> bool:
-    """Whether :func:`finish_partition` writes anything after these committed segments: every one recovered or
+    """Whether :func:`finish_partitions` writes anything after these committed segments: every one recovered or
     dropped (not a dry run, no segment Kafka's recovery would refuse)."""
     return bool(results) and all(r.action in ("recovered", "dropped") for r in results)
 
 
-def finish_partition(plan: PartitionRecovery, results: list[SegmentResult]) -> None:
-    """After its segments were committed in order: move the segments after a cut (``dropped``) into the backup
-    dir, truncate the leader epochs at the log end, roll an empty segment there, and set
-    ``plan.new_recovery_point``. Does nothing for a dry run, or when a segment could not be recovered (Kafka's
-    recovery would fail there: the broker keeps the partition as it is)."""
-    if not writes_partition_files(results):
-        return
+@dataclass
+class _PendingFiles:
+    """A partition's new files beside its segments, written but not yet durable or named: the paths to fsync,
+    the (staged, final) renames, the files it creates, and the new log end its recovery point moves to."""
+
+    plan: PartitionRecovery
+    end: int
+    unsynced: list[str] = field(default_factory=list)
+    renames: list[tuple[str, str]] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+
+    def discard(self) -> None:
+        """Remove what was written and not renamed: the staged files and the created empty segment."""
+        for staged, _ in self.renames:
+            discard(staged)
+        for path in self.created:
+            if path not in {final for _, final in self.renames}:
+                discard(path)
+
+
+def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]) -> None:
+    """After their segments were committed in order, for each partition of ``group`` that :func:`writes_partition_files`:
+    move the segments after a cut (``dropped``) into the backup dir, write the producer snapshots and the
+    leader epochs the broker's recovery leaves and roll an empty segment at the log end; then set its
+    ``new_recovery_point``. Every file is written first, all of the group's fsynced together (concurrently:
+    a journaling file system commits them in a few journal commits), then renamed, then the partition dirs
+    fsynced together: a crash leaves each file old or whole, and the recovery points move (later, in the
+    checkpoint) only over durable files. A partition that fails keeps its recovery point, its staged and created
+    files removed; the first failure is raised once the others are finished."""
+    errors: list[Exception] = []
+    pending: list[_PendingFiles] = []
+    for plan, results in group:
+        if not writes_partition_files(results):
+            continue
+        files = _PendingFiles(plan, 0)
+        try:
+            _write_partition_files(plan, results, files)
+        except Exception as exc:
+            files.discard()
+            errors.append(exc)
+            continue
+        pending.append(files)
+    failed = fsync_paths([path for files in pending for path in files.unsynced])
+    named = []
+    for files in pending:
+        lost = [failed[path] for path in files.unsynced if path in failed]
+        try:
+            if lost:
+                raise lost[0]
+            for staged, final in files.renames:
+                os.replace(staged, final)
+        except OSError as exc:
+            files.discard()
+            errors.append(exc)
+            continue
+        named.append(files)
+    failed = fsync_paths([files.plan.partition.path for files in named])
+    for files in named:
+        if files.plan.partition.path in failed:
+            errors.append(failed[files.plan.partition.path])
+            continue
+        files.plan.created += files.created
+        files.plan.new_recovery_point = files.end
+    if errors:
+        raise errors[0]
+
+
+def _write_partition_files(plan: PartitionRecovery, results: list[SegmentResult], files: _PendingFiles) -> None:
+    """One partition's share of :func:`finish_partitions` up to the fsyncs: the moves into the backup dir (each
+    durable on its own), the new files written into ``files``."""
     kept = [r for r in results if r.action == "recovered"]
     last = kept[-1]
-    end = log_end_offset(last.task.base_offset, last.plan.batch_count, last.plan.last_offset)
+    files.end = end = log_end_offset(last.task.base_offset, last.plan.batch_count, last.plan.last_offset)
     directory = plan.partition.path
     backup_dir = last.task.backup_dir
     names = partition_file_names(directory)
@@ -144,12 +209,10 @@ def finish_partition(plan: PartitionRecovery, results: list[SegmentResult]) -> N
     if stale:  # Kafka's truncateAndReload deletes snapshots past the log end
         plan.backups += move_to_backup(stale, _required(backup_dir, directory))
     log_start = _log_start(plan.partition)
-    _write_producer_snapshots(plan, kept, end, log_start, backup_dir)
-    _recover_leader_epochs(plan, kept, end, log_start, backup_dir)
+    _write_producer_snapshots(plan, kept, end, log_start, backup_dir, files)
+    _recover_leader_epochs(plan, kept, end, log_start, backup_dir, files)
     if end > last.task.base_offset:
-        plan.created += create_empty_segment(directory, end)
-    fsync_path(directory)
-    plan.new_recovery_point = end
+        files.created += create_empty_segment(directory, end, files.unsynced)
 
 
 def _segment_base(name: str) -> int | None:
@@ -177,14 +240,20 @@ def _log_start(partition: Partition) -> int:
 
 
 def _write_producer_snapshots(
-    plan: PartitionRecovery, kept: list[SegmentResult], end: int, log_start: int, backup_dir: str | None
+    plan: PartitionRecovery,
+    kept: list[SegmentResult],
+    end: int,
+    log_start: int,
+    backup_dir: str | None,
+    files: _PendingFiles,
 ) -> None:
     """The producer snapshots the broker's recovery leaves: one at each recovered segment's end that is a segment
     base (the next segment's, or the new log end, where the roll puts the empty segment), each holding the state
     after that segment; the state before the first recovered segment is empty when that is the partition's first
     segment or lies at or below the log start, else the snapshot at its base (loaded as Kafka loads it: expired
     producers dropped). Without that snapshot, or without a segment's producer states, nothing is written: the
-    broker's start then rebuilds the state from an older snapshot (correct, slower)."""
+    broker's start then rebuilds the state from an older snapshot (correct, slower). Staged into ``files``, the
+    old files copied into the backups first."""
     first = kept[0].task.base_offset
     directory = plan.partition.path
     if first <= log_start or first == plan.partition.segments[0].base_offset:
@@ -211,11 +280,11 @@ def _write_producer_snapshots(
         if map_end is None or map_end not in bases or map_end <= r.task.base_offset:
             continue  # Kafka writes no snapshot there, or one its load deletes again (not a segment base)
         final = segment_file(directory, map_end, SNAPSHOT_SUFFIX)
-        kept_copy = replace_file(
-            final, format_snapshot(snapshot_entries(state)), backup_dir, r.task.run_id or "recover"
-        )
+        staged = stage_file(final, format_snapshot(snapshot_entries(state)), r.task.run_id or "recover", files.unsynced)
+        files.renames.append((staged, final))
+        files.created.append(final)
+        kept_copy = keep_backup(final, backup_dir, files.unsynced) if backup_dir is not None else None
         plan.backups += [kept_copy] if kept_copy else []
-        plan.created.append(final)
 
 
 def _now_ms() -> int:
@@ -223,11 +292,17 @@ def _now_ms() -> int:
 
 
 def _recover_leader_epochs(
-    plan: PartitionRecovery, kept: list[SegmentResult], end: int, log_start: int, backup_dir: str | None
+    plan: PartitionRecovery,
+    kept: list[SegmentResult],
+    end: int,
+    log_start: int,
+    backup_dir: str | None,
+    files: _PendingFiles,
 ) -> None:
     """``leader-epoch-checkpoint`` as the broker's load leaves it: each recovered batch's new epoch assigned, then
     the cache truncated at the log end and at the log start (``LogLoader``); rewritten (the old file kept in the
-    backups) only when that changes the entries. A file Kafka cannot read is left to the broker (a finding)."""
+    backups) only when that changes the entries, staged into ``files``. A file Kafka cannot read is left to the
+    broker (a finding)."""
     path, text, unreadable = read_leader_epoch_text(plan.partition.path)
     if unreadable is not None:
         return
@@ -240,10 +315,10 @@ def _recover_leader_epochs(
         return
     if text is None and not entries:
         return
-    if backup_dir is not None and (kept_copy := keep_backup(path, backup_dir)) is not None:
+    if backup_dir is not None and (kept_copy := keep_backup(path, backup_dir, files.unsynced)) is not None:
         plan.backups.append(kept_copy)
-    write_checkpoint_file(path, format_leader_epoch_checkpoint(entries), sync_dir=False)  # finish_partition's fsync
-    plan.created.append(path)
+    files.renames.append((stage_checkpoint_file(path, format_leader_epoch_checkpoint(entries), files.unsynced), path))
+    files.created.append(path)
 
 
 def write_recovery_points(plans: dict[str, PartitionRecovery], backup_root: str | None) -> list[str]:

@@ -30,7 +30,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -51,7 +50,7 @@ from .options import RunOptions, backup_root, check_run, new_run_id
 from .recover import (
     PartitionRecovery,
     dropped_result,
-    finish_partition,
+    finish_partitions,
     plan_recovery,
     write_recovery_points,
     writes_partition_files,
@@ -210,7 +209,6 @@ def run(
         rewritten: list[str] = []
         rewrite_backups: dict[str, list[str]] = {}
         unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]] = []  # recover's, in order
-        finisher = ThreadPoolExecutor(FINISHED_TOGETHER) if recovery and not options.dry_run else None
         touched: set[str] = set()
         try:
             outcomes = map_segments(tasks, run_id) if tasks else []
@@ -250,7 +248,7 @@ def run(
                 if p.path in recovery and writes_partition_files(mine):
                     unfinished.append((p, recovery[p.path], mine))
                     if len(unfinished) == FINISHED_TOGETHER:
-                        _finish_partitions(unfinished, brokers, observer, finisher)
+                        _finish_partitions(unfinished, brokers, observer)
                         unfinished = []
                 rewrites = replays[p.path].rewrites
                 if options.mode == "repair" and not options.dry_run and rewrites:
@@ -260,15 +258,13 @@ def run(
                     rewritten += written
                     rewrite_backups[p.path] = copies
                 results += mine
-            _finish_partitions(unfinished, brokers, observer, finisher)
+            _finish_partitions(unfinished, brokers, observer)
             if recovery and not options.dry_run:
                 with deferred_signals():
                     root = backup_root(options)
                     checkpoints = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
-            if finisher is not None:
-                finisher.shutdown()
             unsynced = fsync_paths(sorted(touched))  # together: one journal commit covers many dirs
             for o in outcomes:
                 discard_staged(o.staged, o.backups)
@@ -283,39 +279,33 @@ def run(
     )  # fmt: skip
 
 
-#: how many partitions a recover finishes at once (their fsyncs in flight together: one journal commit of a
-#: journaling file system covers many; also how many may still finish after one fails)
-FINISHED_TOGETHER = 16
-#: a partition's finishing slower than this waited on a device: the next ones of its group go to threads
-SLOW_FINISH_SECONDS = 0.002
+#: how many partitions a recover finishes at once (their files' fsyncs in flight together: one journal commit of
+#: a journaling file system covers many; also how many may still finish after one fails)
+FINISHED_TOGETHER = 64
 
 
 def _finish_partitions(
     unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]],
     brokers: dict[str, BrokerIdentity],
     observer: CommitObserver | None,
-    threads: ThreadPoolExecutor | None,
 ) -> None:
     """A recover's files beside the segments of these partitions (their segments committed): each partition's
-    intent told to the observer first, then the partitions finished (each one's own steps in order, every file
-    fsynced before its rename; in ``threads`` when the first one's fsyncs waited on a device), then their rows. A failure is raised once the others have finished."""
-    if not unfinished or threads is None:
+    intent told to the observer first, then the partitions finished together (:func:`finish_partitions`), then
+    the rows of those that finished, also when another failed (raised after them)."""
+    if not unfinished:
         return
     with deferred_signals():
         if observer is not None:
             for p, _, _ in unfinished:
                 observer.before_partition_files(p, brokers.get(p.log_dir, BrokerIdentity()), [p.path])
-        started = time.perf_counter()
-        finish_partition(unfinished[0][1], unfinished[0][2])
-        if time.perf_counter() - started < SLOW_FINISH_SECONDS:  # no fsync waited on a device (tmpfs): no threads
-            for _, plan, mine in unfinished[1:]:
-                finish_partition(plan, mine)
-        else:
-            for future in [threads.submit(finish_partition, plan, mine) for _, plan, mine in unfinished[1:]]:
-                future.result()
-        if observer is not None:
-            for p, plan, _ in unfinished:
-                observer.after_partition_files(p, brokers.get(p.log_dir, BrokerIdentity()), plan.created, plan.backups)
+        try:
+            finish_partitions([(plan, mine) for _, plan, mine in unfinished])
+        finally:  # a partition that failed keeps its intent: the journal's record of an interrupted one
+            if observer is not None:
+                for p, plan, _ in unfinished:
+                    if plan.new_recovery_point is not None:
+                        who = brokers.get(p.log_dir, BrokerIdentity())
+                        observer.after_partition_files(p, who, plan.created, plan.backups)
 
 
 def _rewrite_partition_files(

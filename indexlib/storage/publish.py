@@ -428,41 +428,61 @@ def first_file_under(directory: str) -> str | None:
 
 
 # ------------------------------------------------------------------------- an unclean start's files
-def write_checkpoint_file(path: str, text: str, sync_dir: bool = True) -> None:
-    """Replace a checkpoint file as Kafka writes one: ``<path>.tmp`` written and fsynced, renamed over
-    ``path``, the dir fsynced (``sync_dir=False``: by the caller, after its other renames there). A crash leaves
-    the old file or the new one."""
+def _write_whole(path: str, data: bytes, flags: int, unsynced: list[str] | None) -> None:
+    """Write ``data`` as the whole of ``path`` (opened with ``flags``), fsynced, or added to ``unsynced`` for the
+    caller to fsync (:func:`fsync_paths`) before it gives the file its name."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | flags, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if unsynced is None:
+            os.fsync(fd)
+        else:
+            unsynced.append(path)
+    finally:
+        os.close(fd)
+
+
+def stage_checkpoint_file(path: str, text: str, unsynced: list[str] | None = None) -> str:
+    """A checkpoint file's new text written as Kafka writes one, to ``<path>.tmp`` (returned), fsynced (or added
+    to ``unsynced``); the caller renames it over ``path`` and fsyncs the dir (:func:`write_checkpoint_file`)."""
     tmp = path + ".tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, text.encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _write_whole(tmp, text.encode(), os.O_TRUNC, unsynced)
+    except BaseException:
+        discard(tmp)
+        raise
+    return tmp
+
+
+def write_checkpoint_file(path: str, text: str) -> None:
+    """Replace a checkpoint file as Kafka writes one: ``<path>.tmp`` written and fsynced, renamed over
+    ``path``, the dir fsynced. A crash leaves the old file or the new one."""
+    tmp = stage_checkpoint_file(path, text)
+    try:
         os.replace(tmp, path)
     except BaseException:
         discard(tmp)
         raise
-    if sync_dir:
-        fsync_path(os.path.dirname(path) or ".")
+    fsync_path(os.path.dirname(path) or ".")
+
+
+def stage_file(final: str, data: bytes, tag: str, unsynced: list[str] | None = None) -> str:
+    """Stage a small whole file beside the segments (a producer snapshot) as every index file is staged: under
+    its hidden staged name (returned; its dir made if missing: an ``--output-dir``), fsynced or added to
+    ``unsynced``. The caller installs it (:func:`install`) or discards it."""
+    _ensure_dir(os.path.dirname(final))
+    with _staging(final, tag) as staged:
+        _write_whole(staged, data, os.O_EXCL, unsynced)
+    return staged
 
 
 def replace_file(final: str, data: bytes, backup_dir: str | None, tag: str) -> str | None:
-    """Replace (or create) a small whole file beside the segments (a producer snapshot) as every index file is
-    published: staged under a hidden name, fsynced, the old file kept in ``backup_dir`` first, renamed over
-    ``final`` (its dir made if missing: an ``--output-dir``); the caller fsyncs the dir. Returns the backup's
-    path, if one was made."""
-    _ensure_dir(os.path.dirname(final))
-    with _staging(final, tag) as staged:
-        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    """Replace (or create) a small whole file beside the segments: staged (:func:`stage_file`), the old file kept
+    in ``backup_dir`` first, renamed over ``final``; the caller fsyncs the dir. Returns the backup's path, if one
+    was made."""
+    staged = stage_file(final, data, tag)
     try:
         kept = keep_backup(final, backup_dir) if backup_dir is not None else None
         install(staged, final, sync_dir=False)
@@ -472,15 +492,16 @@ def replace_file(final: str, data: bytes, backup_dir: str | None, tag: str) -> s
     return kept
 
 
-def create_empty_segment(partition_dir: str, base_offset: int) -> list[str]:
+def create_empty_segment(partition_dir: str, base_offset: int, unsynced: list[str] | None = None) -> list[str]:
     """The files of a segment rolled at ``base_offset`` with nothing in it yet, as a broker's roll and clean
     shutdown leave an empty active segment: 0-byte ``.log``, ``.index`` and ``.timeindex``, each new (an
-    existing one is an error) and fsynced; the caller fsyncs the dir. Returns their paths."""
+    existing one is an error) and fsynced (or added to ``unsynced``); the caller fsyncs the dir. Returns their
+    paths."""
     created = []
     try:
         for suffix in (".log", ".index", ".timeindex"):
             path = segment_file(partition_dir, base_offset, suffix)
-            _create_empty(path)
+            _create_empty(path, unsynced)
             created.append(path)
     except BaseException:
         for path in created:
