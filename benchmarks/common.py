@@ -148,6 +148,45 @@ def cat_seconds(files: list[str]) -> float:
     return timed(lambda: subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True))
 
 
+def fsync_floor_seconds(root: str, dirs: int, files_per_dir: int, in_flight: int = 16) -> float:
+    """The file system's floor for a run's durability: ``dirs`` new dirs under ``root`` (made first, not timed),
+    each given ``files_per_dir`` new 600-byte files, each file fsynced, then each dir; ``in_flight`` fsyncs at
+    once (a journaling file system commits those in flight together). Nothing else: no scan, no rename."""
+    import shutil
+    import tempfile
+    from concurrent.futures import ThreadPoolExecutor
+
+    base = tempfile.mkdtemp(prefix="fsync-floor-", dir=root)
+    try:
+        paths = [os.path.join(base, f"d{i}") for i in range(dirs)]
+        for path in paths:
+            os.mkdir(path)
+        os.sync()
+
+        def write(path: str) -> None:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, b"x" * 600)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        def sync_dir(path: str) -> None:
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(in_flight) as threads:
+            list(threads.map(write, [os.path.join(d, f"f{k}") for d in paths for k in range(files_per_dir)]))
+            list(threads.map(sync_dir, paths))
+        return time.perf_counter() - started
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def crc_pass(path: str, chunk: int) -> None:
     """CRC-32C of the file mapped (``open_log``: MAP_POPULATE, MADV_SEQUENTIAL), one call of the crc32c package
     per ``chunk`` bytes: in 16 KiB chunks a bare CRC pass; in batch-size chunks the floor of any per-batch
