@@ -25,7 +25,7 @@ from ..recovery.checks import (
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.findings import REWRITE_FROM_LOG, Finding, kind
-from ..recovery.log_scan import EVENT_TXN_DATA
+from ..recovery.log_scan import EVENT_DATA, EVENT_TXN_DATA
 from ..recovery.producer_state import recovered_leader_epochs, relevant_events, replay_segment
 from ..recovery.state_checks import (
     leader_epoch_findings,
@@ -175,8 +175,12 @@ def replay_partition(
         else:
             ongoing, snapshot = initial_state_for(partition_dir, base, log_start_offset)
             map_end = snapshot if snapshot is not None else log_start_offset
-        pids = np.union1d(txn_pids, np.fromiter(ongoing.keys(), dtype=np.int64, count=len(ongoing)))
-        replay = replay_segment(ongoing, relevant_events(plan.events, pids))
+        if len(txn_pids) or ongoing:
+            pids = np.union1d(txn_pids, np.fromiter(ongoing.keys(), dtype=np.int64, count=len(ongoing)))
+            events = relevant_events(plan.events, pids)
+        else:  # relevant_events with no transactional producer: every event but plain data
+            events = plan.events[plan.events["kind"] != EVENT_DATA]
+        replay = replay_segment(ongoing, events)
         results.append((replay.aborted, replay.fatal))
         previous_map_end = max(map_end, plan.next_v2_offset) if plan.next_v2_offset is not None else map_end
     return results

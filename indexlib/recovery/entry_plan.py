@@ -156,6 +156,24 @@ def _first_index_error(
     max_offset_entries = round_down_to_multiple(segment_index_bytes, 8) // 8
     max_time_entries = round_down_to_multiple(segment_index_bytes, 12) // 12
     k = len(entries)
+    if (  # the usual segment, in three whole-column passes: both indexes fit, offsets increase, none goes back
+        k <= max_offset_entries
+        and int(np.count_nonzero(written)) < max_time_entries - 1
+        and (k < 2 or bool((off_offsets[1:] > off_offsets[:-1]).all() and (cand_off[1:] >= cand_off[:-1]).all()))
+    ):
+        return None
+    return _find_first_index_error(entries, written, base_offset, segment_index_bytes)
+
+
+def _find_first_index_error(
+    entries: np.ndarray, written: npt.NDArray[np.bool_], base_offset: int, segment_index_bytes: int
+) -> ScanProblem | None:
+    """:func:`_first_index_error` entry by entry (each index's capacity, the offset order, a time entry going back
+    below the previous written one)."""
+    off_offsets, cand_off = entries["last_offset"], entries["max_offset"]
+    max_offset_entries = round_down_to_multiple(segment_index_bytes, 8) // 8
+    max_time_entries = round_down_to_multiple(segment_index_bytes, 12) // 12
+    k = len(entries)
     bad_order = np.flatnonzero(off_offsets[1:] <= off_offsets[:-1])
     first_bad_order = int(bad_order[0]) + 1 if len(bad_order) else k
     first_full = max_offset_entries if k > max_offset_entries else k

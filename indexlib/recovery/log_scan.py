@@ -120,7 +120,16 @@ class Probes:
 
     @staticmethod
     def of(positions: npt.ArrayLike = (), offsets: npt.ArrayLike = ()) -> Probes:
-        return Probes(np.unique(np.asarray(positions, np.int64)), np.unique(np.asarray(offsets, np.int64)))
+        return Probes(_sorted_unique(positions), _sorted_unique(offsets))
+
+
+def _sorted_unique(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
+    """``np.unique`` as int64, without its sort where the values already increase strictly (a sound index's
+    entries: the usual case, ~20 us a call saved on every segment)."""
+    array = np.asarray(values, np.int64)
+    if array.ndim == 1 and (array.size < 2 or bool((array[1:] > array[:-1]).all())):
+        return array
+    return np.unique(array)
 
 
 NO_PROBES = Probes.of()

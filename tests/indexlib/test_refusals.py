@@ -24,6 +24,8 @@ from pathlib import Path
 
 import crc32c
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from indexlib.cli.main import main
 from indexlib.engine import rebuild_partition, verify_partition
@@ -593,3 +595,27 @@ def test_what_is_not_refused(tmp_path):
         scan, _ = plan_segment_file(str(part / f"{BAD:020d}.log"), BAD, case.interval, case.index_bytes)
         assert scan.problem is None, case.id
         assert len(index_files(part, BAD)) == 2, case.id
+
+
+# the usual-segment shortcut of the index-append checks against the entry-by-entry search: steps between batches
+# mostly forward (the usual segment, where the shortcut answers), sometimes back or still (where it must not)
+_ENTRY_STEPS = st.lists(st.tuples(st.integers(-1, 4), st.integers(-1, 4), st.booleans()), min_size=0, max_size=12)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_ENTRY_STEPS, st.sampled_from([24, 36, 48, 96, 10 * 1024 * 1024]))
+def test_the_index_append_shortcut_finds_what_the_entry_by_entry_search_finds(steps, segment_index_bytes):
+    """Random indexed batches (last offset, max offset, whether a time entry is written), small indexes so that
+    both fill: the shortcut says "none" only where the full search finds none, and otherwise gives its answer."""
+    import numpy as np
+
+    from indexlib.recovery.entry_plan import _find_first_index_error, _first_index_error
+    from indexlib.recovery.log_scan import ROW_DTYPE
+
+    entries = np.zeros(len(steps), ROW_DTYPE)
+    entries["batch"] = np.arange(len(steps))
+    entries["last_offset"] = np.cumsum([s[0] for s in steps]) if steps else []
+    entries["max_offset"] = np.cumsum([s[1] for s in steps]) if steps else []
+    written = np.array([s[2] for s in steps], bool)
+    fast = _first_index_error(entries, written, 0, segment_index_bytes)
+    assert fast == _find_first_index_error(entries, written, 0, segment_index_bytes)
