@@ -124,12 +124,18 @@ class Probes:
 
 
 def _sorted_unique(values: npt.ArrayLike) -> npt.NDArray[np.int64]:
-    """``np.unique`` as int64, without its sort where the values already increase strictly (a sound index's
-    entries: the usual case, ~20 us a call saved on every segment)."""
+    """``np.unique`` as int64, without its sort where the values increase strictly up to a run of zeros at the end
+    (a sound index's entries, then a preallocated index's zero tail: the usual case, ~20-50 us a segment saved)."""
     array = np.asarray(values, np.int64)
-    if array.ndim == 1 and (array.size < 2 or bool((array[1:] > array[:-1]).all())):
-        return array
-    return np.unique(array)
+    if array.ndim != 1:
+        return np.unique(array)
+    nonzero = np.flatnonzero(array)
+    head = array[: int(nonzero[-1]) + 1] if nonzero.size else array[:0]
+    if head.size and (head[0] < 0 or not bool((head[1:] > head[:-1]).all())):
+        return np.unique(array)
+    if head.size == array.size or (head.size and head[0] == 0):
+        return head
+    return np.concatenate((np.zeros(1, np.int64), head))  # the zeros after it, once, first
 
 
 NO_PROBES = Probes.of()

@@ -230,3 +230,18 @@ def test_the_read_ahead_thread_runs_unless_turned_off(tmp_path):
     assert lines[0][0] == "True" and lines[1][0] == "False"
     assert lines[0][1:3] == lines[1][1:3] and int(lines[0][1]) == 2 * count + 2
     assert (int(lines[0][3]), int(lines[1][3])) == (2, 1)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.integers(-2, 6), max_size=10), st.integers(0, 5))
+def test_probes_are_np_unique_of_the_entries(steps, zeros):
+    """The probes' shortcut (increasing entries, then a zero tail) gives exactly ``np.unique``."""
+    import numpy as np
+
+    from indexlib.recovery.log_scan import Probes
+
+    values = list(np.cumsum(steps)) + [0] * zeros
+    probes = Probes.of(values, values[::-1])
+    assert probes.positions.tolist() == np.unique(np.asarray(values, np.int64)).tolist()
+    assert probes.offsets.tolist() == np.unique(np.asarray(values[::-1], np.int64)).tolist()
+    assert probes.positions.dtype == np.int64
