@@ -186,7 +186,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
         findings, identical = log_findings(task.log_path, summary, plan.fatal, zero_tail), {}
     outcome = SegmentOutcome(
         task, plan.summary(), summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
-        identical, index_file_sizes(task.partition_dir, task.base_offset), 0.0,
+        identical, index_file_sizes(task.partition_dir, task.base_offset, existing), 0.0,
     )  # fmt: skip
     if task.stage == "all":
         suffixes: tuple[str, ...] = STAGED_BY_EXECUTORS

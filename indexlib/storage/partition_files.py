@@ -246,10 +246,17 @@ def last_offset_before_batch(log_path: str, offset: int) -> int | None:
     return int(scan.last_offsets[found[0] - 1]) if found.size and found[0] > 0 else None
 
 
-def index_file_sizes(partition_dir: str, base_offset: int) -> dict[str, int | None]:
-    """The size of each of a segment's index files (``INDEX_SUFFIXES``), None for one that cannot be stat'ed."""
+def index_file_sizes(
+    partition_dir: str, base_offset: int, read: dict[str, ExistingIndex] | None = None
+) -> dict[str, int | None]:
+    """The size of each of a segment's index files (``INDEX_SUFFIXES``), None for one that cannot be stat'ed;
+    those in ``read`` (as :func:`read_existing_indexes` read them, whole) not stat'ed again."""
     sizes: dict[str, int | None] = {}
     for suffix in INDEX_SUFFIXES:
+        known = read.get(suffix) if read is not None else None
+        if known is not None and known.error is None and not known.changed:
+            sizes[suffix] = known.length if known.exists else None
+            continue
         try:
             sizes[suffix] = os.stat(segment_file(partition_dir, base_offset, suffix)).st_size
         except OSError:
