@@ -248,7 +248,7 @@ def run(
                 if p.path in recovery and writes_partition_files(mine):
                     unfinished.append((p, recovery[p.path], mine))
                     if len(unfinished) == FINISHED_TOGETHER:
-                        _finish_partitions(unfinished, brokers, observer)
+                        touched -= _finish_partitions(unfinished, brokers, observer)
                         unfinished = []
                 rewrites = replays[p.path].rewrites
                 if options.mode == "repair" and not options.dry_run and rewrites:
@@ -258,7 +258,7 @@ def run(
                     rewritten += written
                     rewrite_backups[p.path] = copies
                 results += mine
-            _finish_partitions(unfinished, brokers, observer)
+            touched -= _finish_partitions(unfinished, brokers, observer)
             if recovery and not options.dry_run:
                 with deferred_signals():
                     root = backup_root(options)
@@ -288,12 +288,13 @@ def _finish_partitions(
     unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]],
     brokers: dict[str, BrokerIdentity],
     observer: CommitObserver | None,
-) -> None:
+) -> set[str]:
     """A recover's files beside the segments of these partitions (their segments committed): each partition's
     intent told to the observer first, then the partitions finished together (:func:`finish_partitions`), then
-    the rows of those that finished, also when another failed (raised after them)."""
+    the rows of those that finished, also when another failed (raised after them). Returns the dirs of those
+    that finished: fsynced after every rename in them (the segments' too), so the run need not again."""
     if not unfinished:
-        return
+        return set()
     with deferred_signals():
         if observer is not None:
             for p, _, _ in unfinished:
@@ -306,6 +307,7 @@ def _finish_partitions(
                     if plan.new_recovery_point is not None:
                         who = brokers.get(p.log_dir, BrokerIdentity())
                         observer.after_partition_files(p, who, plan.created, plan.backups)
+    return {p.path for p, plan, _ in unfinished if plan.new_recovery_point is not None}
 
 
 def _rewrite_partition_files(
