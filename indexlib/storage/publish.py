@@ -115,14 +115,7 @@ def _ensure_dir(directory: str) -> None:
 def _create_empty(path: str, unsynced: list[str] | None = None) -> None:
     """Create ``path`` as a durable 0-byte file (a new name: an existing one is an error); not fsynced but added
     to ``unsynced`` when that is given."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        if unsynced is None:
-            os.fsync(fd)
-        else:
-            unsynced.append(path)
-    finally:
-        os.close(fd)
+    _write_whole(path, b"", os.O_EXCL, unsynced)
 
 
 def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) -> str | None:
