@@ -52,6 +52,7 @@ from ..storage.publish import (
     discard,
     discard_staged,
     fsync_paths,
+    install,
     keep_backup,
     log_dir_backup_dir,
     move_to_backup,
@@ -174,7 +175,7 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
             if lost:
                 raise lost[0]
             for staged, final in files.renames:
-                os.replace(staged, final)
+                install(staged, final, sync_dir=False)
         except OSError as exc:
             files.discard()
             errors.append(exc)

@@ -205,7 +205,8 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
                 mine,
             )  # fmt: skip
             if task.backup_dir is not None:
-                outcome.backups = _keep_backups(task, plan, existing, list(outcome.staged), mine)
+                staged = [s for s in suffixes if segment_file(target_dir, task.base_offset, s) in outcome.staged]
+                outcome.backups = _keep_backups(task, plan, existing, staged, mine)
             if unsynced is not None and mine:
                 unsynced += mine
         except (OSError, ValueError) as exc:
@@ -220,11 +221,11 @@ def _keep_backups(
     task: SegmentTask,
     plan: SegmentPlan,
     existing: dict[str, ExistingIndex] | None,
-    finals: list[str],
+    suffixes: list[str],
     unsynced: list[str] | None,
 ) -> list[str]:
-    """Copy into the task's backup dir each of ``finals`` (the files the staged ones will replace) that holds
-    something its rebuild lacks; a file that is the rebuild's bytes and then only zeros (a crashed broker's
+    """Copy into the task's backup dir each of the segment's files with these ``suffixes`` in its target dir (the
+    files the staged ones will replace) that holds something its rebuild lacks; a file that is the rebuild's bytes and then only zeros (a crashed broker's
     preallocated index) is not copied: its copy would keep nothing. Only files in the partition dir itself are
     compared (an ``--output-dir``'s are always copied). Returns the copies."""
     assert task.backup_dir is not None
@@ -232,10 +233,10 @@ def _keep_backups(
     if existing is None and in_place:  # a rebuild does not check them: read them (their stored bytes only)
         existing = read_existing_indexes(task.partition_dir, task.base_offset)
     copies = []
-    for final in finals:
-        suffix = os.path.splitext(final)[1]
+    for suffix in suffixes:
         if existing is not None and in_place and holds_only_the_rebuild(existing[suffix], plan, suffix):
             continue
+        final = segment_file(task.target_dir or task.partition_dir, task.base_offset, suffix)
         copy = keep_backup(final, task.backup_dir, unsynced)
         if copy is not None:
             copies.append(copy)
