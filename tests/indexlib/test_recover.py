@@ -296,3 +296,44 @@ def test_a_rebuild_in_place_copies_only_index_files_holding_more_than_their_rebu
     assert main(["rebuild", str(logs), "--backup-dir", str(backups), "--run-id", "r2", "-q"]) == 0
     copied = sorted(f.name for f in (backups / "r2" / "orders-0").iterdir() if f.suffix in (".index", ".timeindex"))
     assert copied == [f"{first:020d}.index"]
+
+
+def test_a_partition_whose_files_cannot_be_written_is_left_whole_and_the_recovery_points_stay(
+    tmp_path, monkeypatch, capsys
+):
+    """A "No space left" while one partition's roll is written (injected: a real full disk cannot be timed to that
+    step): one line naming the file and exit 2; that partition keeps no staged snapshot or half-made segment; the
+    other finishes (its dir is whole); no recovery point moves (the checkpoint is written only after every
+    partition). The next recover finishes both."""
+    import errno
+
+    import indexlib.engine.recover as recover_module
+
+    logs = crashed_log_dir(tmp_path, partitions=2)
+    p0, p1 = logs / "orders-0", logs / "orders-1"
+    points = (logs / "recovery-point-offset-checkpoint").read_bytes()
+    p1_snapshots = sorted(n.name for n in p1.glob("*.snapshot"))
+    real = recover_module.create_empty_segment
+
+    def full(directory, base, unsynced=None):
+        if directory == str(p1):
+            path = segment_file(directory, base, ".log")
+            raise OSError(errno.ENOSPC, "No space left on device", path)
+        return real(directory, base, unsynced)
+
+    monkeypatch.setattr(recover_module, "create_empty_segment", full)
+    backups = tmp_path / "backups"
+    assert main(["recover", str(logs), "--backup-dir", str(backups), "-q"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "No space left on device" in line and "orders-1" in line
+    assert (logs / "recovery-point-offset-checkpoint").read_bytes() == points
+    assert [n.name for n in p1.iterdir() if n.name.startswith(".") or n.name.endswith(".tmp")] == []
+    assert len(bases(p1)) == 3 and len(bases(p0)) == 4  # orders-0 rolled its empty segment, orders-1 did not
+    assert sorted(n.name for n in p1.glob("*.snapshot")) == p1_snapshots  # its staged snapshot was never named
+    assert (p0 / f"{bases(p0)[-1]:020d}.snapshot").exists()  # orders-0's snapshot at its new log end
+    monkeypatch.setattr(recover_module, "create_empty_segment", real)
+    assert main(["recover", str(logs), "--backup-dir", str(backups), "-q"]) == 0
+    moved = recovery_points(logs)
+    for part in (p0, p1):
+        assert moved[("orders", int(part.name.rsplit("-", 1)[1]))] == bases(part)[-1]
+        assert main(["verify", str(part), "-q"]) == 0
