@@ -166,11 +166,18 @@ def check_segment_files(
             )
             identical[suffix] = None
             continue
+        expected = expected_bytes(plan) if rebuildable else None
+        # a file that is the rebuild's bytes and then zeros needs only its zero tail checked
+        rebuilt = (
+            len(expected) // cls.ENTRY_SIZE
+            if expected is not None and holds_only_the_rebuild(index, plan, suffix, expected)
+            else -1
+        )
         findings += length_findings(path, length, cls.ENTRY_SIZE)
-        findings += check(path, base, summary, entries, len(entries) + index.sparse_entries, active)
+        findings += check(path, base, summary, entries, len(entries) + index.sparse_entries, active, rebuilt)
         identical[suffix] = (
-            (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected_bytes(plan))
-            if rebuildable
+            (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected)
+            if expected is not None
             else None
         )
     return findings, identical
@@ -179,17 +186,18 @@ def check_segment_files(
 REBUILT_BYTES = {".index": offset_index_bytes, ".timeindex": time_index_bytes}
 
 
-def holds_only_the_rebuild(index: ExistingIndex, plan: SegmentPlan, suffix: str) -> bool:
+def holds_only_the_rebuild(index: ExistingIndex, plan: SegmentPlan, suffix: str, expected: bytes | None = None) -> bool:
     """Whether an existing ``.index``/``.timeindex`` (``index``, as read) holds nothing its rebuild from ``plan``
-    lacks: its bytes are exactly the rebuild's, then only zeros (a preallocated index of a crashed or running
-    broker whose entries are the rebuild's). False when it could not be read whole, changed while read, or ends
-    in a partial entry."""
+    (``expected``: its bytes, when already made) lacks: its bytes are exactly the rebuild's, then only zeros (a
+    preallocated index of a crashed or running broker whose entries are the rebuild's). False when it could not
+    be read whole, changed while read, or ends in a partial entry."""
     if not index.exists or index.error is not None or index.changed:
         return False
     entry_size = OffsetIndex.ENTRY_SIZE if suffix == ".index" else TimeIndex.ENTRY_SIZE
     if index.length % entry_size:
         return False
-    expected = REBUILT_BYTES[suffix](plan)
+    if expected is None:
+        expected = REBUILT_BYTES[suffix](plan)
     stored = index.entries.tobytes()  # its bytes up to a trailing hole (zeros, never read)
     return stored[: len(expected)] == expected and stored.count(0, len(expected)) == len(stored) - len(expected)
 

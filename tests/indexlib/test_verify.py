@@ -21,6 +21,7 @@ from indexlib.format.batch_walk import scan_log
 from indexlib.format.layout import segment_file
 from indexlib.storage import LogDirError
 from indexlib.testing.batch_encoder import encode_batch_v2
+from indexlib.testing.generate import generate_partition
 
 from ..conftest import KAFKA_REAL, copy_fixture, damaged_fixture_files, requires_kafka_real
 from .test_conformance import partitions
@@ -352,3 +353,49 @@ def test_bad_partition_dirs_raise(tmp_path):
     (tmp_path / "noname").mkdir()
     with pytest.raises(LogDirError, match="not a Kafka partition directory"):
         verify_partition(tmp_path / "noname")
+
+
+def _all_findings(report) -> list:
+    return [(s.task.base_offset, s.findings) for s in report.segments] + sorted(report.partition_findings.items())
+
+
+@requires_kafka_real
+def test_an_index_that_is_its_rebuild_needs_only_its_zero_tail_checked_on_every_real_partition(monkeypatch):
+    """verify skips the entry checks of an index that is its rebuild's bytes then zeros: on every real partition
+    it finds exactly what the full checks find."""
+    import indexlib.recovery.checks as checks
+
+    dirs = sorted({p.parent for p in KAFKA_REAL.rglob("*.log")})
+    assert len(dirs) > 20
+    short = [_all_findings(verify_partition(d)) for d in dirs]
+    monkeypatch.setattr(checks, "holds_only_the_rebuild", lambda *args: False)
+    assert [_all_findings(verify_partition(d)) for d in dirs] == short
+
+
+@pytest.mark.parametrize("damage", ["none", "preallocated", "untrimmed", "byte_in_tail", "entry", "zero_entry"])
+def test_an_index_that_is_its_rebuild_needs_only_its_zero_tail_checked(tmp_path, monkeypatch, damage):
+    """The same on generated partitions: healthy, a preallocated active index, an untrimmed inactive one, a byte in
+    a zero tail, a wrong entry, an entry zeroed."""
+    import indexlib.recovery.checks as checks
+
+    part = tmp_path / "orders-0"
+    generate_partition(part, segments=3, batches_per_segment=40, transactional_producers=1, seed=7)
+    rebuild_partition(part)
+    bases = sorted(int(n.name[:20]) for n in part.glob("*.log"))
+    first, active = segment_file(str(part), bases[0], ".index"), segment_file(str(part), bases[-1], ".timeindex")
+    if damage == "preallocated":
+        os.truncate(active, 10 * 1024 * 1024 - 4)
+    elif damage == "untrimmed":
+        os.truncate(first, os.path.getsize(first) + 8 * 100)
+    elif damage in ("byte_in_tail", "entry", "zero_entry"):
+        size = os.path.getsize(first)
+        if damage == "byte_in_tail":
+            os.truncate(first, size + 8 * 100)
+        with open(first, "r+b") as f:
+            f.seek({"byte_in_tail": size + 8 * 50, "entry": 12, "zero_entry": 8}[damage])
+            f.write(b"\x7f\x00\x00\x00" if damage != "zero_entry" else b"\x00" * 8)
+    short = _all_findings(verify_partition(part))
+    monkeypatch.setattr(checks, "holds_only_the_rebuild", lambda *args: False)
+    assert _all_findings(verify_partition(part)) == short
+    segment_findings = [f for base, found in short if isinstance(base, int) for f in found]
+    assert bool(segment_findings) == (damage != "none")  # every damage is found, the healthy one has none
