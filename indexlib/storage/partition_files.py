@@ -223,12 +223,14 @@ def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition
     another file (Kafka replaces it by a rename) or its size or times changed."""
     path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
     try:
+        cached = _LOG_STARTS.get(path)
+        if cached is not None:  # one stat to see that it is still the file parsed
+            st = os.stat(path)
+            if cached[0] == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
+                return cached[1].get((topic, partition), 0)
         with open(path) as f:
             st = os.fstat(f.fileno())
             identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            cached = _LOG_STARTS.get(path)
-            if cached is not None and cached[0] == identity:
-                return cached[1].get((topic, partition), 0)
             text = f.read()
     except FileNotFoundError:
         return 0
