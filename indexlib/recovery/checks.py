@@ -22,6 +22,9 @@ Invariants checked (a violation is a :class:`Finding` with severity ``"error"``)
   or incomplete tail of the ``.log`` (where it starts, how many bytes Kafka's recovery would cut);
   segments whose rebuild Kafka's recovery would refuse; index files without a ``.log``.
 
+An ``.index``/``.timeindex`` that is its rebuild's bytes (then only zeros) gets only its zero tail checked: the
+rebuild is built to the invariants above (tests hold the same findings both ways on every real partition).
+
 Verify only opens files read-only and never raises on bad file contents: every problem is a finding.
 A bad partition directory (missing, not a directory, not named ``<topic>-<partition>``) raises.
 """
