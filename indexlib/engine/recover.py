@@ -161,7 +161,7 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
             continue
         files = _PendingFiles(plan, 0)
         try:
-            _write_partition_files(plan, results, files)
+            _write_partition_files(results, files)
         except Exception as exc:
             files.discard()
             errors.append(exc)
@@ -192,9 +192,10 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
         raise errors[0]
 
 
-def _write_partition_files(plan: PartitionRecovery, results: list[SegmentResult], files: _PendingFiles) -> None:
-    """One partition's share of :func:`finish_partitions` up to the fsyncs: the moves into the backup dir (each
-    durable on its own), the new files written into ``files``."""
+def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -> None:
+    """One partition's (``files.plan``) share of :func:`finish_partitions` up to the fsyncs: the moves into the
+    backup dir (each durable on its own), the new files written into ``files``, ``files.end`` set."""
+    plan = files.plan
     kept = [r for r in results if r.action == "recovered"]
     last = kept[-1]
     files.end = end = log_end_offset(last.task.base_offset, last.plan.batch_count, last.plan.last_offset)
@@ -210,8 +211,8 @@ def _write_partition_files(plan: PartitionRecovery, results: list[SegmentResult]
     if stale:  # Kafka's truncateAndReload deletes snapshots past the log end
         plan.backups += move_to_backup(stale, _required(backup_dir, directory))
     log_start = _log_start(plan.partition)
-    _write_producer_snapshots(plan, kept, end, log_start, backup_dir, files)
-    _recover_leader_epochs(plan, kept, end, log_start, backup_dir, files)
+    _write_producer_snapshots(files, kept, log_start, backup_dir)
+    _recover_leader_epochs(files, kept, log_start, backup_dir)
     if end > last.task.base_offset:
         files.created += create_empty_segment(directory, end, files.unsynced)
 
@@ -241,12 +242,7 @@ def _log_start(partition: Partition) -> int:
 
 
 def _write_producer_snapshots(
-    plan: PartitionRecovery,
-    kept: list[SegmentResult],
-    end: int,
-    log_start: int,
-    backup_dir: str | None,
-    files: _PendingFiles,
+    files: _PendingFiles, kept: list[SegmentResult], log_start: int, backup_dir: str | None
 ) -> None:
     """The producer snapshots the broker's recovery leaves: one at each recovered segment's end that is a segment
     base (the next segment's, or the new log end, where the roll puts the empty segment), each holding the state
@@ -255,6 +251,7 @@ def _write_producer_snapshots(
     producers dropped). Without that snapshot, or without a segment's producer states, nothing is written: the
     broker's start then rebuilds the state from an older snapshot (correct, slower). Staged into ``files``, the
     old files copied into the backups first."""
+    plan, end = files.plan, files.end
     first = kept[0].task.base_offset
     directory = plan.partition.path
     if first <= log_start or first == plan.partition.segments[0].base_offset:
@@ -293,17 +290,13 @@ def _now_ms() -> int:
 
 
 def _recover_leader_epochs(
-    plan: PartitionRecovery,
-    kept: list[SegmentResult],
-    end: int,
-    log_start: int,
-    backup_dir: str | None,
-    files: _PendingFiles,
+    files: _PendingFiles, kept: list[SegmentResult], log_start: int, backup_dir: str | None
 ) -> None:
     """``leader-epoch-checkpoint`` as the broker's load leaves it: each recovered batch's new epoch assigned, then
     the cache truncated at the log end and at the log start (``LogLoader``); rewritten (the old file kept in the
     backups) only when that changes the entries, staged into ``files``. A file Kafka cannot read is left to the
     broker (a finding)."""
+    plan, end = files.plan, files.end
     path, text, unreadable = read_leader_epoch_text(plan.partition.path)
     if unreadable is not None:
         return

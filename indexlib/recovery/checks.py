@@ -144,9 +144,9 @@ def check_segment_files(
         raise VerifyInputError(f"{log_path}: verify needs the existing index files read before the scan")
     rebuildable = plan.fatal is None
     identical: dict[str, bool | None] = {}
-    for suffix, cls, check, expected_bytes in (
-        (".index", OffsetIndex, check_offset_index, offset_index_bytes),
-        (".timeindex", TimeIndex, check_time_index, time_index_bytes),
+    for suffix, cls, check in (
+        (".index", OffsetIndex, check_offset_index),
+        (".timeindex", TimeIndex, check_time_index),
     ):
         index = existing[suffix]
         path, entries, length = index.path, index.entries, index.length
@@ -169,7 +169,7 @@ def check_segment_files(
             )
             identical[suffix] = None
             continue
-        expected = expected_bytes(plan) if rebuildable else None
+        expected = REBUILT_BYTES[suffix](plan) if rebuildable else None
         # a file that is the rebuild's bytes and then zeros needs only its zero tail checked
         rebuilt = (
             len(expected) // cls.ENTRY_SIZE
