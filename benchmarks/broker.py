@@ -17,8 +17,10 @@
   dir with a broker's ``meta.properties`` and offset checkpoints (each listing every partition); data on
   the disk (tempfile's default dir: sparse files as on a broker's disk). Limit: ``cat`` of the ``.log`` and
   trimmed index files. Then ``rebuild LOG_DIR --jobs 2`` in place over the preallocated state (every index file
-  written and fsynced on the disk: the file-system cost of a segment), and ``recover`` of a copy of it (the log dir
-  holds a broker's ``meta.properties`` and offset checkpoints, recovery points at 0: every segment recovered).
+  made its rebuild, here by a cut of its zero tail, and fsynced on the disk: the file-system cost of a segment),
+  and ``recover`` of a copy of it (the log dir holds a broker's ``meta.properties`` and offset checkpoints,
+  recovery points at 0: every segment recovered). Limit beside each: the file system's fsyncs alone
+  (``FSYNCED_PER_PARTITION``).
 
 * ``syscalls``: the file-system calls a segment costs (issue 24): ``strace -f -c`` of ``rebuild LOG_DIR --jobs 1``
   (in place) and ``verify LOG_DIR --jobs 1`` over 1 and over 1 + ``--partitions`` partitions of one 300 KiB
@@ -211,10 +213,11 @@ def write_broker_files(logs: str, pdirs: list[str]) -> None:
         f.write("node.id=1\ndirectory.id=AAAAAAAAAAAAAAAAAAAAAA\nversion=1\ncluster.id=MkU3OEVBNTcwNTJENDM2Qg\n")
 
 
-#: the files each command must make durable per partition of the prealloc state (one segment each): rebuild its
-#: `.index` and `.timeindex`; recover those, the producer snapshot and leader-epoch-checkpoint at the log end and
-#: the rolled empty segment's three files (the backups hold nothing: the old indexes are the new ones and zeros)
-FSYNCED_PER_PARTITION = {"rebuild": 2, "recover --backup-dir": 7}
+#: what each command must make durable per partition of the prealloc state (one segment each), as (new files, files
+#: cut in place): rebuild cuts the `.index` and `.timeindex` (their entries are the rebuild's, then zeros); recover
+#: cuts those and writes the producer snapshot and leader-epoch-checkpoint at the log end and the rolled empty
+#: segment's three files (the backups hold nothing: the old indexes are the new ones and zeros)
+FSYNCED_PER_PARTITION = {"rebuild": (0, 2), "recover --backup-dir": (5, 2)}
 
 
 def prealloc_case(args, other: str | None) -> None:
@@ -258,8 +261,8 @@ def prealloc_case(args, other: str | None) -> None:
                 recover = ["recover", work, "--jobs", str(JOBS), "--backup-dir", backups, "-q"]
                 recovers[name].append(timed(lambda: run_indexlib(recover, tree)))
             # the file system's floor for each: the files it must make durable, alone (see FSYNCED_PER_PARTITION)
-            for command, files in FSYNCED_PER_PARTITION.items():
-                floors[command].append(fsync_floor_seconds(root, args.partitions, files))
+            for command, (files, cut) in FSYNCED_PER_PARTITION.items():
+                floors[command].append(fsync_floor_seconds(root, args.partitions, files, cut))
     print()
     print(
         f"prealloc: {args.partitions} partitions of one 300 KiB active segment (4 KiB batches), on disk, their "
@@ -282,15 +285,16 @@ def prealloc_case(args, other: str | None) -> None:
     print()
     print(
         f"`python -m indexlib rebuild LOG_DIR --jobs {JOBS}` in place (the same partitions, on disk: every index file "
-        f"written and fsynced, one dir fsync per partition), and `recover LOG_DIR --jobs {JOBS} --backup-dir DIR` of "
+        f"made its rebuild and fsynced), and `recover LOG_DIR --jobs {JOBS} --backup-dir DIR` of "
         f"a copy (recovery points at 0: every segment; backups, snapshots, a rolled segment each); {args.runs} runs, "
         "medians:"
     )
     print()
     for command, walls in (("rebuild", rebuilds), ("recover --backup-dir", recovers)):
-        files = FSYNCED_PER_PARTITION[command]
+        files, cut = FSYNCED_PER_PARTITION[command]
+        made = f"{files} new files + 1 dir, " if files else ""
         print(
-            f"| tree | {command} | per segment | this / other (runs) | limit: {files} new files + 1 dir fsynced "
+            f"| tree | {command} | per segment | this / other (runs) | limit: {made}{cut} files cut, fsynced "
             "per partition, 16 at once |"
         )
         print("| --- | ---: | ---: | ---: | ---: |")

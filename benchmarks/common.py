@@ -148,10 +148,12 @@ def cat_seconds(files: list[str]) -> float:
     return timed(lambda: subprocess.run(["cat", *files], stdout=subprocess.DEVNULL, check=True))
 
 
-def fsync_floor_seconds(root: str, dirs: int, files_per_dir: int, in_flight: int = 16) -> float:
+def fsync_floor_seconds(root: str, dirs: int, files_per_dir: int, cut_per_dir: int = 0, in_flight: int = 16) -> float:
     """The file system's floor for a run's durability: ``dirs`` new dirs under ``root`` (made first, not timed),
-    each given ``files_per_dir`` new 600-byte files, each file fsynced, then each dir; ``in_flight`` fsyncs at
-    once (a journaling file system commits those in flight together). Nothing else: no scan, no rename."""
+    each given ``files_per_dir`` new 600-byte files, each file fsynced, then each dir that got one; and each holding
+    ``cut_per_dir`` 600-byte files grown to 10 MiB (made and synced first, not timed) that are cut back to 600 bytes
+    and fsynced (a preallocated index cut in place); ``in_flight`` fsyncs at once (a journaling file system commits
+    those in flight together). Nothing else: no scan, no rename."""
     import shutil
     import tempfile
     from concurrent.futures import ThreadPoolExecutor
@@ -159,14 +161,27 @@ def fsync_floor_seconds(root: str, dirs: int, files_per_dir: int, in_flight: int
     base = tempfile.mkdtemp(prefix="fsync-floor-", dir=root)
     try:
         paths = [os.path.join(base, f"d{i}") for i in range(dirs)]
+        cut = [os.path.join(d, f"c{k}") for d in paths for k in range(cut_per_dir)]
         for path in paths:
             os.mkdir(path)
+        for path in cut:
+            with open(path, "wb") as f:
+                f.write(b"x" * 600)
+                f.truncate(10 * MIB)
         os.sync()
 
         def write(path: str) -> None:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:
                 os.write(fd, b"x" * 600)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+        def cut_back(path: str) -> None:
+            fd = os.open(path, os.O_RDWR)
+            try:
+                os.ftruncate(fd, 600)
                 os.fsync(fd)
             finally:
                 os.close(fd)
@@ -181,7 +196,8 @@ def fsync_floor_seconds(root: str, dirs: int, files_per_dir: int, in_flight: int
         started = time.perf_counter()
         with ThreadPoolExecutor(in_flight) as threads:
             list(threads.map(write, [os.path.join(d, f"f{k}") for d in paths for k in range(files_per_dir)]))
-            list(threads.map(sync_dir, paths))
+            list(threads.map(cut_back, cut))
+            list(threads.map(sync_dir, paths if files_per_dir else []))
         return time.perf_counter() - started
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -23,6 +23,7 @@ from ..storage.publish import (
     keep_backup,
     replace_file,
     stage_segment,
+    trim_in_place,
 )
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
@@ -84,6 +85,9 @@ class SegmentResult(SegmentFacts):
     written: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
     error: str | None = None
+    trimmed: list[str] = field(
+        default_factory=list
+    )  # of ``written``: cut in place (:func:`trim_in_place`), not fsynced
 
     @property
     def damaged_files(self) -> list[str]:
@@ -93,9 +97,9 @@ class SegmentResult(SegmentFacts):
 
 def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision) -> SegmentResult:
     """Apply one decision: stage the ``.txnindex`` (with its backup), cut the ``.log`` tail (saved
-    first), rename every staged file into place. Anything not installed is discarded with the backups
-    made for it; a saved ``.log`` tail is never discarded. Directories are not fsynced here (the caller
-    does it once per directory)."""
+    first), rename every staged file into place, cut the outcome's ``trims`` to their rebuilt size. Anything not
+    installed is discarded with the backups made for it; a saved ``.log`` tail is never discarded. Directories and
+    trimmed files are not fsynced here (the caller does it once for many: ``result.trimmed``)."""
     t = outcome.task
     identical = dict(outcome.identical)
     if t.check:
@@ -108,7 +112,7 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
     fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None
     result = SegmentResult(**facts, aborted=replay.aborted, action=decision.action, fatal=fatal, error=outcome.error)
     # the commit owns what was staged from here on: whoever cleans up after it must not touch those files
-    staged, backups = outcome.staged, outcome.backups
+    staged, backups, outcome_trims = outcome.staged, outcome.backups, outcome.trims
     outcome.staged, outcome.backups = {}, []
     if not decision.install:
         discard_staged(staged, backups)
@@ -130,6 +134,10 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             cut_log_tail(t.log_path, decision.cut_tail_at, t.backup_dir, result.written, result.backups)
         installing, staged = staged, {}  # from here on a backup may be the only copy of a replaced file
         install_segment(installing, sync_dir=False, written=result.written)  # backups were kept when staging
+        for final, (size, identity) in outcome_trims.items():
+            trim_in_place(final, size, identity)
+            result.written.append(final)
+            result.trimmed.append(final)
     except (OSError, ValueError) as exc:
         result.error = f"{segment_file(target_dir, t.base_offset, '')}: {exc}"
         result.action = "failed"
@@ -150,7 +158,7 @@ def files_to_replace(outcome: SegmentOutcome, decision: Decision) -> list[str]:
     """The final paths a commit of ``decision`` may replace or create."""
     t = outcome.task
     target = t.target_dir or t.partition_dir
-    files = list(outcome.staged)
+    files = list(outcome.staged) + list(outcome.trims)
     if decision.write_txn:
         files.append(segment_file(target, t.base_offset, ".txnindex"))
     if decision.cut_tail_at is not None:

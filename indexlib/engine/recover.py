@@ -199,6 +199,7 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     kept = [r for r in results if r.action == "recovered"]
     last = kept[-1]
     files.end = end = log_end_offset(last.task.base_offset, last.plan.batch_count, last.plan.last_offset)
+    files.unsynced += [path for r in results for path in r.trimmed]  # durable before the recovery point moves
     directory = plan.partition.path
     backup_dir = last.task.backup_dir
     names = partition_file_names(directory)

@@ -6,7 +6,8 @@ A run, in order (:func:`run`):
    stage, where to stage it and where backups go (:func:`plan_tasks`).
 2. **Map** (anywhere, in parallel): :func:`process_segment` scans, plans and checks one segment, and
    *stages* the ``.index``/``.timeindex`` the run will write (fsynced under hidden names beside the final
-   ones, old files copied to the backup dir first). It returns a small :class:`SegmentOutcome`: a plan
+   ones, old files copied to the backup dir first; an index file that is its rebuild's bytes and then only
+   zeros is not staged but marked to be cut in place). It returns a small :class:`SegmentOutcome`: a plan
    summary, never the scan. The driver chooses how tasks are mapped: :func:`map_locally` (this process or
    a process pool) or a Spark job (``jobs.pipeline``).
 3. **Replay** (driver, per partition, sequential and small): producer state is replayed over the
@@ -14,8 +15,8 @@ A run, in order (:func:`run`):
    ``.txnindex`` findings and whether Kafka's recovery would refuse it.
 4. **Decide** (pure): :func:`decide` turns an outcome, its replay and the run's options into a
    :class:`Decision`: the action, whether to write the ``.txnindex``, where to cut the ``.log``.
-5. **Commit** (driver): :func:`commit_segment` applies one decision (renames, the ``.txnindex``, the tail
-   cut) and returns the :class:`SegmentResult` the report and the audit read; what a run staged and did
+5. **Commit** (driver): :func:`commit_segment` applies one decision (renames, cuts in place, the
+   ``.txnindex``, the tail cut) and returns the :class:`SegmentResult` the report and the audit read; what a run staged and did
    not install is swept (:func:`sweep_staged`), also after a failure.
 
 Invariants: verify and every dry run write nothing; a repair rewrites only files whose findings the
@@ -209,7 +210,9 @@ def run(
         rewritten: list[str] = []
         rewrite_backups: dict[str, list[str]] = {}
         unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]] = []  # recover's, in order
-        touched: set[str] = set()
+        touched: set[str] = set()  # dirs with a name changed by this run: fsynced at its end
+        trimmed: list[str] = []  # files cut in place (commit_segment): fsynced at its end
+        finished: set[str] = set()  # recover: partition dirs whose files (trimmed ones too) are fsynced already
         try:
             outcomes = map_segments(tasks, run_id) if tasks else []
             phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
@@ -237,18 +240,25 @@ def run(
                     # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
                     # renames and row (a commit that touches no file, as all of a verify's, has none to cut)
                     with deferred_signals() if decision.install or outcome.staged else contextlib.nullcontext():
-                        if decision.install:  # fsynced at the end even if the commit is interrupted after a rename
-                            touched.add(outcome.task.target_dir or outcome.task.partition_dir)
-                            if observer is not None:
-                                observer.before_commit(outcome, decision)
-                        result = commit_segment(outcome, replay, decision)
+                        target = outcome.task.target_dir or outcome.task.partition_dir
+                        if decision.install and observer is not None:
+                            observer.before_commit(outcome, decision)
+                        try:
+                            result = commit_segment(outcome, replay, decision)
+                        except BaseException:  # fsynced at the end even if the commit failed after a rename
+                            if decision.install:
+                                touched.add(target)
+                            raise
+                        if len(result.written) > len(result.trimmed):  # a name in the dir changed
+                            touched.add(target)
+                        trimmed += result.trimmed
                         if decision.install and observer is not None:
                             observer.after_commit(result)
                         mine.append(result)
                 if p.path in recovery and writes_partition_files(mine):
                     unfinished.append((p, recovery[p.path], mine))
                     if len(unfinished) == FINISHED_TOGETHER:
-                        touched -= _finish_partitions(unfinished, brokers, observer)
+                        finished |= _finish_partitions(unfinished, brokers, observer)
                         unfinished = []
                 rewrites = replays[p.path].rewrites
                 if options.mode == "repair" and not options.dry_run and rewrites:
@@ -258,14 +268,15 @@ def run(
                     rewritten += written
                     rewrite_backups[p.path] = copies
                 results += mine
-            touched -= _finish_partitions(unfinished, brokers, observer)
+            finished |= _finish_partitions(unfinished, brokers, observer)
             if recovery and not options.dry_run:
                 with deferred_signals():
                     root = backup_root(options)
                     checkpoints = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
-            unsynced = fsync_paths(sorted(touched))  # together: one journal commit covers many dirs
+            left = [t for t in trimmed if os.path.dirname(t) not in finished] + sorted(touched - finished)
+            unsynced = fsync_paths(left)  # together: one journal commit covers many
             for o in outcomes:
                 discard_staged(o.staged, o.backups)
             sweep_staged(tasks, run_id)

@@ -9,11 +9,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..format.index_file import FileIdentity
 from ..format.layout import (
     segment_file,
 )
 from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import (
+    REBUILT_BYTES,
     check_segment_files,
     has_invalid_tail,
     holds_only_the_rebuild,
@@ -140,6 +142,9 @@ class SegmentOutcome(SegmentFacts):
     """What the map step returns for one segment: its facts and what it staged."""
 
     staged: dict[str, str] = field(default_factory=dict)  # final path -> staged path, not installed yet
+    # final path -> (its rebuild's size, the file as read): an index file that is its rebuild's bytes and then only
+    # zeros, which the commit cuts to that size in place instead of staging a copy (nothing staged, nothing to back up)
+    trims: dict[str, tuple[int, FileIdentity]] = field(default_factory=dict)
     backups: list[str] = field(default_factory=list)  # copies of the files the staged ones will replace
     error: str | None = None  # staging failed (nothing is left staged)
 
@@ -198,6 +203,10 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
         suffixes = ()
     if suffixes and plan.fatal is None:
         target_dir = task.target_dir or task.partition_dir
+        if target_dir == task.partition_dir:
+            existing = existing if existing is not None else read_existing_indexes(task.partition_dir, task.base_offset)
+            outcome.trims = _trims(task, plan, existing, suffixes)
+            suffixes = tuple(s for s in suffixes if segment_file(target_dir, task.base_offset, s) not in outcome.trims)
         mine: list[str] | None = None if unsynced is None else []
         try:
             outcome.staged = stage_segment(
@@ -215,6 +224,24 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
             outcome.error = f"{segment_file(target_dir, task.base_offset, '')}: {exc}"
     outcome.seconds = time.perf_counter() - started
     return outcome
+
+
+def _trims(
+    task: SegmentTask, plan: SegmentPlan, existing: dict[str, ExistingIndex], suffixes: tuple[str, ...]
+) -> dict[str, tuple[int, FileIdentity]]:
+    """The segment's index files (of ``suffixes``, in its partition dir) that become their rebuild by a cut of
+    their zero tail: regular files read whole and unchanged that hold the rebuild's bytes and then only zeros
+    (:func:`holds_only_the_rebuild`; a crashed or running broker's preallocated index), the rebuild within
+    ``segment.index.bytes``. Final path -> (the rebuild's size, the file as read)."""
+    trims = {}
+    for suffix in suffixes:
+        index = existing[suffix]
+        if index.identity is None:
+            continue
+        expected = REBUILT_BYTES[suffix](plan)
+        if len(expected) <= task.segment_index_bytes and holds_only_the_rebuild(index, plan, suffix, expected):
+            trims[index.path] = (len(expected), index.identity)
+    return trims
 
 
 def _keep_backups(

@@ -123,16 +123,22 @@ def data_end(fd: int, length: int) -> int:
     return min(end, length)
 
 
+#: (device, inode, size, modification time in ns, links): :func:`file_identity`
+FileIdentity = tuple[int, int, int, int, int]
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """A private copy of a file as one read saw it: ``data`` holds its stored bytes (the file's first
     ``len(data)`` bytes); the rest, up to ``length``, is a trailing hole (zeros, never read). ``changed``: the
     file's size or modification time moved during the read, or it ended early (a running broker wrote,
-    trimmed or grew it), so the copy may mix two versions."""
+    trimmed or grew it), so the copy may mix two versions. ``identity``: the file as the read ended
+    (:func:`file_identity`), to tell later whether it is still the file that was read."""
 
     data: bytearray
     length: int
     changed: bool
+    identity: FileIdentity = (0, 0, 0, 0, 0)
 
     def padded(self) -> bytearray:
         """All ``length`` bytes, the hole as zeros."""
@@ -161,4 +167,10 @@ def read_snapshot(fd: int) -> Snapshot:
     changed = got < stored or (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns)
     view.release()
     del data[got:]
-    return Snapshot(data, length, changed)
+    return Snapshot(data, length, changed, file_identity(after))
+
+
+def file_identity(st: os.stat_result) -> FileIdentity:
+    """(device, inode, size, modification time, links): what tells a file from its own later or replaced self,
+    or from itself with another name."""
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink)

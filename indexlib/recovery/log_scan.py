@@ -35,6 +35,7 @@ import numpy.typing as npt
 from ..format.abstract_index import INT32_MAX
 from ..format.batch_walk import scan_buffer
 from ..format.errors import IndexArgumentError, describe_error
+from ..format.index_file import FileIdentity
 from ..format.records import (
     ATTR_CONTROL,
     ATTR_TRANSACTIONAL,
@@ -527,7 +528,9 @@ class ExistingIndex:
     stored bytes end, and ``sparse_entries`` more whole entries after that, in a trailing hole (zeros that
     were never read: a preallocated index of a running or crashed broker); the file's length; or why it could
     not be read (``error``); ``exists`` False when there is no such file. ``changed``: the file changed
-    while it was read (a running broker's active segment), so its entries may mix two versions."""
+    while it was read (a running broker's active segment), so its entries may mix two versions. ``identity``:
+    the regular file that was read (:func:`~indexlib.format.index_file.file_identity`), ``None`` for a
+    symbolic link, a file with more than one link (a hard-linked copy elsewhere) or a file not read whole."""
 
     path: str
     exists: bool
@@ -536,6 +539,7 @@ class ExistingIndex:
     error: str | None = None
     sparse_entries: int = 0
     changed: bool = False
+    identity: FileIdentity | None = None
 
 
 def probes_for(existing: dict[str, ExistingIndex], base_offset: int) -> Probes:

@@ -9,6 +9,7 @@ reads use ``pread``."""
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 import numpy as np
@@ -95,7 +96,9 @@ def tail_is_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
 # ------------------------------------------------------------------------------ the existing indexes
 def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingIndex:
     """Read an index file read-only (a copy, never a mapping; its trailing hole skipped), never failing."""
-    if not os.path.lexists(path):
+    try:
+        link = stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:  # as os.path.lexists: no such file
         return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
     es = cls.ENTRY_SIZE
     try:
@@ -113,7 +116,10 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
     if read < whole and len(stored) > read * es:  # a stored partial entry before the hole: zero-padded
         data = np.concatenate((stored[: (read + 1) * es], np.zeros((read + 1) * es - len(stored), np.uint8)))
         read += 1
-    return ExistingIndex(path, True, data.view(cls.DTYPE), snapshot.length, None, whole - read, snapshot.changed)
+    identity = None if link or snapshot.changed or snapshot.identity[4] != 1 else snapshot.identity  # one link
+    return ExistingIndex(
+        path, True, data.view(cls.DTYPE), snapshot.length, None, whole - read, snapshot.changed, identity
+    )
 
 
 def read_existing_indexes(directory: str, base_offset: int) -> dict[str, ExistingIndex]:

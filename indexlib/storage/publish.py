@@ -5,6 +5,11 @@ torn one: each file is first *staged* (written to a hidden temporary name in the
 and fsynced), then *installed* (renamed over the final name, the directory fsynced). An existing file can
 be kept in a backup directory first. Staging and installing may happen in different processes (the Spark
 jobs stage on executors and install on the driver). Nothing is ever written through a read-only open.
+
+One exception to staging (:func:`trim_in_place`): an index file that already holds its rebuild's bytes and then
+only zeros (a preallocated index of a crashed or running broker) becomes its rebuild by a cut of that zero tail,
+as Kafka's own ``trimToValidSize``; a crash leaves it whole at the old size or at the new one, both holding the
+same entries.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import TypeVar
 import numpy as np
 
 from ..format.errors import KafkaIndexError
-from ..format.index_file import data_end
+from ..format.index_file import FileIdentity, data_end, file_identity
 from ..format.layout import INDEX_SUFFIXES, segment_file, staged_by_run, staged_path
 from ..format.offset_index import OffsetIndex
 from ..format.time_index import TimeIndex
@@ -35,6 +40,10 @@ IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 
 class BackupExistsError(KafkaIndexError, FileExistsError):
     """A file to move into the backups whose name is taken there: nothing is moved over an existing backup."""
+
+
+class ChangedSinceReadError(KafkaIndexError, ValueError):
+    """A file to cut in place is no longer the file the run read (another writer, a new link): nothing is cut."""
 
 
 class UnrebuildableSegmentError(KafkaIndexError, ValueError, TypeError):
@@ -182,6 +191,20 @@ def install(staged: str, final: str, sync_dir: bool = True) -> None:
     os.replace(staged, final)
     if sync_dir:
         fsync_path(os.path.dirname(final) or ".")
+
+
+def trim_in_place(path: str, size: int, identity: FileIdentity) -> None:
+    """Cut the regular file ``path`` to ``size`` bytes, where the bytes cut are known to be zeros: only if it is
+    still the file a read saw (``identity``: :func:`~indexlib.format.index_file.file_identity`, its one link
+    included), else :class:`ChangedSinceReadError` and nothing changed. Not fsynced: the caller fsyncs the file
+    (its directory is unchanged)."""
+    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if file_identity(os.fstat(fd)) != identity:
+            raise ChangedSinceReadError(f"{path}: changed since this run read it; not written")
+        os.ftruncate(fd, size)
+    finally:
+        os.close(fd)
 
 
 def _stage_index(

@@ -123,11 +123,18 @@ def test_repair_stages_only_a_damaged_index_and_backs_it_up(busy_partition):
     assert backup.endswith("backups/run-1/busy-0/00000000000000000000.index") and Path(backup).read_bytes() == damaged
 
 
+def drop_index_files(part):
+    """Segment 0's ``.index``/``.timeindex`` removed: a rebuild stages both (one that is its rebuild is only cut)."""
+    for suffix in (".index", ".timeindex"):
+        os.unlink(segment_file(str(part), 0, suffix))
+
+
 def test_a_batch_fsyncs_every_staged_file_before_it_returns(busy_partition, monkeypatch):
     """:func:`process_segments` stages without fsyncing, then fsyncs every staged file (and only those) once;
     a segment whose fsync fails is reported failed, nothing of it left staged."""
     import indexlib.storage.publish as publish
 
+    drop_index_files(busy_partition)
     (task,) = plan_tasks(
         discover([str(busy_partition.parent)]), RunOptions("rebuild"), "run-1", lambda topic: IndexSettings(64)
     )
@@ -177,6 +184,7 @@ def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, mon
 def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_path):
     """What a failed commit throws away: the staged files and the backups of the files they would have
     replaced; a cut .log tail saved in the same backup dir is the only copy of its bytes and stays."""
+    drop_index_files(busy_partition)
     (task,) = tasks_for(busy_partition, "rebuild")
     outcome = process_segment(task)
     backups = tmp_path / "b"

@@ -23,7 +23,7 @@ from indexlib.format.meta_properties import MetaPropertiesError
 from indexlib.format.producer_snapshot import SnapshotError
 from indexlib.recovery.checks import VerifyInputError
 from indexlib.recovery.findings import FindingKindError
-from indexlib.storage.publish import BackupExistsError, UnrebuildableSegmentError
+from indexlib.storage.publish import BackupExistsError, ChangedSinceReadError, UnrebuildableSegmentError
 
 
 def test_an_oserror_line_names_its_file_and_the_second_file_of_a_rename():
@@ -148,6 +148,7 @@ ERROR_CLASSES = [
     (UnrebuildableSegmentError, ValueError),
     (UnrebuildableSegmentError, TypeError),
     (BackupExistsError, FileExistsError),
+    (ChangedSinceReadError, ValueError),
     (cli.JsonTargetError, ValueError),
     (cli.LookupTargetError, ValueError),
     (cli.SettingsFileError, ValueError),
