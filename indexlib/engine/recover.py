@@ -48,6 +48,7 @@ from ..storage.partition_files import (
     read_snapshot_files,
 )
 from ..storage.publish import (
+    concurrently,
     create_empty_segment,
     discard,
     discard_staged,
@@ -149,24 +150,30 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
     """After their segments were committed in order, for each partition of ``group`` that :func:`writes_partition_files`:
     move the segments after a cut (``dropped``) into the backup dir, write the producer snapshots and the
     leader epochs the broker's recovery leaves and roll an empty segment at the log end; then set its
-    ``new_recovery_point``. Every file is written first, all of the group's fsynced together (concurrently:
+    ``new_recovery_point``. Every file is written first (the partitions concurrently where creating a file waits
+    on the file system's journal), all of the group's fsynced together (concurrently:
     a journaling file system commits them in a few journal commits), then renamed, then the partition dirs
     fsynced together: a crash leaves each file old or whole, and the recovery points move (later, in the
     checkpoint) only over durable files. A partition that fails keeps its recovery point, its staged and created
     files removed; the first failure is raised once the others are finished."""
-    errors: list[Exception] = []
-    pending: list[_PendingFiles] = []
-    for plan, results in group:
-        if not writes_partition_files(results):
-            continue
+    written: dict[int, _PendingFiles] = {}
+    refused: dict[int, Exception] = {}
+
+    def write(i: int) -> None:
+        plan, results = group[i]
         files = _PendingFiles(plan, 0)
         try:
             _write_partition_files(results, files)
+            written[i] = files
         except Exception as exc:
             files.discard()
-            errors.append(exc)
-            continue
-        pending.append(files)
+            refused[i] = exc
+
+    # each partition's files written on their own (creating files waits on the journal of a file system that
+    # is committing: several partitions in flight overlap those waits)
+    concurrently([i for i, (_, results) in enumerate(group) if writes_partition_files(results)], write, 1e-3)
+    errors = [refused[i] for i in sorted(refused)]
+    pending = [written[i] for i in sorted(written)]
     failed = fsync_paths([path for files in pending for path in files.unsynced])
     named = []
     for files in pending:

@@ -291,8 +291,9 @@ def run(
 
 
 #: how many partitions a recover finishes at once (their files' fsyncs in flight together: one journal commit of
-#: a journaling file system covers many; also how many may still finish after one fails)
-FINISHED_TOGETHER = 64
+#: a journaling file system covers many, and two rounds of fsyncs per group; also how many may still finish after
+#: one fails)
+FINISHED_TOGETHER = 256
 
 
 def _finish_partitions(

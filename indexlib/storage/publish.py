@@ -36,6 +36,7 @@ from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.settings import DEFAULT_SEGMENT_INDEX_BYTES
 
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
+T = TypeVar("T")
 
 
 class BackupExistsError(KafkaIndexError, FileExistsError):
@@ -77,17 +78,25 @@ def fsync_paths(paths: Collection[str]) -> dict[str, OSError]:
         except OSError as exc:
             failed[path] = exc
 
-    ordered = list(paths)
+    concurrently(paths, one, INSTANT_FSYNC_SECONDS)
+    return failed
+
+
+def concurrently(items: Collection[T], one: Callable[[T], object], instant_seconds: float) -> None:
+    """``one(item)`` for every item, in order in this thread while the calls take under ``instant_seconds``
+    each on average, the rest in :data:`CONCURRENT_FSYNCS` threads from the first slower one on (calls that
+    wait on a device or a journal commit: a journaling file system serves those in flight together). ``one``
+    handles its own errors."""
+    ordered = list(items)
     started = time.perf_counter()
-    for i, path in enumerate(ordered):
-        one(path)
-        if time.perf_counter() - started > INSTANT_FSYNC_SECONDS * (i + 1) and len(ordered) > i + 2:
+    for i, item in enumerate(ordered):
+        one(item)
+        if time.perf_counter() - started > instant_seconds * (i + 1) and len(ordered) > i + 2:
             from concurrent.futures import ThreadPoolExecutor  # here: only writes to a device need it
 
             with ThreadPoolExecutor(min(CONCURRENT_FSYNCS, len(ordered) - i - 1)) as threads:
                 list(threads.map(one, ordered[i + 1 :]))
             break
-    return failed
 
 
 def discard(path: str) -> None:

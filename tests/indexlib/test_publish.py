@@ -97,3 +97,17 @@ def test_fsync_paths_fsyncs_each_path_once_and_returns_the_failures(tmp_path, mo
     assert sorted(fsynced) == sorted(paths)
     assert sorted(failed) == missing and all(isinstance(e, FileNotFoundError) for e in failed.values())
     assert publish.fsync_paths([]) == {}
+
+
+@pytest.mark.parametrize("instant_seconds", [0.0, 60.0])
+def test_concurrently_calls_each_item_once_in_this_thread_while_fast_then_in_threads(instant_seconds):
+    """Calls that take longer than ``instant_seconds`` each move the rest into threads; fast ones stay here."""
+    import threading
+
+    from indexlib.storage.publish import concurrently
+
+    seen: list[tuple[int, int]] = []
+    concurrently(range(50), lambda i: seen.append((i, threading.get_ident())), instant_seconds)
+    assert sorted(i for i, _ in seen) == list(range(50))
+    here = {ident for _, ident in seen} == {threading.get_ident()}
+    assert here == (instant_seconds > 0)

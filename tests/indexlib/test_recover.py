@@ -337,3 +337,28 @@ def test_a_partition_whose_files_cannot_be_written_is_left_whole_and_the_recover
     for part in (p0, p1):
         assert moved[("orders", int(part.name.rsplit("-", 1)[1]))] == bases(part)[-1]
         assert main(["verify", str(part), "-q"]) == 0
+
+
+def test_partitions_finished_in_threads_leave_the_files_of_partitions_finished_one_by_one(tmp_path, monkeypatch):
+    """Where creating a file waits (a disk), the partitions' files are written in threads: forced here both ways
+    (threads from the first call on, or never), the log dirs end byte for byte the same."""
+    import shutil
+
+    import indexlib.engine.recover as recover_module
+    from indexlib.storage.publish import concurrently
+
+    logs = crashed_log_dir(tmp_path / "a", partitions=4)
+    twin = tmp_path / "b" / "logs"
+    shutil.copytree(logs, twin)
+    for target, instant in ((logs, 0.0), (twin, 60.0)):
+        monkeypatch.setattr(
+            recover_module, "concurrently", lambda items, one, _, i=instant: concurrently(items, one, i)
+        )
+        backups = tmp_path / f"backups-{instant}"
+        assert main(["recover", str(target), "--backup-dir", str(backups), "--run-id", "r", "-q"]) == 0
+    names = sorted(str(p.relative_to(logs)) for p in logs.rglob("*"))
+    assert names == sorted(str(p.relative_to(twin)) for p in twin.rglob("*"))
+    for name in names:
+        if (logs / name).is_file():
+            assert (logs / name).read_bytes() == (twin / name).read_bytes(), name
+    assert recovery_points(logs) == recovery_points(twin) != {}
