@@ -19,8 +19,9 @@
   trimmed index files. Then ``rebuild LOG_DIR --jobs 2`` in place over the preallocated state (every index file
   made its rebuild, here by a cut of its zero tail, and fsynced on the disk: the file-system cost of a segment),
   and ``recover`` of a copy of it (the log dir holds a broker's ``meta.properties`` and offset checkpoints,
-  recovery points at 0: every segment recovered). Limit beside each: the file system's fsyncs alone
-  (``FSYNCED_PER_PARTITION``).
+  recovery points at 0: every segment recovered), and ``kafka-index repair --engine local`` of the preallocated
+  state (nothing to write: an active segment's preallocated index is what a broker leaves), with and without its
+  audit table. Limit beside rebuild and recover: the file system's fsyncs alone (``FSYNCED_PER_PARTITION``).
 
 * ``syscalls``: the file-system calls a segment costs (issue 24): ``strace -f -c`` of ``rebuild LOG_DIR --jobs 1``
   (in place) and ``verify LOG_DIR --jobs 1`` over 1 and over 1 + ``--partitions`` partitions of one 300 KiB
@@ -63,6 +64,7 @@ from common import (  # noqa: E402
     med,
     print_other_tree_table,
     run_indexlib,
+    run_kafka_index,
     runs_list,
     scratch,
     timed,
@@ -235,6 +237,7 @@ def prealloc_case(args, other: str | None) -> None:
         trees = {"this": REPO} | ({"other": other} if other else {})
         times: dict[tuple[str, bool], list[float]] = {(t, p): [] for t in trees for p in (False, True)}
         rebuilds: dict[str, list[float]] = {t: [] for t in trees}
+        repairs: dict[tuple[str, bool], list[float]] = {(t, a): [] for t in trees for a in (False, True)}
         recovers: dict[str, list[float]] = {t: [] for t in trees}
         cats = []
         floors: dict[str, list[float]] = {"rebuild": [], "recover --backup-dir": []}
@@ -250,6 +253,13 @@ def prealloc_case(args, other: str | None) -> None:
                 set_sizes(True)  # a crashed broker's active segments: every index file rewritten, in place, on disk
                 rebuild = ["rebuild", logs, "--jobs", str(JOBS), "-q"]
                 rebuilds[name].append(timed(lambda: run_indexlib(rebuild, tree)))
+            set_sizes(True)  # repair finds nothing to write: an active segment's preallocated index is a broker's own
+            for name, tree in trees.items() if run % 2 == 0 else reversed(trees.items()):
+                for audited in (False, True):
+                    table = os.path.join(root, f"audit-{name}-{run}") if audited else "none"
+                    repair = ["repair", "--engine", "local", "--log-dir", logs, "--audit-table", table, "-q"]
+                    repair += ["--backup-dir", os.path.join(root, "repair-backups")]
+                    repairs[(name, audited)].append(timed(lambda: run_kafka_index(repair, tree)))
             set_sizes(True)
             for name, tree in trees.items() if run % 2 == 0 else reversed(trees.items()):
                 # recover of a copy (it rolls a segment and moves the recovery points): the copy is not timed
@@ -305,8 +315,19 @@ def prealloc_case(args, other: str | None) -> None:
             limit = f"{med(floors[command]):.2f} s ({runs_list(floors[command])})" if name == "this" else ""
             print(f"| {name} ({tree}) | {w:.2f} s | {w / args.partitions * 1e3:.2f} ms | {ratio} | {limit} |")
         print()
+    print(
+        "`kafka-index repair --engine local` of the preallocated state (the JVM-less job: the same engine, its rows "
+        "written to a Delta audit table or not):"
+    )
+    print()
+    print("| tree | repair, `--audit-table none` | repair, its rows into a new audit table |")
+    print("| --- | ---: | ---: |")
+    for name, tree in trees.items():
+        print(f"| {name} ({tree}) | {med(repairs[(name, False)]):.2f} s | {med(repairs[(name, True)]):.2f} s |")
+    print()
     args.raw["prealloc"] = {f"{t} {'preallocated' if p else 'trimmed'}": v for (t, p), v in times.items()}
     args.raw["prealloc rebuild"] = rebuilds
+    args.raw["prealloc repair"] = {f"{t} {'audited' if a else 'no audit'}": v for (t, a), v in repairs.items()}
     args.raw["prealloc recover"] = recovers
     args.raw["prealloc fsync floors"] = floors
 

@@ -104,6 +104,16 @@ def run_indexlib(args: list[str], tree: str = REPO, ok: tuple[int, ...] = (0,), 
         )
 
 
+def run_kafka_index(args: list[str], tree: str = REPO) -> None:
+    """One whole ``kafka-index ARGS`` process of ``tree`` (``python -m jobs.cli``); it must exit 0."""
+    cmd = [sys.executable, "-m", "jobs.cli", *args]
+    proc = subprocess.run(cmd, cwd=tree, env=tree_env(tree), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchError(
+            f"`kafka-index {' '.join(args)}` ({tree}) exited with {proc.returncode}\n{proc.stderr[-3000:]}"
+        )
+
+
 def timed_indexlib(args: list[str], tree: str = REPO, **env: str) -> tuple[float, float, float]:
     """Wall, user and system CPU seconds of one whole ``python -m indexlib`` process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
