@@ -24,8 +24,8 @@
   audit table. Limit beside rebuild and recover: the file system's fsyncs alone (``FSYNCED_PER_PARTITION``).
 
 * ``syscalls``: the file-system calls a segment costs (issue 24): ``strace -f -c`` of ``rebuild LOG_DIR --jobs 1``
-  (in place) and ``verify LOG_DIR --jobs 1`` over 1 and over 1 + ``--partitions`` partitions of one 300 KiB
-  segment; the difference divided by the added segments, per call (a stat of a path apart from one of a
+  (in place: segments without index files, and a crashed broker's with preallocated ones) and ``verify LOG_DIR
+  --jobs 1`` over 1 and over 1 + ``--partitions`` partitions of one 300 KiB segment; the difference divided by the added segments, per call (a stat of a path apart from one of a
   descriptor, and how many stats were of a path already stat'ed). Needs ``strace``.
 
 ``--other-tree DIR`` times the same commands of another checkout in the same runs (log dir, small, prealloc).
@@ -403,14 +403,19 @@ def syscalls_case(root: str, args, other: str | None) -> None:
     trees = {"this": REPO} | ({"other": other} if other else {})
     per: dict[tuple[str, str], dict[str, float]] = {}
     for name, tree in trees.items():
-        for command in ("rebuild", "verify"):
+        for command in ("rebuild", "verify", "rebuild (preallocated)"):
             counts = {}
             for n, source in made.items():
-                logs = os.path.join(root, f"sys-{name}-{command}-{n}-logs")  # not "<topic>-<n>": a partition's name
+                logs = os.path.join(root, f"sys-{name}-{n}-logs")  # not "<topic>-<n>": a partition's name
                 shutil.copytree(source, logs)
-                if command == "verify":
+                if command != "rebuild":  # index files beside the segments: rebuilt, then (a crash) preallocated
                     run_indexlib(["rebuild", logs], tree)
-                counts[n] = syscall_counts([command, logs, "--jobs", "1"], tree)
+                if command == "rebuild (preallocated)":
+                    for path in _files(logs):
+                        if os.path.splitext(path)[1] in ENTRY_SIZES:
+                            es = ENTRY_SIZES[os.path.splitext(path)[1]]
+                            os.truncate(path, PREALLOCATED - PREALLOCATED % es)
+                counts[n] = syscall_counts([command.split()[0], logs, "--jobs", "1"], tree)
                 shutil.rmtree(logs)
             per[(name, command)] = {
                 group: sum(counts[1 + added].get(c, 0) - counts[1].get(c, 0) for c in calls) / added

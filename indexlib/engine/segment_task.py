@@ -174,13 +174,16 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     after its copies) are not fsynced but added to it: the caller fsyncs them before it hands the outcome on
     (:func:`process_segments`)."""
     started = time.perf_counter()
-    existing = read_existing_indexes(task.partition_dir, task.base_offset) if task.check else None
+    target_dir = task.target_dir or task.partition_dir
+    # read when checked, and when written in place (an index that is its rebuild then zeros is only cut)
+    reads = task.check or (task.stage != "none" and target_dir == task.partition_dir)
+    existing = read_existing_indexes(task.partition_dir, task.base_offset) if reads else None
     summary, plan = plan_segment_file(
         task.log_path,
         task.base_offset,
         task.index_interval_bytes,
         task.segment_index_bytes,
-        probes_for(existing, task.base_offset) if existing is not None else NO_PROBES,
+        probes_for(existing, task.base_offset) if task.check and existing is not None else NO_PROBES,
     )
     zero_tail = has_invalid_tail(summary) and tail_is_zero(task.log_path, summary.valid_bytes)
     if task.check:
@@ -202,9 +205,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     else:
         suffixes = ()
     if suffixes and plan.fatal is None:
-        target_dir = task.target_dir or task.partition_dir
-        if target_dir == task.partition_dir:
-            existing = existing if existing is not None else read_existing_indexes(task.partition_dir, task.base_offset)
+        if existing is not None and target_dir == task.partition_dir:
             outcome.trims = _trims(task, plan, existing, suffixes)
             suffixes = tuple(s for s in suffixes if segment_file(target_dir, task.base_offset, s) not in outcome.trims)
         mine: list[str] | None = None if unsynced is None else []

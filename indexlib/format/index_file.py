@@ -123,8 +123,8 @@ def data_end(fd: int, length: int) -> int:
     return min(end, length)
 
 
-#: (device, inode, size, modification time in ns, links): :func:`file_identity`
-FileIdentity = tuple[int, int, int, int, int]
+#: (inode, size, modification time in ns, links): :func:`file_identity`
+FileIdentity = tuple[int, int, int, int]
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Snapshot:
     data: bytearray
     length: int
     changed: bool
-    identity: FileIdentity = (0, 0, 0, 0, 0)
+    identity: FileIdentity = (0, 0, 0, 0)
 
     def padded(self) -> bytearray:
         """All ``length`` bytes, the hole as zeros."""
@@ -171,6 +171,7 @@ def read_snapshot(fd: int) -> Snapshot:
 
 
 def file_identity(st: os.stat_result) -> FileIdentity:
-    """(device, inode, size, modification time, links): what tells a file from its own later or replaced self,
-    or from itself with another name."""
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink)
+    """(inode, size, modification time, links): what tells a file from its own later or replaced self, or from
+    itself with another name. No device number: a Spark executor and the driver may see one shared file system
+    under different ones."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_nlink)

@@ -116,7 +116,7 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
     if read < whole and len(stored) > read * es:  # a stored partial entry before the hole: zero-padded
         data = np.concatenate((stored[: (read + 1) * es], np.zeros((read + 1) * es - len(stored), np.uint8)))
         read += 1
-    identity = None if link or snapshot.changed or snapshot.identity[4] != 1 else snapshot.identity  # one link
+    identity = None if link or snapshot.changed or snapshot.identity[3] != 1 else snapshot.identity  # one link
     return ExistingIndex(
         path, True, data.view(cls.DTYPE), snapshot.length, None, whole - read, snapshot.changed, identity
     )
