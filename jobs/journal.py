@@ -240,7 +240,8 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
                         {
                             "kind": INTERRUPTED,
                             "detail": "the run died while replacing these files; any of them may "
-                            "have been replaced (the previous ones are in the run's backup dir)",
+                            "have been replaced (the previous ones are in the run's backup dir, or were "
+                            "their rebuild and then zeros, now cut to it)",
                         }
                     ]
                 ),  # fmt: skip

@@ -64,6 +64,9 @@ class SegmentTask:
     backup_dir: str | None = None  # copy the files to be replaced here first
     run_id: str | None = None  # tags staged file names
     broker: BrokerIdentity = BrokerIdentity()  # whose log dir (its meta.properties, or --broker-id)
+    # an index that is its rebuild then zeros may be cut in place; never in a forced run, beside a broker that may
+    # be running: it maps its active segment's indexes, and a cut under its mapping would kill it (SIGBUS)
+    may_cut: bool = True
 
 
 def plan_tasks(
@@ -105,6 +108,7 @@ def plan_tasks(
                     backup,
                     run_id,
                     (brokers or {}).get(p.log_dir, BrokerIdentity()),
+                    not options.force,
                 )
             )
     return tasks
@@ -176,7 +180,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     started = time.perf_counter()
     target_dir = task.target_dir or task.partition_dir
     # read when checked, and when written in place (an index that is its rebuild then zeros is only cut)
-    reads = task.check or (task.stage != "none" and target_dir == task.partition_dir)
+    reads = task.check or (task.stage != "none" and target_dir == task.partition_dir and task.may_cut)
     existing = read_existing_indexes(task.partition_dir, task.base_offset) if reads else None
     summary, plan = plan_segment_file(
         task.log_path,
@@ -205,7 +209,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     else:
         suffixes = ()
     if suffixes and plan.fatal is None:
-        if existing is not None and target_dir == task.partition_dir:
+        if existing is not None and target_dir == task.partition_dir and task.may_cut:
             outcome.trims = _trims(task, plan, existing, suffixes)
             suffixes = tuple(s for s in suffixes if segment_file(target_dir, task.base_offset, s) not in outcome.trims)
         mine: list[str] | None = None if unsynced is None else []

@@ -155,3 +155,28 @@ def test_a_hard_linked_preallocated_index_is_replaced_and_its_other_name_kept(tm
     assert main(["rebuild", str(logs), "--backup-dir", str(tmp_path / "backups"), "-q"]) == 0
     assert inode(index) != inode(str(copy)) and os.path.getsize(copy) == 10 * 1024 * 1024
     assert os.path.getsize(index) < 1024 * 1024
+
+
+def test_a_forced_run_beside_a_held_lock_replaces_and_never_cuts(tmp_path):
+    """``--force`` past a held ``.lock`` (a broker that may be running, its active segment's indexes mapped): a cut
+    under its mapping would kill it with SIGBUS, so the preallocated files are replaced (a new inode; the old one,
+    still whole, stays with whoever maps it)."""
+    import fcntl
+    import subprocess
+    import sys
+
+    from ..conftest import PROJECT_ROOT
+
+    logs = crashed_log_dir(tmp_path, partitions=1, point=None)
+    part = logs / "orders-0"
+    index = segment_file(str(part), bases(part)[-1], ".index")
+    old = inode(index)
+    with open(index, "rb") as mapped_by_broker, open(logs / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done = subprocess.run(
+            [sys.executable, "-m", "indexlib", "rebuild", str(logs), "--force", "-q"],
+            cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert os.fstat(mapped_by_broker.fileno()).st_size == 10 * 1024 * 1024  # the broker's file: not cut
+    assert inode(index) != old and os.path.getsize(index) < 1024 * 1024
