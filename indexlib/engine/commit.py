@@ -96,8 +96,8 @@ class SegmentResult(SegmentFacts):
 
 
 def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision) -> SegmentResult:
-    """Apply one decision: stage the ``.txnindex`` (with its backup), cut the ``.log`` tail (saved
-    first), rename every staged file into place, cut the outcome's ``trims`` to their rebuilt size. Anything not
+    """Apply one decision: cut the outcome's ``trims`` to their rebuilt size, stage the ``.txnindex`` (with its
+    backup), cut the ``.log`` tail (saved first), rename every staged file into place. Anything not
     installed is discarded with the backups made for it; a saved ``.log`` tail is never discarded. Directories and
     trimmed files are not fsynced here (the caller does it once for many: ``result.trimmed``)."""
     t = outcome.task
@@ -119,6 +119,10 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
         return result
     target_dir = t.target_dir or t.partition_dir
     try:
+        for final, (size, identity) in outcome_trims.items():  # first: a file that changed stops the commit here,
+            trim_in_place(final, size, identity)  # before the .log is cut or anything renamed
+            result.written.append(final)
+            result.trimmed.append(final)
         if decision.write_txn:
             stale = file_exists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
             staged_txn = stage_segment(
@@ -134,10 +138,6 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             cut_log_tail(t.log_path, decision.cut_tail_at, t.backup_dir, result.written, result.backups)
         installing, staged = staged, {}  # from here on a backup may be the only copy of a replaced file
         install_segment(installing, sync_dir=False, written=result.written)  # backups were kept when staging
-        for final, (size, identity) in outcome_trims.items():
-            trim_in_place(final, size, identity)
-            result.written.append(final)
-            result.trimmed.append(final)
     except (OSError, ValueError) as exc:
         result.error = f"{segment_file(target_dir, t.base_offset, '')}: {exc}"
         result.action = "failed"

@@ -231,22 +231,30 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     return outcome
 
 
+#: whether a writability check can ask for this process's effective ids (Linux: yes)
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids
+
+
 def _trims(
     task: SegmentTask, plan: SegmentPlan, existing: dict[str, ExistingIndex], suffixes: tuple[str, ...]
 ) -> dict[str, tuple[int, FileIdentity]]:
     """The segment's index files (of ``suffixes``, in its partition dir) that become their rebuild by a cut of
     their zero tail: regular files read whole and unchanged that hold the rebuild's bytes and then only zeros
     (:func:`holds_only_the_rebuild`; a crashed or running broker's preallocated index), the rebuild within
-    ``segment.index.bytes``. Final path -> (the rebuild's size, the file as read)."""
+    ``segment.index.bytes``, and writable by this process where there is something to cut (else staged and
+    renamed, which needs only the dir). Final path -> (the rebuild's size, the file as read)."""
     trims = {}
     for suffix in suffixes:
         index = existing[suffix]
         if index.identity is None:
             continue
         expected = REBUILT_BYTES[suffix](plan)
-        if len(expected) <= task.segment_index_bytes and holds_only_the_rebuild(index, plan, suffix, expected):
+        if len(expected) > task.segment_index_bytes or not holds_only_the_rebuild(index, plan, suffix, expected):
+            continue
+        if index.length == len(expected) or os.access(index.path, os.W_OK, effective_ids=_EFFECTIVE_IDS):
             trims[index.path] = (len(expected), index.identity)
     return trims
+
 
 
 def _keep_backups(

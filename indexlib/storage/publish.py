@@ -207,11 +207,13 @@ def trim_in_place(path: str, size: int, identity: FileIdentity) -> None:
     still the file a read saw (``identity``: :func:`~indexlib.format.index_file.file_identity`, its one link
     included), else :class:`ChangedSinceReadError` and nothing changed. Not fsynced: the caller fsyncs the file
     (its directory is unchanged)."""
-    fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    cut = size != identity[1]  # else it already is its rebuild: nothing to cut (nor to open for writing)
+    fd = os.open(path, (os.O_RDWR if cut else os.O_RDONLY) | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
     try:
         if file_identity(os.fstat(fd)) != identity:
             raise ChangedSinceReadError(f"{path}: changed since this run read it; not written")
-        os.ftruncate(fd, size)
+        if cut:
+            os.ftruncate(fd, size)
     finally:
         os.close(fd)
 

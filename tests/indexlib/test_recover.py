@@ -343,22 +343,34 @@ def test_partitions_finished_in_threads_leave_the_files_of_partitions_finished_o
     """Where creating a file waits (a disk), the partitions' files are written in threads: forced here both ways
     (threads from the first call on, or never), the log dirs end byte for byte the same."""
     import shutil
+    import threading
 
     import indexlib.engine.recover as recover_module
     from indexlib.storage.publish import concurrently
 
     logs = crashed_log_dir(tmp_path / "a", partitions=4)
+    for part in logs.iterdir():  # a byte in each active index's zero tail: each has a backup to write
+        if part.is_dir():
+            with open(segment_file(str(part), bases(part)[-1], ".index"), "r+b") as f:
+                f.seek(5 * 1024 * 1024)
+                f.write(b"\x01")
     twin = tmp_path / "b" / "logs"
     shutil.copytree(logs, twin)
+    threads: dict[float, set[int]] = {}
     for target, instant in ((logs, 0.0), (twin, 60.0)):
-        monkeypatch.setattr(
-            recover_module, "concurrently", lambda items, one, _, i=instant: concurrently(items, one, i)
-        )
+        seen = threads.setdefault(instant, set())
+
+        def recorded(items, one, _, i=instant, seen=seen):
+            return concurrently(items, lambda item: (seen.add(threading.get_ident()), one(item)), i)
+
+        monkeypatch.setattr(recover_module, "concurrently", recorded)
         backups = tmp_path / f"backups-{instant}"
         assert main(["recover", str(target), "--backup-dir", str(backups), "--run-id", "r", "-q"]) == 0
-    names = sorted(str(p.relative_to(logs)) for p in logs.rglob("*"))
-    assert names == sorted(str(p.relative_to(twin)) for p in twin.rglob("*"))
-    for name in names:
-        if (logs / name).is_file():
-            assert (logs / name).read_bytes() == (twin / name).read_bytes(), name
+    assert len(threads[0.0] - {threading.get_ident()}) >= 1 and threads[60.0] == {threading.get_ident()}
+    for a, b in ((logs, twin), (tmp_path / "backups-0.0", tmp_path / "backups-60.0")):
+        names = sorted(str(p.relative_to(a)) for p in a.rglob("*") if "log-dirs" not in p.parts)  # named by path
+        assert names == sorted(str(p.relative_to(b)) for p in b.rglob("*") if "log-dirs" not in p.parts) and names
+        for name in names:
+            if (a / name).is_file():
+                assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert recovery_points(logs) == recovery_points(twin) != {}

@@ -142,6 +142,8 @@ def test_a_partial_entry_or_a_rebuild_at_its_size_is_handled_as_before(tmp_path,
     assert main(["rebuild", str(logs), "--backup-dir", str(tmp_path / "backups"), "--run-id", "r", "-q"]) == 0
     assert os.path.getsize(index) == size
     assert (inode(index) == old) == (len(tail) == 8)
+    copy = tmp_path / "backups" / "r" / "orders-0" / os.path.basename(index)
+    assert copy.exists() == (len(tail) == 7) and (not copy.exists() or copy.stat().st_size == size + 7)
 
 
 def test_a_hard_linked_preallocated_index_is_replaced_and_its_other_name_kept(tmp_path):
@@ -180,3 +182,83 @@ def test_a_forced_run_beside_a_held_lock_replaces_and_never_cuts(tmp_path):
         assert done.returncode == 0, done.stderr
         assert os.fstat(mapped_by_broker.fileno()).st_size == 10 * 1024 * 1024  # the broker's file: not cut
     assert inode(index) != old and os.path.getsize(index) < 1024 * 1024
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the log dir to another user (uid 65534)")
+def test_a_file_this_process_cannot_write_is_replaced_not_cut(tmp_path):
+    """A cut needs write access to the file, a rename only to the dir: a preallocated index the run's user cannot
+    write (another owner's, mode 0644) is staged and renamed as before, not a failed segment."""
+    import shutil
+    import tempfile
+
+    from ..conftest import NOBODY, run_as_unprivileged
+
+    root = Path(tempfile.mkdtemp(prefix="kafka-index-trim-"))
+    try:
+        os.chmod(root, 0o755)
+        logs = shutil.copytree(crashed_log_dir(tmp_path, partitions=1, point=None), root / "logs")
+        part = logs / "orders-0"
+        index = segment_file(str(part), bases(part)[-1], ".index")
+        for path in [logs, *logs.rglob("*")]:
+            os.chown(path, NOBODY, NOBODY)
+        os.chown(index, 0, 0)
+        os.chmod(index, 0o644)
+        old = inode(index)
+        result = run_as_unprivileged(lambda: {"code": main(["rebuild", str(logs), "-q"])})
+        assert result == {"code": 0}
+        assert inode(index) != old and os.stat(index).st_uid == NOBODY and os.path.getsize(index) < 1024 * 1024
+    finally:
+        shutil.rmtree(root)
+
+
+def test_a_cut_that_fails_stops_the_commit_before_the_log_tail_is_cut(tmp_path):
+    """recover of a partition whose middle segment ends in a torn batch (Kafka cuts it there and deletes the later
+    segments): its index changes after the map's read, so its commit fails first, before the .log is cut or a later
+    segment moved; the recovery point stays."""
+    import shutil
+
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    part = logs / "orders-0"
+    middle = bases(part)[1]
+    log = Path(segment_file(str(part), middle, ".log"))
+    with open(log, "ab") as f:
+        f.write(b"\x07" * 100)  # a torn batch at its end
+    log_bytes = log.read_bytes()
+    index = segment_file(str(part), middle, ".index")
+    names = sorted(p.name for p in part.iterdir())
+    points = (logs / "recovery-point-offset-checkpoint").read_bytes()
+    local = map_locally(1)
+
+    def map_then_write(tasks, run_id):
+        outcomes = local(tasks, run_id)
+        with open(index, "ab") as f:
+            f.write(b"\x00" * 8)
+        return outcomes
+
+    options = RunOptions("recover", backup_root=str(tmp_path / "backups"))
+    report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_then_write)
+    (failed,) = [s for s in report.segments if s.error]
+    assert failed.task.base_offset == middle and "changed since this run read it" in (failed.error or "")
+    assert log.read_bytes() == log_bytes  # not cut
+    assert sorted(p.name for p in part.iterdir()) == names  # the later segment still there
+    assert (logs / "recovery-point-offset-checkpoint").read_bytes() == points
+    shutil.rmtree(tmp_path / "backups", ignore_errors=True)
+
+
+def test_repair_cuts_an_inactive_segments_zero_padded_index_in_place(tmp_path):
+    """An inactive segment's index with zeros after its entries (Kafka would read them as entries): repair's
+    rebuild of it is a cut, the same file, and nothing to back up."""
+    logs = crashed_log_dir(tmp_path, partitions=1, point=None)
+    part = logs / "orders-0"
+    index = segment_file(str(part), bases(part)[0], ".index")
+    size = os.path.getsize(index)
+    os.truncate(index, size + 80)
+    old = inode(index)
+    backups = tmp_path / "backups"
+    assert main(["verify", str(part), "-q"]) == 1
+    options = RunOptions("repair", backup_root=str(backups))
+    report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(1))
+    assert report.exit_code == 0 and index in report.segments[0].written
+    assert inode(index) == old and os.path.getsize(index) == size
+    assert not [p for p in backups.rglob("*") if p.name.endswith(".index")]
+    assert main(["verify", str(part), "-q"]) == 0
