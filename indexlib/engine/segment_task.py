@@ -256,7 +256,6 @@ def _trims(
     return trims
 
 
-
 def _keep_backups(
     task: SegmentTask,
     plan: SegmentPlan,
