@@ -36,7 +36,7 @@ from ..storage.partition_files import (
     summarize_log,
     tail_is_zero,
 )
-from ..storage.publish import discard_staged, fsync_paths, keep_backup, stage_segment
+from ..storage.publish import discard_staged, fsync_paths, keep_backup, stage_segment, writable
 from .options import RunOptions, backup_root
 
 #: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
@@ -231,10 +231,6 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     return outcome
 
 
-#: whether a writability check can ask for this process's effective ids (Linux: yes)
-_EFFECTIVE_IDS = os.access in os.supports_effective_ids
-
-
 def _trims(
     task: SegmentTask, plan: SegmentPlan, existing: dict[str, ExistingIndex], suffixes: tuple[str, ...]
 ) -> dict[str, tuple[int, FileIdentity]]:
@@ -251,7 +247,7 @@ def _trims(
         expected = REBUILT_BYTES[suffix](plan)
         if len(expected) > task.segment_index_bytes or not holds_only_the_rebuild(index, plan, suffix, expected):
             continue
-        if index.length == len(expected) or os.access(index.path, os.W_OK, effective_ids=_EFFECTIVE_IDS):
+        if index.length == len(expected) or writable(index.path):
             trims[index.path] = (len(expected), index.identity)
     return trims
 

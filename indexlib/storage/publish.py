@@ -202,6 +202,15 @@ def install(staged: str, final: str, sync_dir: bool = True) -> None:
         fsync_path(os.path.dirname(final) or ".")
 
 
+#: whether a writability check can ask for this process's effective ids (Linux: yes)
+_EFFECTIVE_IDS = os.access in os.supports_effective_ids
+
+
+def writable(path: str) -> bool:
+    """Whether this process may open ``path`` for writing (a cut in place needs it; a rename only the dir)."""
+    return os.access(path, os.W_OK, effective_ids=_EFFECTIVE_IDS)
+
+
 def trim_in_place(path: str, size: int, identity: FileIdentity) -> None:
     """Cut the regular file ``path`` to ``size`` bytes, where the bytes cut are known to be zeros: only if it is
     still the file a read saw (``identity``: :func:`~indexlib.format.index_file.file_identity`, its one link
