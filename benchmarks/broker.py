@@ -335,7 +335,7 @@ def prealloc_case(args, other: str | None) -> None:
 # ---------------------------------------------------------------------------------------- syscalls
 #: the calls a segment's files cost, grouped as RESULTS.md reports them
 SYSCALL_GROUPS = {
-    "stat (path)": ("newfstatat", "statx", "stat", "lstat", "access"),
+    "stat (path)": ("newfstatat", "statx", "stat", "lstat", "access", "faccessat", "faccessat2"),
     "stat again": ("stat again",),
     "fstat": ("fstat",),
     "open": ("openat", "open"),
