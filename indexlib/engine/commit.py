@@ -85,9 +85,8 @@ class SegmentResult(SegmentFacts):
     written: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
     error: str | None = None
-    trimmed: list[str] = field(
-        default_factory=list
-    )  # of ``written``: cut in place (:func:`trim_in_place`), not fsynced
+    # of ``written``, the files cut in place (:func:`trim_in_place`): not fsynced yet, the caller does
+    trimmed: list[str] = field(default_factory=list)
 
     @property
     def damaged_files(self) -> list[str]:

@@ -25,6 +25,19 @@ def inode(path: str) -> int:
     return os.stat(path).st_ino
 
 
+def map_then_append(path: str, data: bytes):
+    """The local map step, then ``data`` appended to ``path``: another writer between the map's read and the commit."""
+    local = map_locally(1)
+
+    def map_segments(tasks, run_id):
+        outcomes = local(tasks, run_id)
+        with open(path, "ab") as f:
+            f.write(data)
+        return outcomes
+
+    return map_segments
+
+
 def rebuilt_elsewhere(tmp_path: Path, logs: Path) -> Path:
     """The same log dir rebuilt under an output dir (every file staged and renamed): the expected bytes."""
     out = tmp_path / "expected"
@@ -100,14 +113,7 @@ def test_an_index_file_changed_after_it_was_read_is_not_cut(tmp_path):
     logs = crashed_log_dir(tmp_path, partitions=1, point=None)
     part = logs / "orders-0"
     index = segment_file(str(part), bases(part)[-1], ".index")
-    local = map_locally(1)
-
-    def map_then_write(tasks, run_id):
-        outcomes = local(tasks, run_id)
-        with open(index, "ab") as f:
-            f.write(b"\x01" * 8)
-        return outcomes
-
+    map_then_write = map_then_append(index, b"\x01" * 8)
     report = run(discover([str(logs)]), RunOptions("rebuild"), lambda topic: IndexSettings(), map_then_write)
     (failed,) = [s for s in report.segments if s.error]
     assert failed.error is not None and index in failed.error and "changed since this run read it" in failed.error
@@ -227,15 +233,8 @@ def test_a_cut_that_fails_stops_the_commit_before_the_log_tail_is_cut(tmp_path):
     index = segment_file(str(part), middle, ".index")
     names = sorted(p.name for p in part.iterdir())
     points = (logs / "recovery-point-offset-checkpoint").read_bytes()
-    local = map_locally(1)
-
-    def map_then_write(tasks, run_id):
-        outcomes = local(tasks, run_id)
-        with open(index, "ab") as f:
-            f.write(b"\x00" * 8)
-        return outcomes
-
     options = RunOptions("recover", backup_root=str(tmp_path / "backups"))
+    map_then_write = map_then_append(index, b"\x00" * 8)
     report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_then_write)
     (failed,) = [s for s in report.segments if s.error]
     assert failed.task.base_offset == middle and "changed since this run read it" in (failed.error or "")
