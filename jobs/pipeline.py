@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from indexlib import __version__
 from indexlib.engine import (
+    Arrived,
     CommitObserver,
     MapSegments,
     RunOptions,
@@ -76,9 +77,10 @@ def run(
 
 
 def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None = None) -> MapSegments:
-    """The engine's map step as one Spark job over bins of tasks balanced by bytes."""
+    """The engine's map step as one Spark job over bins of tasks balanced by bytes (its outcomes come back together:
+    it does not call ``arrived``)."""
 
-    def map_segments(tasks: list[SegmentTask], run_id: str) -> list[SegmentOutcome]:
+    def map_segments(tasks: list[SegmentTask], run_id: str, arrived: Arrived | None = None) -> list[SegmentOutcome]:
         sizes = [t.size for t in tasks]
         bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), sc.defaultParallelism, bytes_per_task))
         done = sc.accumulator(0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 
 from ..engine import RunReport, summary_rows
@@ -19,11 +19,42 @@ class JsonTargetError(KafkaIndexError, ValueError):
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table: a header, a rule, left-aligned columns (``None`` prints empty)."""
-    cells = [[str(c) for c in headers]] + [["" if c is None else " ".join(str(c).split()) for c in r] for r in rows]
+    cells = [[str(c) for c in headers]] + [[_cell(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _cell(value: Any) -> str:
+    """One cell: empty for ``None``, its whitespace runs one space."""
+    if value is None:
+        return ""
+    if type(value) is int:
+        return str(value)
+    return " ".join(str(value).split())
+
+
+def relative_paths() -> Callable[[str], str]:
+    """``os.path.relpath`` from this process's working directory, each directory's worked out once from its parent's
+    (a report names thousands of files in thousands of dirs of a few log dirs): a file's is its dir's and its name,
+    except below an ancestor of the working directory (the path may lead back into it)."""
+    dirs: dict[str, str] = {}
+
+    def relative(path: str) -> str:
+        head, name = os.path.split(path)
+        if not name or name in (os.curdir, os.pardir) or head == path:
+            return os.path.relpath(path)
+        if head not in dirs:
+            dirs[head] = relative(head) if head else os.curdir
+        base = dirs[head]
+        if base == os.curdir:
+            return name
+        if all(part == os.pardir for part in base.split(os.sep)):  # an ancestor of the working dir: may lead back in
+            return os.path.relpath(path)
+        return os.path.join(base, name)
+
+    return relative
 
 
 def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
@@ -43,12 +74,13 @@ def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
         print(f"log dir {log_dir}: {identity.describe()}{directory}", file=out)
     if report.brokers:
         print(file=out)
+    relative = relative_paths()
     if findings:
         rows = [
             [
                 *([_broker(report.broker_of(f.file).broker_id)] if several else []),
                 f.kind if f.severity == "error" else f"{f.kind} (info)",
-                os.path.relpath(f.file),
+                relative(f.file),
                 f.entry,
                 f.expected,
                 f.found,
@@ -61,10 +93,10 @@ def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
         print(file=out)
     if report.swept:
         print(f"removed {len(report.swept)} staged files that killed runs had left (never installed):", file=out)
-        print("\n".join(f"  {os.path.relpath(path)}" for path in report.swept) + "\n", file=out)
+        print("\n".join(f"  {relative(path)}" for path in report.swept) + "\n", file=out)
     if report.rewritten:
         print("rewritten from the log (the old files are in the backups):", file=out)
-        print("\n".join(f"  {os.path.relpath(path)}" for path in report.rewritten) + "\n", file=out)
+        print("\n".join(f"  {relative(path)}" for path in report.rewritten) + "\n", file=out)
     _print_failures(report, out)
     summary = [
         [

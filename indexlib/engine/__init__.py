@@ -1,5 +1,5 @@
 """The one engine every command runs: a run over discovered partitions (:func:`run`: plan the segment tasks,
-map them, replay each partition, decide and commit each segment): the one door. ``verify_partition`` and
+map them, replay each partition (as its outcomes arrive), decide and commit each segment): the one door. ``verify_partition`` and
 ``rebuild_partition`` are calls of it for one partition dir.
 
 Modules, one stage each: ``options`` (a run's options and the checks before it touches anything),
@@ -20,10 +20,11 @@ from .options import MODES, RunOptionError, RunOptions, TargetDirError, check_ru
 from .partition import rebuild_partition, verify_partition
 from .pool import map_locally
 from .runner import CommitObserver, RunReport, run, summary_rows
-from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segment, process_segments
+from .segment_task import Arrived, MapSegments, SegmentOutcome, SegmentTask, process_segment, process_segments
 
 __all__ = [
     "MODES",
+    "Arrived",
     "CommitObserver",
     "Decision",
     "LockedLogDirError",

@@ -12,18 +12,19 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..format import scan_kernel
-from .segment_task import MapSegments, SegmentOutcome, SegmentTask, process_segments
+from .segment_task import Arrived, MapSegments, SegmentOutcome, SegmentTask, process_segments
 
 
 def map_locally(jobs: int = 1) -> MapSegments:
     """A map step on this machine: in this process (``jobs=1``) or a pool of ``jobs`` processes. The
     staged files' tag is the run id (each segment is staged by exactly one process). If the map is
-    interrupted (SIGINT, SIGTERM) or fails, the pool's workers are stopped before the error goes on, so
-    nothing stages a file after the run has swept its own."""
+    interrupted (SIGINT, SIGTERM) or fails (``arrived`` too: it is handed each batch's outcomes as they come back,
+    see :data:`MapSegments`), the pool's workers are stopped before the error goes on, so nothing stages a file
+    after the run has swept its own."""
 
-    def map_segments(tasks: list[SegmentTask], run_id: str) -> list[SegmentOutcome]:
+    def map_segments(tasks: list[SegmentTask], run_id: str, arrived: Arrived | None = None) -> list[SegmentOutcome]:
         if jobs <= 1 or len(tasks) <= 1:
-            return [o for batch in batches(tasks, 1) for o in process_segments(batch, run_id)]
+            return [o for batch in batches(tasks, 1) for o in _handed(process_segments(batch, run_id), arrived)]
         ordered = sorted(tasks, key=lambda t: -t.size)  # big segments first: the pool ends together
         from concurrent.futures import ProcessPoolExecutor  # here: a pool is rare, its import costs ~10 ms
 
@@ -32,7 +33,8 @@ def map_locally(jobs: int = 1) -> MapSegments:
         pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker, initargs=(pool_reads_ahead(workers),))
         stopping = contextlib.ExitStack()
         try:
-            return [o for out in pool.map(process_segments, chosen, [run_id] * len(chosen)) for o in out]
+            results = pool.map(process_segments, chosen, [run_id] * len(chosen))
+            return [o for out in results for o in _handed(out, arrived)]
         except BaseException:
             stopping.enter_context(_quiet_threads())
             _stop_workers(pool)
@@ -42,6 +44,12 @@ def map_locally(jobs: int = 1) -> MapSegments:
                 pool.shutdown(wait=True, cancel_futures=True)
 
     return map_segments
+
+
+def _handed(outcomes: list[SegmentOutcome], arrived: Arrived | None) -> list[SegmentOutcome]:
+    if arrived is not None:
+        arrived(outcomes)
+    return outcomes
 
 
 #: pool tasks per worker, at least (the last ones end together); segments per pool task, at most

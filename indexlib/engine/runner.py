@@ -56,8 +56,8 @@ from .recover import (
     write_recovery_points,
     writes_partition_files,
 )
-from .replay import replay_outcomes
-from .segment_task import MapSegments, SegmentOutcome, partition_backup_dir, plan_tasks
+from .replay import PartitionReplay, replay_outcomes
+from .segment_task import MapSegments, SegmentOutcome, SegmentTask, partition_backup_dir, plan_tasks
 
 
 # ---------------------------------------------------------------------------------------------- run
@@ -214,14 +214,11 @@ def run(
         trimmed: list[str] = []  # files cut in place (commit_segment): fsynced at its end
         finished: set[str] = set()  # recover: partition dirs whose files (trimmed ones too) are fsynced already
         try:
-            outcomes = map_segments(tasks, run_id) if tasks else []
+            replayer = _Replayer(discovery, tasks, options.checks, run_id)
+            outcomes = map_segments(tasks, run_id, replayer.arrived) if tasks else []
             phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
-            by_partition: dict[str, list[SegmentOutcome]] = {}
-            for o in sorted(outcomes, key=lambda o: o.task.base_offset):
-                by_partition.setdefault(o.task.partition_dir, []).append(o)
-            replays = {}
+            by_partition, replays = replayer.finish(outcomes)
             for p in discovery.partitions:
-                replays[p.path] = replay_outcomes(p, by_partition.get(p.path, []), options.checks, run_id)
                 partition_findings[p.path] = recovery_findings.get(p.path, []) + replays[p.path].findings
             phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
             for p in discovery.partitions:
@@ -288,6 +285,47 @@ def run(
         discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints, rewritten,
         rewrite_backups,
     )  # fmt: skip
+
+
+class _Replayer:
+    """The replay of each partition (:func:`replay_outcomes`, read-only) as soon as the map has handed over all of
+    its outcomes (:data:`~indexlib.engine.segment_task.Arrived`), while the map goes on with other partitions; the
+    rest when the map returns. Each partition is replayed once, over its outcomes in ascending base offset."""
+
+    def __init__(self, discovery: Discovery, tasks: list[SegmentTask], check: bool, run_id: str) -> None:
+        self.partitions = {p.path: p for p in discovery.partitions}
+        self.check, self.run_id = check, run_id
+        self.expected: dict[str, int] = {}
+        for t in tasks:
+            self.expected[t.partition_dir] = self.expected.get(t.partition_dir, 0) + 1
+        self.arrived_outcomes: dict[str, list[SegmentOutcome]] = {}
+        self.replays: dict[str, PartitionReplay] = {}
+
+    def arrived(self, outcomes: list[SegmentOutcome]) -> None:
+        for o in outcomes:
+            path = o.task.partition_dir
+            mine = self.arrived_outcomes.setdefault(path, [])
+            mine.append(o)
+            if len(mine) == self.expected[path]:
+                self._replay(path, mine)
+
+    def finish(
+        self, outcomes: list[SegmentOutcome]
+    ) -> tuple[dict[str, list[SegmentOutcome]], dict[str, PartitionReplay]]:
+        """Every partition's outcomes (ascending base offset) and replay, from the map's whole result."""
+        by_partition: dict[str, list[SegmentOutcome]] = {}
+        for o in outcomes:
+            by_partition.setdefault(o.task.partition_dir, []).append(o)
+        for path in self.partitions:
+            mine = by_partition.setdefault(path, [])
+            mine.sort(key=lambda o: o.task.base_offset)
+            if path not in self.replays:
+                self._replay(path, mine)
+        return by_partition, self.replays
+
+    def _replay(self, path: str, outcomes: list[SegmentOutcome]) -> None:
+        outcomes.sort(key=lambda o: o.task.base_offset)
+        self.replays[path] = replay_outcomes(self.partitions[path], outcomes, self.check, self.run_id)
 
 
 #: how many partitions a recover finishes at once (their files' fsyncs in flight together: one journal commit of

@@ -296,4 +296,9 @@ def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[S
     return outcomes
 
 
-MapSegments = Callable[[list[SegmentTask], str], list[SegmentOutcome]]
+#: a map step: ``(tasks, run id, arrived)`` -> every task's outcome. ``arrived`` (may be ``None``), if the map calls
+#: it, is handed each group of outcomes as the group is done, in the map's own thread, so the driver works on them
+#: while the rest is mapped; an exception it raises stops the map like the map's own. A map that does not call it
+#: (a Spark job: its outcomes come back together) is the same to the caller: it goes on from the returned list.
+Arrived = Callable[[list[SegmentOutcome]], None]
+MapSegments = Callable[[list[SegmentTask], str, Arrived | None], list[SegmentOutcome]]

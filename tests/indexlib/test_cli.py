@@ -685,3 +685,31 @@ def test_settings_come_from_server_properties_and_the_topic_config_as_kafka_inde
     assert code == 2 and err.strip() == (
         f"python -m indexlib: error: {server}: log.index.interval.bytes must be an integer, got 'ten'"
     )
+
+
+_PATH_PARTS = ["a", "b", "logs", "t-0", ".", "..", "", "x.index"]
+
+
+def test_the_report_names_files_as_os_path_relpath_does():
+    """The report's file names (each directory's relative path worked out once) are ``os.path.relpath``'s, for
+    absolute and relative paths, inside and outside the working directory, with ``.``/``..`` parts."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from indexlib.cli.report import relative_paths
+
+    cwd = os.getcwd()
+    names = _PATH_PARTS + cwd.split(os.sep)[1:]  # paths that lead back into the working dir too
+    parts = st.lists(st.sampled_from(names), min_size=1, max_size=6)
+    ancestors = [os.sep.join(cwd.split(os.sep)[:n]) + os.sep for n in range(1, cwd.count(os.sep) + 2)]
+    roots = st.sampled_from(["", *ancestors])
+
+    @given(roots, st.lists(st.tuples(parts), min_size=1, max_size=8))
+    def check(root, paths):
+        relative = relative_paths()  # one per report: its cache sees several paths
+        for (p,) in paths:
+            path = root + "/".join(p)
+            if path:
+                assert relative(path) == os.path.relpath(path), path
+
+    check()

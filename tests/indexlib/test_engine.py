@@ -493,3 +493,56 @@ def test_a_stopping_pool_keeps_its_threads_quiet():
     child = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert child.returncode == 0, child.stderr
     assert "OSError: outside" in child.stderr and "inside" not in child.stderr
+
+
+def test_a_partition_is_replayed_as_soon_as_its_outcomes_are_in_and_the_report_is_the_same(tmp_path, monkeypatch):
+    """The local pool hands each batch of outcomes to the run as it comes back, and a partition whose outcomes are
+    all in is replayed then, while the pool maps the rest (the driver's replay beside the workers). The report is
+    the one of a map that hands nothing over (a Spark job's: every partition replayed after it): the same findings,
+    aborted transactions and verdicts, for transactional partitions spread over several batches."""
+    from indexlib.engine import runner as runner_module
+    from indexlib.engine.pool import map_locally
+    from indexlib.engine.runner import run as run_engine
+
+    logs = tmp_path / "logs"
+    for n in range(4):
+        generate_partition(logs / f"t-{n}", segments=3, batches_per_segment=40, transactional_producers=2, seed=n)
+        rebuild_partition(logs / f"t-{n}")
+    os.unlink(segment_file(str(logs / "t-1"), 0, ".txnindex"))  # a finding only the replay makes
+    Path(segment_file(str(logs / "t-2"), 0, ".index")).write_bytes(b"\0" * 5)  # one the map makes
+    found = discover([str(logs)])
+    events: list[str] = []
+    real_replay = runner_module.replay_outcomes
+
+    def recorded_replay(partition, outcomes, check, run_id):
+        events.append(f"replay {partition.name}")
+        return real_replay(partition, outcomes, check, run_id)
+
+    monkeypatch.setattr(runner_module, "replay_outcomes", recorded_replay)
+    local = map_locally(2)
+
+    def handing_over(tasks, run_id, arrived=None):
+        outcomes = local(tasks, run_id, arrived)
+        events.append("map returned")
+        return outcomes
+
+    def handing_nothing_over(tasks, run_id, arrived=None):
+        return handing_over(tasks, run_id)
+
+    def summary(report):
+        segments = [
+            (s.task.partition_dir, s.task.base_offset, s.identical, s.aborted, sorted(f.kind for f in s.findings))
+            for s in report.segments
+        ]
+        partitions = {p: sorted((f.kind, f.file) for f in fs) for p, fs in report.partition_findings.items()}
+        return segments, partitions, report.exit_code
+
+    handed = run_engine(found, RunOptions("verify"), lambda topic: IndexSettings(), handing_over)
+    assert events.index("map returned") > events.index("replay t-0")  # replayed while the pool still mapped
+    assert sorted(e for e in events if e.startswith("replay")) == [f"replay t-{n}" for n in range(4)]  # once each
+    events.clear()
+    after = run_engine(found, RunOptions("verify"), lambda topic: IndexSettings(), handing_nothing_over)
+    assert events[0] == "map returned" and len(events) == 5
+    assert summary(handed) == summary(after)
+    kinds = {f.kind for f in handed.remaining_findings}
+    assert "txnindex_missing" in kinds and any(s.aborted for s in handed.segments) and handed.exit_code == 1

@@ -29,8 +29,8 @@ def map_then_append(path: str, data: bytes):
     """The local map step, then ``data`` appended to ``path``: another writer between the map's read and the commit."""
     local = map_locally(1)
 
-    def map_segments(tasks, run_id):
-        outcomes = local(tasks, run_id)
+    def map_segments(tasks, run_id, arrived=None):
+        outcomes = local(tasks, run_id, arrived)
         with open(path, "ab") as f:
             f.write(data)
         return outcomes
