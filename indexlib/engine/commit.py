@@ -13,8 +13,9 @@ from ..format.layout import (
 )
 from ..format.records import ScanProblem
 from ..format.values import AbortedTxn
+from ..recovery.entry_checks import txn_index_bytes
 from ..recovery.findings import CUT_TAIL, files_to_rebuild, kind
-from ..storage.partition_files import file_exists
+from ..storage.partition_files import already_holds, file_exists
 from ..storage.publish import (
     cut_log_tail,
     discard_staged,
@@ -85,7 +86,8 @@ class SegmentResult(SegmentFacts):
     written: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
     error: str | None = None
-    # of ``written``, the files cut in place (:func:`trim_in_place`): not fsynced yet, the caller does
+    # of ``written``, the files made their rebuild in place: cut (:func:`trim_in_place`), or a ``.txnindex`` that
+    # already was (kept as it is); not fsynced yet, the caller does
     trimmed: list[str] = field(default_factory=list)
 
     @property
@@ -96,7 +98,7 @@ class SegmentResult(SegmentFacts):
 
 def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision) -> SegmentResult:
     """Apply one decision: cut the outcome's ``trims`` to their rebuilt size, stage the ``.txnindex`` (with its
-    backup), cut the ``.log`` tail (saved first), rename every staged file into place. Anything not
+    backup; in place, one that already is its rebuild's bytes is kept as it is), cut the ``.log`` tail (saved first), rename every staged file into place. Anything not
     installed is discarded with the backups made for it; a saved ``.log`` tail is never discarded. Directories and
     trimmed files are not fsynced here (the caller does it once for many: ``result.trimmed``)."""
     t = outcome.task
@@ -122,7 +124,15 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             trim_in_place(final, size, identity)  # before the .log is cut or anything renamed
             result.written.append(final)
             result.trimmed.append(final)
-        if decision.write_txn:
+        txn_final = segment_file(target_dir, t.base_offset, ".txnindex")
+        if (
+            decision.write_txn
+            and target_dir == t.partition_dir
+            and already_holds(txn_final, txn_index_bytes(replay.aborted))
+        ):
+            result.written.append(txn_final)  # already its rebuild's bytes: kept as it is, fsynced by the caller
+            result.trimmed.append(txn_final)
+        elif decision.write_txn:
             stale = file_exists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
             staged_txn = stage_segment(
                 target_dir, t.base_offset, outcome.plan, replay.aborted, (".txnindex",), stale, t.segment_index_bytes,

@@ -272,6 +272,24 @@ def index_file_sizes(
     return sizes
 
 
+def already_holds(path: str, data: bytes) -> bool:
+    """Whether ``path`` is a regular file (not a link) whose bytes are exactly ``data``; no for anything that cannot be
+    read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != len(data):
+            return False
+        return os.pread(fd, len(data) + 1, 0) == data
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def file_exists(path: str) -> bool:
     """Whether anything is at ``path``, a dangling symlink included (what a rename over it replaces)."""
     return os.path.lexists(path)

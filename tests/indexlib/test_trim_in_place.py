@@ -1,6 +1,7 @@
 """An index file that is its rebuild's bytes and then only zeros (a crashed or running broker's preallocated index)
 becomes its rebuild by a cut of its zero tail in place (issue 24): the same file, no staged copy, no rename, no
-backup; any other index file is still staged and renamed. A file that changed since it was read is not cut."""
+backup; a ``.txnindex`` that already is its rebuild is kept as it is; any other index file is still staged and
+renamed. A file that changed since it was read is not cut."""
 
 from __future__ import annotations
 
@@ -72,6 +73,33 @@ def test_a_preallocated_index_is_cut_in_place_and_a_wrong_one_replaced(tmp_path)
     assert main(["verify", str(part), "-q"]) == 0
 
 
+def test_a_txnindex_that_already_is_its_rebuild_is_kept_and_a_wrong_one_replaced(tmp_path):
+    """A rebuild in place keeps each ``.txnindex`` that already holds its rebuild's bytes (the same file: no staged
+    copy, no rename, no backup) and still replaces a wrong one (its old bytes in the backups); every one ends as the
+    rebuild into an output dir writes it."""
+    logs = crashed_log_dir(tmp_path, partitions=1, point=None)
+    part = logs / "orders-0"
+    txns = sorted(str(p) for p in part.glob("*.txnindex"))
+    assert len(txns) >= 2
+    wrong, kept = txns[0], txns[1:]
+    old = bytearray(Path(wrong).read_bytes())
+    old[-1] ^= 1  # the last aborted transaction's last stable offset
+    Path(wrong).write_bytes(old)
+    before = {path: inode(path) for path in txns}
+    expected = rebuilt_elsewhere(tmp_path, logs)
+    backups, report = tmp_path / "backups", tmp_path / "report.json"
+    assert main(["rebuild", str(logs), "--backup-dir", str(backups), "--run-id", "r1", "--json", str(report)]) == 0
+    assert [inode(path) for path in kept] == [before[path] for path in kept]
+    assert inode(wrong) != before[wrong]
+    for path in txns:
+        assert Path(path).read_bytes() == (expected / "orders-0" / os.path.basename(path)).read_bytes()
+    copied = sorted(p.name for p in (backups / "r1" / "orders-0").iterdir() if p.suffix == ".txnindex")
+    assert copied == [os.path.basename(wrong)] and (backups / "r1" / "orders-0" / copied[0]).read_bytes() == old
+    written = {w for s in json.loads(report.read_text())["segments"] for w in s["written"]}
+    assert set(txns) <= written
+    assert main(["verify", str(part), "-q"]) == 0
+
+
 def test_recover_cuts_the_rolled_away_segments_indexes_in_place_and_fsyncs_them_before_the_recovery_point(
     tmp_path, monkeypatch
 ):
@@ -84,6 +112,7 @@ def test_recover_cuts_the_rolled_away_segments_indexes_in_place_and_fsyncs_them_
     active = bases(part)[-1]
     preallocated = [segment_file(str(part), active, s) for s in (".index", ".timeindex")]
     before = {path: inode(path) for path in preallocated}
+    txn_before = {str(path): inode(str(path)) for path in part.glob("*.txnindex")}
     events: list[tuple[str, list[str]]] = []
     real_fsync, real_points = recover_module.fsync_paths, recover_module.write_recovery_points
 
@@ -104,6 +133,10 @@ def test_recover_cuts_the_rolled_away_segments_indexes_in_place_and_fsyncs_them_
     fsynced_at = min(i for i, (what, paths) in enumerate(events) if set(preallocated) <= set(paths))
     points_at = [i for i, (what, _) in enumerate(events) if what == "recovery points"]
     assert points_at and fsynced_at < points_at[0]
+    # the .txnindex files were already their rebuild: kept (the same files), fsynced in that round too
+    txn = {str(path): inode(str(path)) for path in part.glob("*.txnindex")}
+    assert txn and txn == txn_before
+    assert min(i for i, (what, paths) in enumerate(events) if set(txn) <= set(paths)) < points_at[0]
     assert main(["verify", str(part), "-q"]) == 0
 
 
