@@ -20,8 +20,9 @@ class JsonTargetError(KafkaIndexError, ValueError):
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain-text table: a header, a rule, left-aligned columns (``None`` prints empty)."""
     cells = [[str(c) for c in headers]] + [[_cell(c) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    widths = [max(map(len, column)) for column in zip(*cells, strict=True)]
+    line = "  ".join(f"{{:<{w}}}" for w in widths)
+    lines = [line.format(*r).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

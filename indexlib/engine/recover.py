@@ -23,6 +23,7 @@ from dataclasses import dataclass, field, fields
 from ..format.checkpoint import CheckpointError, format_offset_checkpoint
 from ..format.layout import (
     CLEAN_SHUTDOWN_FILE,
+    LEADER_EPOCH_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     SNAPSHOT_SUFFIX,
     parse_segment_name,
@@ -48,6 +49,7 @@ from ..storage.partition_files import (
     read_snapshot_files,
 )
 from ..storage.publish import (
+    ROLLED_SEGMENT_SUFFIXES,
     concurrently,
     create_empty_segment,
     discard,
@@ -199,13 +201,36 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
         raise errors[0]
 
 
+def partition_files_to_write(plan: PartitionRecovery, results: list[SegmentResult]) -> list[str]:
+    """The files :func:`finish_partitions` may write, replace or move into the backup dir in the partition of
+    ``plan`` (``results``: its segments' committed rows; the journal's intent, before any of them is touched): the
+    files of the segments dropped after a cut, the snapshots past the new log end, a snapshot at each later recovered
+    segment's base and at the log end, ``leader-epoch-checkpoint`` and the empty segment rolled at the log end."""
+    kept = [r for r in results if r.action == "recovered"]
+    end = _log_end(kept)
+    directory = plan.partition.path
+    dropped = {r.task.base_offset for r in results if r.action == "dropped"}
+    names = partition_file_names(directory)
+    files = [os.path.join(directory, n) for n in names if _segment_base(n) in dropped or _snapshot_after(n, end)]
+    files += [segment_file(directory, base, SNAPSHOT_SUFFIX) for base in {r.task.base_offset for r in kept[1:]} | {end}]
+    files.append(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
+    if end > kept[-1].task.base_offset:
+        files += [segment_file(directory, end, suffix) for suffix in ROLLED_SEGMENT_SUFFIXES]
+    return sorted(set(files))
+
+
+def _log_end(kept: list[SegmentResult]) -> int:
+    last = kept[-1]
+    return log_end_offset(last.task.base_offset, last.plan.batch_count, last.plan.last_offset)
+
+
 def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -> None:
     """One partition's (``files.plan``) share of :func:`finish_partitions` up to the fsyncs: the moves into the
     backup dir (each durable on its own), the new files written into ``files``, ``files.end`` set."""
     plan = files.plan
     kept = [r for r in results if r.action == "recovered"]
     last = kept[-1]
-    files.end = end = log_end_offset(last.task.base_offset, last.plan.batch_count, last.plan.last_offset)
+    files.end = end = _log_end(kept)
     files.unsynced += [path for r in results for path in r.trimmed]  # durable before the recovery point moves
     directory = plan.partition.path
     backup_dir = last.task.backup_dir

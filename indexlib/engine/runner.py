@@ -52,6 +52,7 @@ from .recover import (
     PartitionRecovery,
     dropped_result,
     finish_partitions,
+    partition_files_to_write,
     plan_recovery,
     write_recovery_points,
     writes_partition_files,
@@ -162,8 +163,8 @@ class CommitObserver(Protocol):
     def after_commit(self, result: SegmentResult) -> None: ...
 
     def before_partition_files(self, partition: Partition, broker: BrokerIdentity, files: list[str]) -> None:
-        """Before a run writes files beside a partition's segments (``files``: those it may replace, or the
-        partition dir for a recover's, which decides them as it goes)."""
+        """Before a run writes files beside a partition's segments (``files``: those it may write, replace or move
+        away)."""
 
     def after_partition_files(
         self, partition: Partition, broker: BrokerIdentity, written: list[str], backups: list[str]
@@ -347,8 +348,9 @@ def _finish_partitions(
         return set()
     with deferred_signals():
         if observer is not None:
-            for p, _, _ in unfinished:
-                observer.before_partition_files(p, brokers.get(p.log_dir, BrokerIdentity()), [p.path])
+            for p, plan, mine in unfinished:
+                files = partition_files_to_write(plan, mine)
+                observer.before_partition_files(p, brokers.get(p.log_dir, BrokerIdentity()), files)
         try:
             finish_partitions([(plan, mine) for _, plan, mine in unfinished])
         finally:  # a partition that failed keeps its intent: the journal's record of an interrupted one

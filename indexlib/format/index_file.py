@@ -149,12 +149,14 @@ class Snapshot:
         return whole
 
 
-def read_snapshot(fd: int) -> Snapshot:
+def read_snapshot(fd: int, before: os.stat_result | None = None) -> Snapshot:
     """Read a regular file through ``fd`` into memory with ``pread``, up to its trailing hole (see
-    :func:`data_end`). Never maps the file, so a concurrent truncation cannot fault the reader."""
-    before = os.fstat(fd)
+    :func:`data_end`; a file whose blocks cover its size has none to skip). Never maps the file, so a concurrent
+    truncation cannot fault the reader. ``before``: the descriptor's ``fstat`` just made, if the caller has one."""
+    if before is None:
+        before = os.fstat(fd)
     length = before.st_size
-    stored = data_end(fd, length)
+    stored = length if before.st_blocks * 512 >= length else data_end(fd, length)
     data = bytearray(stored)
     view = memoryview(data)
     got = 0

@@ -8,6 +8,7 @@ reads use ``pread``."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from typing import Any
@@ -18,7 +19,7 @@ from ..format import control_records, scan_kernel
 from ..format.abstract_index import AbstractIndex
 from ..format.batch_walk import open_segment, scan_log
 from ..format.checkpoint import parse_offset_checkpoint
-from ..format.errors import CorruptIndexError, describe_error
+from ..format.errors import CorruptIndexError, NotARegularFileError, describe_error
 from ..format.index_file import read_snapshot
 from ..format.layout import (
     INDEX_SUFFIXES,
@@ -96,15 +97,19 @@ def tail_is_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
 # ------------------------------------------------------------------------------ the existing indexes
 def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingIndex:
     """Read an index file read-only (a copy, never a mapping; its trailing hole skipped), never failing."""
-    try:
-        link = stat.S_ISLNK(os.lstat(path).st_mode)
-    except OSError:  # as os.path.lexists: no such file
-        return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
     es = cls.ENTRY_SIZE
     try:
-        fd = open_segment(path)
+        fd, link = _open_index(path)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and not os.path.lexists(path):  # not even a dangling link
+            return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
+        return ExistingIndex(path, True, np.empty(0, cls.DTYPE), 0, f"cannot read {path}: {describe_error(exc)}")
+    try:
         try:
-            snapshot = read_snapshot(fd)
+            before = os.fstat(fd)
+            if not stat.S_ISREG(before.st_mode):
+                raise NotARegularFileError(f"{path}: not a regular file")
+            snapshot = read_snapshot(fd, before)
         finally:
             os.close(fd)
     except (OSError, ValueError) as exc:
@@ -120,6 +125,18 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
     return ExistingIndex(
         path, True, data.view(cls.DTYPE), snapshot.length, None, whole - read, snapshot.changed, identity
     )
+
+
+def _open_index(path: str) -> tuple[int, bool]:
+    """Open an index file read-only, never blocking on a FIFO: (its descriptor, whether ``path`` is a symbolic link,
+    which is followed)."""
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW), False
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+    return os.open(path, flags), True
 
 
 def read_existing_indexes(directory: str, base_offset: int) -> dict[str, ExistingIndex]:

@@ -528,6 +528,10 @@ def replace_file(final: str, data: bytes, backup_dir: str | None, tag: str) -> s
     return kept
 
 
+#: the files of an empty segment rolled at the log end (:func:`create_empty_segment`)
+ROLLED_SEGMENT_SUFFIXES = (".log", ".index", ".timeindex")
+
+
 def create_empty_segment(partition_dir: str, base_offset: int, unsynced: list[str] | None = None) -> list[str]:
     """The files of a segment rolled at ``base_offset`` with nothing in it yet, as a broker's roll and clean
     shutdown leave an empty active segment: 0-byte ``.log``, ``.index`` and ``.timeindex``, each new (an
@@ -535,7 +539,7 @@ def create_empty_segment(partition_dir: str, base_offset: int, unsynced: list[st
     paths."""
     created = []
     try:
-        for suffix in (".log", ".index", ".timeindex"):
+        for suffix in ROLLED_SEGMENT_SUFFIXES:
             path = segment_file(partition_dir, base_offset, suffix)
             _create_empty(path, unsynced)
             created.append(path)

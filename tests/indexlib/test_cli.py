@@ -719,3 +719,18 @@ def test_the_report_names_files_as_os_path_relpath_does():
                 assert relative(path) == os.path.relpath(path), path
 
     check()
+
+
+def test_a_report_table_is_a_header_a_rule_and_left_aligned_columns():
+    """format_table: each column as wide as its widest cell, two spaces apart, left-aligned, no trailing spaces;
+    ``None`` prints empty and a cell's whitespace runs (newlines too) print as one space."""
+    from indexlib.cli.report import format_table
+
+    table = format_table(["kind", "n", "detail"], [["a_b", 7, "two  words\nhere"], [None, 12345, None], ["x", 0, ""]])
+    assert table.splitlines() == [
+        "kind  n      detail",
+        "----  -----  --------------",
+        "a_b   7      two words here",
+        "      12345",
+        "x     0",
+    ]

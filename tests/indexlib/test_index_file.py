@@ -188,3 +188,38 @@ def test_an_index_that_cannot_be_read_is_a_finding_not_a_crash(tmp_path):
     existing = read_existing_index(OffsetIndex, str(index))
     assert existing.exists and existing.error is not None and "not a regular file" in existing.error
     assert ("unreadable_file", index.name, None, None, 1) in _findings(part)
+
+
+def test_an_index_is_read_alike_through_any_name_and_only_a_regular_file_of_one_name_has_an_identity(tmp_path):
+    """read_existing_index of one index file as a regular file, preallocated (sparse: its hole not read), grown
+    with written zeros (dense: read whole), through a symbolic link and with a second hard link: the same entries
+    and zero entries; an identity (the file a cut may change) only for the regular file of one name; a missing file
+    does not exist; a dangling link exists and cannot be read."""
+    part = tmp_path / "t-0"
+    generate_partition(part, segments=1, batches_per_segment=200, seed=3)
+    assert main(["rebuild", str(part)]) == 0
+    index = Path(segment_file(str(part), 0, ".index"))
+    entries = np.frombuffer(index.read_bytes(), OffsetIndex.DTYPE)
+    sparse, dense = tmp_path / "sparse.index", tmp_path / "dense.index"
+    shutil.copyfile(index, sparse)
+    preallocate(sparse)
+    dense.write_bytes(index.read_bytes() + bytes(PREALLOCATED - len(entries) * 8))
+    link, hard = tmp_path / "link.index", tmp_path / "hard.index"
+    os.symlink(sparse, link)
+    shutil.copyfile(index, hard)
+    os.link(hard, tmp_path / "hard-too.index")
+    read = {p.name: read_existing_index(OffsetIndex, str(p)) for p in (index, sparse, dense, link, hard)}
+    for name, existing in read.items():
+        assert existing.exists and existing.error is None and not existing.changed, name
+        total = len(existing.entries) + existing.sparse_entries
+        assert existing.entries[: len(entries)].tobytes() == entries.tobytes(), name
+        assert not existing.entries[len(entries) :].tobytes().strip(b"\0"), name
+        assert total == (PREALLOCATED // 8 if name in ("sparse.index", "dense.index", "link.index") else len(entries))
+    assert read["sparse.index"].sparse_entries > 0 and read["dense.index"].sparse_entries == 0
+    assert read[index.name].identity is not None and read["sparse.index"].identity is not None
+    assert read["link.index"].identity is None and read["hard.index"].identity is None
+    missing = read_existing_index(OffsetIndex, str(tmp_path / "missing.index"))
+    assert not missing.exists and missing.error is None
+    os.symlink(tmp_path / "nowhere.index", tmp_path / "dangling.index")
+    dangling = read_existing_index(OffsetIndex, str(tmp_path / "dangling.index"))
+    assert dangling.exists and dangling.error is not None and "cannot read" in dangling.error

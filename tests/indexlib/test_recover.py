@@ -374,3 +374,55 @@ def test_partitions_finished_in_threads_leave_the_files_of_partitions_finished_o
             if (a / name).is_file():
                 assert (a / name).read_bytes() == (b / name).read_bytes(), name
     assert recovery_points(logs) == recovery_points(twin) != {}
+
+
+def test_the_intent_before_a_partitions_files_names_each_file_the_recover_then_changes(tmp_path):
+    """What a journal records before recover writes beside a partition's segments (``before_partition_files``)
+    names files, never the partition dir, and with the segments' own intents covers every file of the partition
+    the run then creates, replaces, cuts or moves away: the dropped segments after a cut, a snapshot past the new
+    log end, the snapshots written, the rewritten ``leader-epoch-checkpoint`` and the rolled empty segment."""
+    from indexlib.engine.commit import files_to_replace
+    from indexlib.engine.options import RunOptions
+    from indexlib.engine.pool import map_locally
+    from indexlib.engine.runner import run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    part = logs / "orders-0"
+    _, middle, last = bases(part)
+    with open(segment_file(str(part), middle, ".log"), "ab") as f:
+        f.write(b"\x00" * 100 + b"\x07" * 50)
+    end = leo(part, middle)
+    (part / "leader-epoch-checkpoint").write_text("0\n2\n0 0\n1 " + str(end + 5) + "\n")
+    (part / f"{last + 7:020d}.snapshot").write_bytes(EMPTY_SNAPSHOT)
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+
+    class Recorder:
+        def __init__(self):
+            self.segment_files: set[str] = set()
+            self.partition_files: list[list[str]] = []
+
+        def before_commit(self, outcome, decision):
+            self.segment_files |= set(files_to_replace(outcome, decision))
+
+        def after_commit(self, result):
+            pass
+
+        def before_partition_files(self, partition, broker, files):
+            self.partition_files.append(list(files))
+
+        def after_partition_files(self, partition, broker, written, backups):
+            pass
+
+    recorder = Recorder()
+    options = RunOptions("recover", run_id="r1", backup_root=str(tmp_path / "backups"))
+    report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(1), recorder)
+    assert report.exit_code == 0 and bases(part)[-1] == end
+    after = {p.name: p.read_bytes() for p in part.iterdir()}
+    changed = {str(part / n) for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
+    (intent,) = recorder.partition_files
+    assert intent and all(os.path.dirname(f) == str(part) for f in intent)  # files in it, not the dir
+    assert changed <= recorder.segment_files | set(intent), changed - recorder.segment_files - set(intent)
+    assert {str(part / f"{last:020d}.log"), str(part / f"{last + 7:020d}.snapshot")} <= set(intent)  # moved away
+    assert {segment_file(str(part), end, s) for s in (".log", ".index", ".timeindex")} <= set(intent)  # rolled
