@@ -124,16 +124,12 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             trim_in_place(final, size, identity)  # before the .log is cut or anything renamed
             result.written.append(final)
             result.trimmed.append(final)
+        stale = decision.write_txn and file_exists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
         txn_final = segment_file(target_dir, t.base_offset, ".txnindex")
-        if (
-            decision.write_txn
-            and target_dir == t.partition_dir
-            and already_holds(txn_final, txn_index_bytes(replay.aborted))
-        ):
+        if stale and target_dir == t.partition_dir and already_holds(txn_final, txn_index_bytes(replay.aborted)):
             result.written.append(txn_final)  # already its rebuild's bytes: kept as it is, fsynced by the caller
             result.trimmed.append(txn_final)
         elif decision.write_txn:
-            stale = file_exists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
             staged_txn = stage_segment(
                 target_dir, t.base_offset, outcome.plan, replay.aborted, (".txnindex",), stale, t.segment_index_bytes,
                 t.run_id,

@@ -100,9 +100,9 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
     es = cls.ENTRY_SIZE
     try:
         fd, link = _open_index(path)
-    except OSError as exc:
-        if isinstance(exc, FileNotFoundError) and not os.path.lexists(path):  # not even a dangling link
-            return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
+    except _NoSuchFile:
+        return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
+    except OSError as exc:  # a dangling link among them
         return ExistingIndex(path, True, np.empty(0, cls.DTYPE), 0, f"cannot read {path}: {describe_error(exc)}")
     try:
         try:
@@ -127,12 +127,18 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
     )
 
 
+class _NoSuchFile(Exception):
+    """Nothing at the path, not even a dangling link."""
+
+
 def _open_index(path: str) -> tuple[int, bool]:
     """Open an index file read-only, never blocking on a FIFO: (its descriptor, whether ``path`` is a symbolic link,
-    which is followed)."""
+    which is followed). One ``open`` for a file or nothing (:class:`_NoSuchFile`), two for a link."""
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         return os.open(path, flags | os.O_NOFOLLOW), False
+    except FileNotFoundError:
+        raise _NoSuchFile(path) from None
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
