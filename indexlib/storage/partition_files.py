@@ -99,11 +99,12 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
     """Read an index file read-only (a copy, never a mapping; its trailing hole skipped), never failing."""
     es = cls.ENTRY_SIZE
     try:
-        fd, link = _open_index(path)
-    except _NoSuchFile:
-        return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
+        opened = _open_index(path)
     except OSError as exc:  # a dangling link among them
         return ExistingIndex(path, True, np.empty(0, cls.DTYPE), 0, f"cannot read {path}: {describe_error(exc)}")
+    if opened is None:
+        return ExistingIndex(path, False, np.empty(0, cls.DTYPE), 0)
+    fd, link = opened
     try:
         try:
             before = os.fstat(fd)
@@ -127,18 +128,15 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
     )
 
 
-class _NoSuchFile(Exception):
-    """Nothing at the path, not even a dangling link."""
-
-
-def _open_index(path: str) -> tuple[int, bool]:
+def _open_index(path: str) -> tuple[int, bool] | None:
     """Open an index file read-only, never blocking on a FIFO: (its descriptor, whether ``path`` is a symbolic link,
-    which is followed). One ``open`` for a file or nothing (:class:`_NoSuchFile`), two for a link."""
+    which is followed), or None when nothing is there (not even a dangling link). One ``open`` for a file or
+    nothing, two for a link."""
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         return os.open(path, flags | os.O_NOFOLLOW), False
     except FileNotFoundError:
-        raise _NoSuchFile(path) from None
+        return None
     except OSError as exc:
         if exc.errno != errno.ELOOP:
             raise
