@@ -5,7 +5,7 @@ and returns the :class:`SegmentResult` the report and the audit read."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from ..format.layout import (
     INDEX_SUFFIXES,
@@ -28,7 +28,7 @@ from ..storage.publish import (
 )
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
-from .segment_task import SegmentFacts, SegmentOutcome, SegmentTask
+from .segment_task import SegmentFacts, SegmentOutcome, SegmentTask, segment_facts
 
 
 # ------------------------------------------------------------------------------------------- decide
@@ -107,7 +107,7 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
         identical[".txnindex"] = replay.txn_identical
         if replay.fatal is not None:
             identical = dict.fromkeys(INDEX_SUFFIXES)
-    facts = {f.name: getattr(outcome, f.name) for f in fields(SegmentFacts)}
+    facts = segment_facts(outcome)
     facts.update(findings=outcome.findings + replay.findings, identical=identical)
     fatals = [p for p in (outcome.plan.fatal, replay.fatal) if p is not None]
     fatal = min(fatals, key=lambda p: p.batch_index) if fatals else None

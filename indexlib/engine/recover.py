@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from ..format.checkpoint import CheckpointError, format_offset_checkpoint
 from ..format.layout import (
@@ -66,7 +66,7 @@ from ..storage.publish import (
 from .commit import SegmentResult
 from .options import TargetDirError
 from .replay import SegmentReplay
-from .segment_task import SegmentFacts, SegmentOutcome
+from .segment_task import SegmentOutcome, segment_facts
 
 
 @dataclass
@@ -117,7 +117,7 @@ def dropped_result(outcome: SegmentOutcome, replay: SegmentReplay, dry_run: bool
     """The result of a segment after a cut: Kafka deletes it; :func:`finish_partitions` moves its files away.
     What the map staged for it is dropped here, with the copies made of the files it would have replaced."""
     discard_staged(outcome.staged, outcome.backups)
-    facts = {f.name: getattr(outcome, f.name) for f in fields(SegmentFacts)}
+    facts = segment_facts(outcome)
     facts["findings"] = outcome.findings + replay.findings
     return SegmentResult(**facts, aborted=[], action="would_drop" if dry_run else "dropped")
 

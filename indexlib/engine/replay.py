@@ -25,7 +25,7 @@ from ..recovery.checks import (
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.findings import REWRITE_FROM_LOG, Finding, kind
-from ..recovery.log_scan import EVENT_DATA, EVENT_TXN_DATA
+from ..recovery.log_scan import EVENT_DATA, EVENT_TXN_DATA, sorted_unique
 from ..recovery.producer_state import recovered_leader_epochs, relevant_events, replay_segment
 from ..recovery.state_checks import (
     leader_epoch_findings,
@@ -160,7 +160,7 @@ def replay_partition(
     """
     all_events = [p.events for p in plans]
     txn_pids = (
-        np.unique(np.concatenate([e["producer_id"][e["kind"] == EVENT_TXN_DATA] for e in all_events]))
+        sorted_unique(np.concatenate([e["producer_id"][e["kind"] == EVENT_TXN_DATA] for e in all_events]))
         if all_events
         else np.empty(0, np.int64)
     )
@@ -176,7 +176,7 @@ def replay_partition(
             ongoing, snapshot = initial_state_for(partition_dir, base, log_start_offset)
             map_end = snapshot if snapshot is not None else log_start_offset
         if len(txn_pids) or ongoing:
-            pids = np.union1d(txn_pids, np.fromiter(ongoing.keys(), dtype=np.int64, count=len(ongoing)))
+            pids = sorted_unique(np.concatenate((txn_pids, np.fromiter(ongoing, dtype=np.int64, count=len(ongoing)))))
             events = relevant_events(plan.events, pids)
         else:  # relevant_events with no transactional producer: every event but plain data
             events = plan.events[plan.events["kind"] != EVENT_DATA]

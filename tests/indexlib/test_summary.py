@@ -245,3 +245,16 @@ def test_probes_are_np_unique_of_the_entries(steps, zeros):
     assert probes.positions.tolist() == np.unique(np.asarray(values, np.int64)).tolist()
     assert probes.offsets.tolist() == np.unique(np.asarray(values[::-1], np.int64)).tolist()
     assert probes.positions.dtype == np.int64
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3), max_size=12), st.booleans())
+def test_sorted_unique_is_np_unique(values, square):
+    """``sorted_unique`` (the replay's and the probes' fallback) is ``np.unique`` of int64 values, flattened."""
+    from indexlib.recovery.log_scan import sorted_unique
+
+    array = np.asarray(values, np.int64)
+    if square and array.size >= 4:
+        array = array[:4].reshape(2, 2)
+    got = sorted_unique(array)
+    assert got.dtype == np.int64 and got.tolist() == np.unique(array).tolist()
