@@ -18,6 +18,7 @@ from ..recovery.findings import CUT_TAIL, files_to_rebuild, kind
 from ..storage.partition_files import already_holds, file_exists
 from ..storage.publish import (
     cut_log_tail,
+    discard_backup,
     discard_staged,
     discard_staged_by_run,
     install_segment,
@@ -28,7 +29,7 @@ from ..storage.publish import (
 )
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
-from .segment_task import SegmentFacts, SegmentOutcome, SegmentTask, segment_facts
+from .segment_task import STAGED_BY_EXECUTORS, SegmentFacts, SegmentOutcome, SegmentTask, segment_facts
 
 
 # ------------------------------------------------------------------------------------------- decide
@@ -157,6 +158,16 @@ def sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
     """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
     superseded after staging). Only names this run made (see :func:`indexlib.format.layout.staged_by_run`)."""
     discard_staged_by_run([t.target_dir for t in tasks if t.stage != "none" and t.target_dir], run_id)
+
+
+def sweep_map_backups(tasks: list[SegmentTask]) -> None:
+    """After a map that did not finish (stopped, or failed, before any commit began): the copies its tasks made, or a
+    stopped worker was making, of the index files they would have replaced. Nothing was replaced, so none of them
+    keeps anything (a run id's backup dir is its own: a re-used one with backups is refused before the map)."""
+    for t in tasks:
+        if t.backup_dir is not None and t.stage != "none":
+            for suffix in STAGED_BY_EXECUTORS:
+                discard_backup(segment_file(t.target_dir or t.partition_dir, t.base_offset, suffix), t.backup_dir)
 
 
 def files_to_replace(outcome: SegmentOutcome, decision: Decision) -> list[str]:

@@ -44,7 +44,15 @@ from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
 from ..storage.locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from ..storage.publish import discard_staged, fsync_paths
-from .commit import Decision, SegmentResult, commit_partition_files, commit_segment, decide, sweep_staged
+from .commit import (
+    Decision,
+    SegmentResult,
+    commit_partition_files,
+    commit_segment,
+    decide,
+    sweep_map_backups,
+    sweep_staged,
+)
 from .identity import identities
 from .interrupts import deferred_signals
 from .options import RunOptions, backup_root, check_run, new_run_id
@@ -214,9 +222,11 @@ def run(
         touched: set[str] = set()  # dirs with a name changed by this run: fsynced at its end
         trimmed: list[str] = []  # files cut in place (commit_segment): fsynced at its end
         finished: set[str] = set()  # recover: partition dirs whose files (trimmed ones too) are fsynced already
+        replayer = _Replayer(discovery, tasks, options.checks, run_id)
+        mapped = False
         try:
-            replayer = _Replayer(discovery, tasks, options.checks, run_id)
             outcomes = map_segments(tasks, run_id, replayer.arrived) if tasks else []
+            mapped = True
             phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
             by_partition, replays = replayer.finish(outcomes)
             for p in discovery.partitions:
@@ -275,8 +285,10 @@ def run(
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
             left = [t for t in trimmed if os.path.dirname(t) not in finished] + sorted(touched - finished)
             unsynced = fsync_paths(left)  # together: one journal commit covers many
-            for o in outcomes:
+            for o in outcomes or replayer.handed_over():  # a map stopped midway: what it handed over before
                 discard_staged(o.staged, o.backups)
+            if not mapped:  # and what it did not
+                sweep_map_backups(tasks)
             sweep_staged(tasks, run_id)
             if unsynced:
                 raise unsynced[min(unsynced)]
@@ -303,12 +315,19 @@ class _Replayer:
         self.replays: dict[str, PartitionReplay] = {}
 
     def arrived(self, outcomes: list[SegmentOutcome]) -> None:
-        for o in outcomes:
+        complete = []
+        for o in outcomes:  # all of them kept first: a replay that fails leaves none unaccounted for
             path = o.task.partition_dir
             mine = self.arrived_outcomes.setdefault(path, [])
             mine.append(o)
             if len(mine) == self.expected[path]:
-                self._replay(path, mine)
+                complete.append(path)
+        for path in complete:
+            self._replay(path, self.arrived_outcomes[path])
+
+    def handed_over(self) -> list[SegmentOutcome]:
+        """The outcomes the map has handed over so far (all of them once it returned)."""
+        return [o for outcomes in self.arrived_outcomes.values() for o in outcomes]
 
     def finish(
         self, outcomes: list[SegmentOutcome]
@@ -349,7 +368,10 @@ def _finish_partitions(
     with deferred_signals():
         if observer is not None:
             for p, plan, mine in unfinished:
-                files = partition_files_to_write(plan, mine)
+                try:
+                    files = partition_files_to_write(plan, mine)
+                except OSError:  # its dir cannot be listed: the finish fails it alone; the intent names the dir
+                    files = [p.path]
                 observer.before_partition_files(p, brokers.get(p.log_dir, BrokerIdentity()), files)
         try:
             finish_partitions([(plan, mine) for _, plan, mine in unfinished])

@@ -17,12 +17,10 @@ from ..format.layout import (
 from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import (
     REBUILT_BYTES,
-    answers_needed,
     check_segment_files,
     has_invalid_tail,
     holds_only_the_rebuild,
     log_findings,
-    rebuilt_bytes,
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan, plan_segment
 from ..recovery.findings import Finding, files_to_rebuild
@@ -41,11 +39,6 @@ from ..storage.partition_files import (
 )
 from ..storage.publish import discard_staged, fsync_paths, keep_backup, stage_segment, writable
 from .options import RunOptions, backup_root
-
-#: the size up to which verify scans a segment without its existing indexes' probes first (making and answering them
-#: costs ~33 us a segment, the check that they are not needed ~8 us; a second scan, where they are: a damaged index,
-#: costs at most ~0.3 ms at this size)
-SCAN_TWICE_BYTES = 1 << 20
 
 #: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
 STAGED_BY_EXECUTORS = (".index", ".timeindex")
@@ -198,30 +191,17 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     # read when checked, and when written in place (an index that is its rebuild then zeros is only cut)
     reads = task.check or (task.stage != "none" and target_dir == task.partition_dir and task.may_cut)
     existing = read_existing_indexes(task.partition_dir, task.base_offset) if reads else None
-    # verify's checks of an existing index need the scan's answers to its probes unless the file is its rebuild (and
-    # zeros): a small segment is scanned without them first, and again with them only where they are needed
-    probed = task.check and existing is not None and task.size > SCAN_TWICE_BYTES
     summary, plan = plan_segment_file(
         task.log_path,
         task.base_offset,
         task.index_interval_bytes,
         task.segment_index_bytes,
-        probes_for(existing, task.base_offset) if probed and existing is not None else NO_PROBES,
+        probes_for(existing, task.base_offset) if task.check and existing is not None else NO_PROBES,
     )
     zero_tail = has_invalid_tail(summary) and tail_is_zero(task.log_path, summary.valid_bytes)
     if task.check:
-        rebuilt = rebuilt_bytes(plan)
-        if not probed and existing is not None and answers_needed(existing, plan, rebuilt):
-            summary, plan = plan_segment_file(
-                task.log_path,
-                task.base_offset,
-                task.index_interval_bytes,
-                task.segment_index_bytes,
-                probes_for(existing, task.base_offset),
-            )
-            rebuilt = rebuilt_bytes(plan)
         findings, identical = check_segment_files(
-            task.log_path, task.base_offset, summary, plan, task.active, existing, zero_tail, rebuilt
+            task.log_path, task.base_offset, summary, plan, task.active, existing, zero_tail
         )
     else:
         findings, identical = log_findings(task.log_path, summary, plan.fatal, zero_tail), {}

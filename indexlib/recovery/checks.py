@@ -132,12 +132,10 @@ def check_segment_files(
     active: bool,
     existing: dict[str, ExistingIndex] | None,
     zero_tail: bool = False,
-    rebuilt_files: dict[str, bytes] | None = None,
 ) -> tuple[list[Finding], dict[str, bool | None]]:
     """The per-segment part of verify (parallel): the ``.log`` (``zero_tail``: see :func:`log_findings`), and
     the ``.index`` and ``.timeindex`` as read before the scan (``existing``; the summary answers their probes,
-    see :func:`indexlib.recovery.log_scan.probes_for`, where :func:`answers_needed`). ``rebuilt_files``: the
-    :func:`rebuilt_bytes` of ``plan`` when already made. Returns the findings and, per file, whether it equals
+    see :func:`indexlib.recovery.log_scan.probes_for`). Returns the findings and, per file, whether it equals
     the rebuild."""
     findings = log_findings(log_path, summary, plan.fatal, zero_tail)
     if plan.fatal is not None and plan.fatal.kind == "unreadable_segment":
@@ -171,11 +169,7 @@ def check_segment_files(
             )
             identical[suffix] = None
             continue
-        expected = (
-            (rebuilt_files[suffix] if rebuilt_files is not None else REBUILT_BYTES[suffix](plan))
-            if rebuildable
-            else None
-        )
+        expected = REBUILT_BYTES[suffix](plan) if rebuildable else None
         # a file that is the rebuild's bytes and then zeros needs only its zero tail checked
         rebuilt = (
             len(expected) // cls.ENTRY_SIZE
@@ -193,29 +187,6 @@ def check_segment_files(
 
 
 REBUILT_BYTES = {".index": offset_index_bytes, ".timeindex": time_index_bytes}
-
-
-def rebuilt_bytes(plan: SegmentPlan) -> dict[str, bytes] | None:
-    """The ``.index`` and ``.timeindex`` a rebuild from ``plan`` writes; None when the segment cannot be rebuilt."""
-    return {suffix: encode(plan) for suffix, encode in REBUILT_BYTES.items()} if plan.fatal is None else None
-
-
-def answers_needed(existing: dict[str, ExistingIndex], plan: SegmentPlan, rebuilt: dict[str, bytes] | None) -> bool:
-    """Whether :func:`check_segment_files` of these existing ``.index``/``.timeindex`` needs the scan's answers to
-    their probes: a segment that cannot be rebuilt, or a file read whole that holds more or other than its rebuild
-    (``rebuilt``: :func:`rebuilt_bytes`). A file that is its rebuild and then zeros, is missing, could not be read
-    or changed while read is checked without them."""
-    if plan.fatal is not None:
-        return plan.fatal.kind != "unreadable_segment"
-    assert rebuilt is not None
-    return any(
-        index.exists
-        and index.error is None
-        and not index.changed
-        and not holds_only_the_rebuild(index, plan, suffix, rebuilt[suffix])
-        for suffix, index in existing.items()
-        if suffix in REBUILT_BYTES
-    )
 
 
 def holds_only_the_rebuild(index: ExistingIndex, plan: SegmentPlan, suffix: str, expected: bytes | None = None) -> bool:

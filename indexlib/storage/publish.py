@@ -156,6 +156,14 @@ def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) 
     return backup
 
 
+def discard_backup(final: str, backup_dir: str) -> None:
+    """Remove the copy of ``final`` that :func:`keep_backup` made in ``backup_dir``, or was making (its ``.partial``,
+    left by a process killed while copying)."""
+    backup = os.path.join(backup_dir, os.path.basename(final))
+    discard(backup)
+    discard(backup + ".partial")
+
+
 def _copy_sparse(source: str, target: str) -> None:
     """Copy ``source`` to ``target`` (fsynced, renamed into place from ``<target>.partial``), its trailing hole kept
     a hole (:func:`~indexlib.format.index_file.data_end`): an active segment's index preallocated to 10 MiB stores

@@ -426,3 +426,46 @@ def test_the_intent_before_a_partitions_files_names_each_file_the_recover_then_c
     assert changed <= recorder.segment_files | set(intent), changed - recorder.segment_files - set(intent)
     assert {str(part / f"{last:020d}.log"), str(part / f"{last + 7:020d}.snapshot")} <= set(intent)  # moved away
     assert {segment_file(str(part), end, s) for s in (".log", ".index", ".timeindex")} <= set(intent)  # rolled
+
+
+def test_a_partition_whose_files_cannot_be_named_for_the_journal_does_not_stop_the_others(tmp_path, monkeypatch):
+    """Naming the files of a partition for the journal's intent lists its dir; if that fails, the intent names the
+    dir (as much as is known) and the partitions are finished as without a journal: the others are not held up."""
+    import indexlib.engine.runner as runner_module
+    from indexlib.engine.options import RunOptions
+    from indexlib.engine.pool import map_locally
+    from indexlib.engine.runner import run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+
+    logs = crashed_log_dir(tmp_path, partitions=2)
+    real = runner_module.partition_files_to_write
+
+    def unlistable_first(plan, results):
+        if plan.partition.name == "orders-0":
+            raise PermissionError(13, "Permission denied", plan.partition.path)
+        return real(plan, results)
+
+    monkeypatch.setattr(runner_module, "partition_files_to_write", unlistable_first)
+    intents: dict[str, list[str]] = {}
+
+    class Recorder:
+        def before_commit(self, outcome, decision):
+            pass
+
+        def after_commit(self, result):
+            pass
+
+        def before_partition_files(self, partition, broker, files):
+            intents[partition.name] = list(files)
+
+        def after_partition_files(self, partition, broker, written, backups):
+            pass
+
+    options = RunOptions("recover", run_id="r1", backup_root=str(tmp_path / "backups"))
+    report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(1), Recorder())
+    assert report.exit_code == 0
+    assert intents["orders-0"] == [str(logs / "orders-0")] and str(logs / "orders-1") not in intents["orders-1"]
+    for p in (0, 1):
+        part = logs / f"orders-{p}"
+        assert recovery_points(logs)[("orders", p)] == bases(part)[-1]  # both finished: the rolled segment's base
