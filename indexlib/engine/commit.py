@@ -99,9 +99,10 @@ class SegmentResult(SegmentFacts):
 
 def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision) -> SegmentResult:
     """Apply one decision: cut the outcome's ``trims`` to their rebuilt size, stage the ``.txnindex`` (with its
-    backup; in place, one that already is its rebuild's bytes is kept as it is), cut the ``.log`` tail (saved first), rename every staged file into place. Anything not
-    installed is discarded with the backups made for it; a saved ``.log`` tail is never discarded. Directories and
-    trimmed files are not fsynced here (the caller does it once for many: ``result.trimmed``)."""
+    backup; in place, one that already is its rebuild's bytes is kept as it is), cut the ``.log`` tail (saved
+    first), rename every staged file into place. Anything not installed is discarded with the backups made for it;
+    a saved ``.log`` tail is never discarded. Directories and trimmed (or kept) files are not fsynced here (the
+    caller does it once for many: ``result.trimmed``)."""
     t = outcome.task
     identical = dict(outcome.identical)
     if t.check:

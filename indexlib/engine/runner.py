@@ -10,9 +10,10 @@ A run, in order (:func:`run`):
    zeros is not staged but marked to be cut in place). It returns a small :class:`SegmentOutcome`: a plan
    summary, never the scan. The driver chooses how tasks are mapped: :func:`map_locally` (this process or
    a process pool) or a Spark job (``jobs.pipeline``).
-3. **Replay** (driver, per partition, sequential and small): producer state is replayed over the
-   outcomes' events (:func:`replay_outcomes`), giving each segment's aborted transactions, the
-   ``.txnindex`` findings and whether Kafka's recovery would refuse it.
+3. **Replay** (driver, per partition, sequential and small; each partition as soon as the map has handed over all
+   of its outcomes, beside the map's workers): producer state is replayed over the outcomes' events
+   (:func:`replay_outcomes`), giving each segment's aborted transactions, the ``.txnindex`` findings and whether
+   Kafka's recovery would refuse it.
 4. **Decide** (pure): :func:`decide` turns an outcome, its replay and the run's options into a
    :class:`Decision`: the action, whether to write the ``.txnindex``, where to cut the ``.log``.
 5. **Commit** (driver): :func:`commit_segment` applies one decision (renames, cuts in place, the
