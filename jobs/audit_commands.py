@@ -123,12 +123,12 @@ def check_run_id_unused(run_id: str, settings: Settings, brokers: list[BrokerIde
     exist is no evidence; one that cannot be read gets a warning (its write will fail the same way, and the
     rows then wait in the journal). With ``brokers`` only their rows count: a fleet's brokers share run ids."""
     from . import audit
-    from .journal import journal_path
+    from .journal import journals_of_run
 
-    path = journal_path(settings.audit_journal, run_id)
-    if os.path.lexists(path):
+    earlier = journals_of_run(settings.audit_journal, run_id)
+    if earlier:
         raise UsageError(
-            f"{path}: run id {run_id!r} has the audit journal of an earlier run that may have replaced files; "
+            f"{earlier[0]}: run id {run_id!r} has the audit journal of an earlier run that may have replaced files; "
             "give a new --run-id"
         )
     if not settings.audit_table:
@@ -164,51 +164,66 @@ def recover_journals(
     elsewhere); EXIT_JOURNAL_DAMAGED a journal has unreadable lines (its readable rows are merged, the file is
     kept for a person to mend: never removed). At a run's start (``at_start``) problems are warnings that
     never stop the run, and other tables' journals are left to runs on those tables, unsaid."""
-    from .journal import journal_paths, load, recover
+    from .journal import journal_paths, merge_lock
 
     level = "warning" if at_start else "error"
     code = 0
     for path in journal_paths(journal_dir):
         try:
-            journal = load(path)
+            with merge_lock(path) as free:
+                if free:
+                    code = max(code, _merge_journal(path, table, at_start, storage_options))
+                elif not at_start:  # a run that is still going (or creating it): its own to finish
+                    code = max(code, EXIT_AUDIT_FAILED)
+                    print(f"{PROG}: error: audit journal {path}: a run that is still going is writing it: not merged",
+                          file=sys.stderr)  # fmt: skip
         except FileNotFoundError:  # merged and removed meanwhile (another run)
             continue
         except OSError as exc:
             code = max(code, EXIT_JOURNAL_DAMAGED)
             print(f"{PROG}: {level}: audit journal {path}: cannot read it: {describe_error(exc)}", file=sys.stderr)
-            continue
-        header = journal.header
-        if header is not None and header["table"] != table:
-            if not at_start:
-                code = max(code, EXIT_AUDIT_FAILED)
-                print(f"{PROG}: error: audit journal {journal.path}: its rows are for audit table {header['table']}, "
-                      f"not {table}: not merged (`{PROG} audit --recover --audit-table {header['table']}`)",
-                      file=sys.stderr)  # fmt: skip
-            continue
-        if header is None:
-            code = max(code, EXIT_JOURNAL_DAMAGED)
-            bad = f" (unreadable: {_lines(journal.unreadable)})" if journal.unreadable else ""
-            print(f"{PROG}: {level}: audit journal {journal.path}: its first line (the run id and table) is missing "
-                  f"or unreadable{bad}: nothing in it can be merged; the file is kept: mend or remove it",
-                  file=sys.stderr)  # fmt: skip
-            continue
-        try:
-            run_id, count, inserted, replaced, finished = quiet_if_it_fails(recover, journal, table, storage_options)
-        except Exception as exc:
+    return code
+
+
+def _merge_journal(path: str, table: str, at_start: bool, storage_options: dict[str, str] | None) -> int:
+    """:func:`recover_journals` of one journal, its lock held: its exit code."""
+    from .journal import load, recover
+
+    level = "warning" if at_start else "error"
+    code = 0
+    journal = load(path)
+    header = journal.header
+    if header is not None and header["table"] != table:
+        if not at_start:
             code = max(code, EXIT_AUDIT_FAILED)
-            print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {first_line(exc)}",
+            print(f"{PROG}: error: audit journal {journal.path}: its rows are for audit table {header['table']}, "
+                  f"not {table}: not merged (`{PROG} audit --recover --audit-table {header['table']}`)",
                   file=sys.stderr)  # fmt: skip
-            continue
-        state = "finished" if finished else "interrupted"
-        new = f"{inserted} of {count}" if inserted is not None else f"{count}"
-        also = f", {replaced} replacing stale rows" if replaced else ""
-        print(f"audit: merged {new} rows{also} of {state} run {run_id} from {journal.path} into {table}",
+        return code
+    if header is None:
+        code = max(code, EXIT_JOURNAL_DAMAGED)
+        bad = f" (unreadable: {_lines(journal.unreadable)})" if journal.unreadable else ""
+        print(f"{PROG}: {level}: audit journal {journal.path}: its first line (the run id and table) is missing "
+              f"or unreadable{bad}: nothing in it can be merged; the file is kept: mend or remove it",
               file=sys.stderr)  # fmt: skip
-        if journal.unreadable:
-            code = max(code, EXIT_JOURNAL_DAMAGED)
-            print(f"{PROG}: {level}: audit journal {journal.path}: {_lines(journal.unreadable)} unreadable (not "
-                  "journal records), so their rows are not merged; the file is kept: mend or remove those lines, "
-                  f"then `{PROG} audit --recover`", file=sys.stderr)  # fmt: skip
+        return code
+    try:
+        run_id, count, inserted, replaced, finished = quiet_if_it_fails(recover, journal, table, storage_options)
+    except Exception as exc:
+        code = max(code, EXIT_AUDIT_FAILED)
+        print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {first_line(exc)}",
+              file=sys.stderr)  # fmt: skip
+        return code
+    state = "finished" if finished else "interrupted"
+    new = f"{inserted} of {count}" if inserted is not None else f"{count}"
+    also = f", {replaced} replacing stale rows" if replaced else ""
+    print(f"audit: merged {new} rows{also} of {state} run {run_id} from {journal.path} into {table}",
+          file=sys.stderr)  # fmt: skip
+    if journal.unreadable:
+        code = max(code, EXIT_JOURNAL_DAMAGED)
+        print(f"{PROG}: {level}: audit journal {journal.path}: {_lines(journal.unreadable)} unreadable (not "
+              "journal records), so their rows are not merged; the file is kept: mend or remove those lines, "
+              f"then `{PROG} audit --recover`", file=sys.stderr)  # fmt: skip
     return code
 
 

@@ -253,13 +253,6 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
 
 
 def run_job(args: argparse.Namespace) -> int:
-    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
-    from pyspark.errors import PySparkException
-
-    from indexlib.engine import LockedLogDirError
-
-    from .pipeline import SparkJobError, run
-
     try:
         settings, found, options = plan_run(args)
     except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
@@ -274,6 +267,24 @@ def run_job(args: argparse.Namespace) -> int:
         recover_journals(settings.audit_journal, settings.audit_table, at_start=True,
                          storage_options=settings.audit_storage_options)  # fmt: skip
         journal = AuditJournal(settings.audit_journal, settings.audit_table, options.run_id or "", options)
+    try:
+        return _run_journaled(args, settings, found, options, journal)
+    finally:  # a journal still there (rows the table did not take, a stopped run) is left for a merge
+        if journal is not None:
+            journal.release()
+
+
+def _run_journaled(
+    args: argparse.Namespace, settings: Settings, found: Discovery, options: RunOptions, journal: AuditJournal | None
+) -> int:
+    """The run on its engine, its report and audit rows (:func:`run_local` or the Spark job); its exit code."""
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+    from pyspark.errors import PySparkException
+
+    from indexlib.engine import LockedLogDirError
+
+    from .pipeline import SparkJobError, run
+
     if args.engine == "local":
         return run_local(args, settings, found, options, journal)
     delta_writer = False

@@ -2,7 +2,9 @@
 replaced files leaves a trail even when it dies before its rows reach the Delta table, or when the table
 write fails (a full disk, an unreachable URI).
 
-One JSON-lines file per run, ``<journal dir>/<run id>.jsonl``, every line fsynced before the run goes on:
+One JSON-lines file per run, ``<journal dir>/<run id>.jsonl`` (``<run id>~N.jsonl`` for another run under that
+run id going on at the same time in the same dir), locked by its run while it goes on, every line fsynced before
+the run goes on:
 
 * ``{"record": "run", ...}``: the run id, mode, start and the table the rows are for (the first line);
 * ``{"record": "intent", ...}``: a segment's key and the files its commit may replace, before the first
@@ -24,8 +26,11 @@ and never removed. Only a torn last line (no newline: the process died writing i
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -47,7 +52,10 @@ def journal_path(journal_dir: str, run_id: str) -> str:
 
 class AuditJournal:
     """The journal of one run (an :class:`indexlib.engine.runner.CommitObserver`). Nothing is created until
-    there is something to record."""
+    there is something to record. The run holds an exclusive ``flock`` on its journal from its creation to its
+    removal (the kernel drops it when the process dies), so no other run merges the journal of a run that is still
+    going (:func:`merge_lock`). Runs under one run id at once in one journal dir (a fleet's brokers on one host)
+    each get their own file: ``<run id>.jsonl``, else ``<run id>~2.jsonl``, ..."""
 
     def __init__(self, journal_dir: str, table: str, run_id: str, options: RunOptions) -> None:
         self.path = journal_path(journal_dir, run_id)
@@ -56,30 +64,56 @@ class AuditJournal:
         self.options = options
         self.started = datetime.now(UTC)
         self._opened = False
+        self._fd = -1
 
     def _append(self, record: dict[str, Any]) -> None:
         if not self._opened:
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            directory = os.path.dirname(os.path.abspath(self.path))
+            os.makedirs(directory, exist_ok=True)
             header = {"record": "run", "run_id": self.run_id, "mode": self.options.mode, "table": self.table}
             header["started"] = self.started.isoformat()
-            self._write([header], create=True)
-            fsync_path(os.path.dirname(os.path.abspath(self.path)))
+            self._create()
+            try:
+                self._write([header])
+                fsync_path(directory)
+            except BaseException:  # no half-made journal (a torn later line is ignored by read)
+                self._close(remove=True)
+                raise
             self._opened = True
-        self._write([record], create=False)
+        self._write([record])
 
-    def _write(self, records: list[dict[str, Any]], create: bool) -> None:
-        try:
-            with open(self.path, "x" if create else "a", encoding="utf-8") as f:
-                for record in records:
-                    f.write(json.dumps(record, default=_encode) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
-        except OSError as exc:
-            if create:  # no half-made journal (a torn later line is ignored by read)
-                _remove(self.path)
-            if exc.filename is None:  # a failed write or fsync names no file: say which one
+    def _create(self) -> None:
+        """Create this run's journal file, under the first free name, and lock it."""
+        stem = self.path[: -len(SUFFIX)]
+        for n in range(1, 1000):
+            path = self.path if n == 1 else f"{stem}~{n}{SUFFIX}"
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            except FileExistsError:
+                continue
+            except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, self.path) from exc
-            raise
+            fcntl.flock(fd, fcntl.LOCK_EX)  # waits out a merge that opened it meanwhile (it leaves an empty file)
+            self.path, self._fd = path, fd
+            return
+        raise FileExistsError(errno.EEXIST, "999 journals of this run id already", self.path)
+
+    def _write(self, records: list[dict[str, Any]]) -> None:
+        data = "".join(json.dumps(record, default=_encode) + "\n" for record in records).encode()
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, self.path) from exc
+
+    def _close(self, remove: bool) -> None:
+        if remove:
+            _remove(self.path)
+        if self._fd >= 0:
+            os.close(self._fd)  # the lock goes with it
+            self._fd = -1
 
     def before_commit(self, outcome: SegmentOutcome, decision: Decision) -> None:
         t = outcome.task
@@ -110,7 +144,12 @@ class AuditJournal:
     def remove(self) -> None:
         """The table has the rows: the journal is no longer needed."""
         if self._opened:
-            _remove(self.path)
+            self._close(remove=True)
+
+    def release(self) -> None:
+        """The run is over and its rows wait in the journal (the table write failed): the journal stays, for the
+        next run or ``audit --recover`` to merge."""
+        self._close(remove=False)
 
 
 def _encode(value: object) -> str:
@@ -271,6 +310,36 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
         for who, mine in (brokers or {(None, None): []}).items()
     ]
     return [*segments, *run_rows], False
+
+
+def journals_of_run(journal_dir: str, run_id: str) -> list[str]:
+    """The journals of runs under ``run_id`` in ``journal_dir`` (``<run id>.jsonl``, ``<run id>~N.jsonl``)."""
+    return [
+        path
+        for path in journal_paths(journal_dir)
+        if os.path.basename(path) == run_id + SUFFIX
+        or (
+            os.path.basename(path).startswith(run_id + "~")
+            and os.path.basename(path)[len(run_id) + 1 : -len(SUFFIX)].isdigit()
+        )
+    ]
+
+
+@contextlib.contextmanager
+def merge_lock(path: str) -> Iterator[bool]:
+    """Hold ``path``'s journal lock while it is merged: yields False, holding nothing, when a run that is still going
+    holds it (its journal is not merged), or when the file is empty (a run creating it); raises
+    ``FileNotFoundError`` when it is gone (merged and removed by another run)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield os.fstat(fd).st_size > 0
+    finally:
+        os.close(fd)
 
 
 def journal_paths(journal_dir: str) -> list[str]:

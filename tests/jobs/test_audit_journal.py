@@ -553,3 +553,52 @@ def test_a_run_merges_a_damaged_journal_it_finds_keeps_it_and_goes_on(spark, tmp
     assert path.exists()
     assert sorted(r["run_id"] for r in table_rows(table) if r["record_type"] == "run")[0] == "k4"
     assert len([r for r in table_rows(table) if r["run_id"] == "k4"]) == 4
+
+
+def _live_journal(journal_dir, table, run_id):
+    """The journal of a run that is still going: a partition's intent recorded, the journal neither removed nor
+    released (this process holds its lock, as the run's process would)."""
+    from indexlib.engine import RunOptions
+    from indexlib.format import BrokerIdentity
+    from indexlib.storage import Partition
+
+    live = journal.AuditJournal(str(journal_dir), str(table), run_id, RunOptions("repair"))
+    part = Partition(str(journal_dir.parent / "logs"), str(journal_dir.parent / "logs" / "t-0"), "t", 0, [])
+    live.before_partition_files(part, BrokerIdentity(broker_id=1), [part.path + "/leader-epoch-checkpoint"])
+    return live
+
+
+def test_the_journal_of_a_run_still_going_is_not_merged_until_its_run_ends(tmp_path, capsys):
+    """Another run's start passes over a journal whose run is still going (it holds the journal's lock); ``audit
+    --recover`` names it and exits 3; once its run has ended (the lock gone with it) the journal is merged: its
+    partition's row, interrupted."""
+    from jobs.audit_commands import recover_journals
+
+    journal_dir, table = tmp_path / "journal", tmp_path / "audit"
+    live = _live_journal(journal_dir, table, "going-1")
+    assert recover_journals(str(journal_dir), str(table), at_start=True) == 0
+    assert os.path.exists(live.path) and not table.exists() and capsys.readouterr().err == ""
+    assert recover_journals(str(journal_dir), str(table), at_start=False) == EXIT_AUDIT_FAILED
+    assert f"audit journal {live.path}: a run that is still going is writing it" in capsys.readouterr().err
+    live.release()  # its run ended (a killed process's lock goes with it)
+    assert recover_journals(str(journal_dir), str(table), at_start=False) == 0
+    assert not os.path.exists(live.path)
+    assert sorted((r["record_type"], r["status"], r["broker_id"]) for r in table_rows(table)) == [
+        ("partition", "interrupted", 1),
+        ("run", "interrupted", 1),
+    ]
+
+
+def test_runs_under_one_run_id_at_once_in_one_journal_dir_keep_a_journal_each(tmp_path):
+    """A fleet's brokers share a run id; on one host with one journal dir each run gets its own journal file
+    (``<run id>.jsonl``, ``<run id>~2.jsonl``): neither replaces nor removes the other's."""
+    journal_dir, table = tmp_path / "journal", tmp_path / "audit"
+    first = _live_journal(journal_dir, table, "fleet-1")
+    second = _live_journal(journal_dir, table, "fleet-1")
+    assert os.path.basename(first.path) == "fleet-1.jsonl" and os.path.basename(second.path) == "fleet-1~2.jsonl"
+    second.remove()
+    assert os.path.exists(first.path) and not os.path.exists(second.path)
+    records = journal.load(first.path).records
+    assert [r["record"] for r in records] == ["run", "intent"] and records[0]["run_id"] == "fleet-1"
+    assert journal.journals_of_run(str(journal_dir), "fleet-1") == [first.path]
+    first.release()
