@@ -381,7 +381,6 @@ def test_the_intent_before_a_partitions_files_names_each_file_the_recover_then_c
     names files, never the partition dir, and with the segments' own intents covers every file of the partition
     the run then creates, replaces, cuts or moves away: the dropped segments after a cut, a snapshot past the new
     log end, the snapshots written, the rewritten ``leader-epoch-checkpoint`` and the rolled empty segment."""
-    from indexlib.engine.commit import files_to_replace
     from indexlib.engine.options import RunOptions
     from indexlib.engine.pool import map_locally
     from indexlib.engine.runner import run
@@ -398,30 +397,13 @@ def test_the_intent_before_a_partitions_files_names_each_file_the_recover_then_c
     (part / f"{last + 7:020d}.snapshot").write_bytes(EMPTY_SNAPSHOT)
     before = {p.name: p.read_bytes() for p in part.iterdir()}
 
-    class Recorder:
-        def __init__(self):
-            self.segment_files: set[str] = set()
-            self.partition_files: list[list[str]] = []
-
-        def before_commit(self, outcome, decision):
-            self.segment_files |= set(files_to_replace(outcome, decision))
-
-        def after_commit(self, result):
-            pass
-
-        def before_partition_files(self, partition, broker, files):
-            self.partition_files.append(list(files))
-
-        def after_partition_files(self, partition, broker, written, backups):
-            pass
-
-    recorder = Recorder()
+    recorder = IntentRecorder()
     options = RunOptions("recover", run_id="r1", backup_root=str(tmp_path / "backups"))
     report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(1), recorder)
     assert report.exit_code == 0 and bases(part)[-1] == end
     after = {p.name: p.read_bytes() for p in part.iterdir()}
     changed = {str(part / n) for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
-    (intent,) = recorder.partition_files
+    (intent,) = recorder.partition_files.values()
     assert intent and all(os.path.dirname(f) == str(part) for f in intent)  # files in it, not the dir
     assert changed <= recorder.segment_files | set(intent), changed - recorder.segment_files - set(intent)
     assert {str(part / f"{last:020d}.log"), str(part / f"{last + 7:020d}.snapshot")} <= set(intent)  # moved away
@@ -447,25 +429,36 @@ def test_a_partition_whose_files_cannot_be_named_for_the_journal_does_not_stop_t
         return real(plan, results)
 
     monkeypatch.setattr(runner_module, "partition_files_to_write", unlistable_first)
-    intents: dict[str, list[str]] = {}
-
-    class Recorder:
-        def before_commit(self, outcome, decision):
-            pass
-
-        def after_commit(self, result):
-            pass
-
-        def before_partition_files(self, partition, broker, files):
-            intents[partition.name] = list(files)
-
-        def after_partition_files(self, partition, broker, written, backups):
-            pass
-
+    recorder = IntentRecorder()
+    intents = recorder.partition_files
     options = RunOptions("recover", run_id="r1", backup_root=str(tmp_path / "backups"))
-    report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(1), Recorder())
+    report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(1), recorder)
     assert report.exit_code == 0
     assert intents["orders-0"] == [str(logs / "orders-0")] and str(logs / "orders-1") not in intents["orders-1"]
     for p in (0, 1):
         part = logs / f"orders-{p}"
         assert recovery_points(logs)[("orders", p)] == bases(part)[-1]  # both finished: the rolled segment's base
+
+
+class IntentRecorder:
+    """A run's observer that records what a journal's intents would name: the files of every segment commit
+    (``segment_files``) and, per partition name, the files before its partition files (``partition_files``); the
+    rows after them are not needed here (no-op methods)."""
+
+    def __init__(self):
+        self.segment_files: set[str] = set()
+        self.partition_files: dict[str, list[str]] = {}
+
+    def before_commit(self, outcome, decision):
+        from indexlib.engine.commit import files_to_replace
+
+        self.segment_files |= set(files_to_replace(outcome, decision))
+
+    def after_commit(self, result):
+        pass
+
+    def before_partition_files(self, partition, broker, files):
+        self.partition_files[partition.name] = list(files)
+
+    def after_partition_files(self, partition, broker, written, backups):
+        pass
