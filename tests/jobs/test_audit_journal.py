@@ -602,3 +602,34 @@ def test_runs_under_one_run_id_at_once_in_one_journal_dir_keep_a_journal_each(tm
     assert [r["record"] for r in records] == ["run", "intent"] and records[0]["run_id"] == "fleet-1"
     assert journal.journals_of_run(str(journal_dir), "fleet-1") == [first.path]
     first.release()
+
+
+def test_a_journal_line_is_a_record_only_when_whole_and_well_typed(tmp_path):
+    """``journal.load`` counts as unreadable every line that is not a whole record of a known kind with its fields'
+    types (bad UTF-8, not JSON, not an object, an unknown kind, a field of the wrong type, a start that is not a
+    time, a row without its partition's keys); a last line whole but for its newline is read, a torn one is
+    neither. A journal without its header holds no rows."""
+    run = {"record": "run", "run_id": "r-1", "mode": "repair", "table": "t", "started": "2026-11-26T20:00:00+00:00"}
+    row = {"log_dir": "/l", "topic": "t", "partition": 0, "base_offset": 0}
+    lines = [
+        json.dumps(run).encode(),
+        b"\xff\xfe",
+        b"{not json",
+        b"[1, 2]",
+        json.dumps({"record": "wish"}).encode(),
+        json.dumps({**run, "run_id": 7}).encode(),
+        json.dumps({**run, "started": "yesterday"}).encode(),
+        json.dumps({"record": "segment", "row": {**row, "partition": "0"}}).encode(),
+        json.dumps({"record": "final", "rows": [row, 5]}).encode(),
+        json.dumps({"record": "segment", "row": row}).encode(),
+    ]
+    path = tmp_path / "r-1.jsonl"
+    path.write_bytes(b"\n".join(lines))  # the last line whole, without its newline
+    loaded = journal.load(str(path))
+    assert loaded.unreadable == [2, 3, 4, 5, 6, 7, 8, 9]
+    assert [r["record"] for r in loaded.records] == ["run", "segment"] and loaded.header == loaded.records[0]
+    path.write_bytes(b"\n".join(lines) + b"\n" + b'{"record": "seg')  # torn: neither a record nor unreadable
+    assert journal.load(str(path)).unreadable == loaded.unreadable and len(journal.load(str(path)).records) == 2
+    assert journal.rows_of(loaded.records[1:]) == ([], False)
+    with pytest.raises(TypeError, match="cannot journal set"):
+        json.dumps({"x": {1}}, default=journal._encode)

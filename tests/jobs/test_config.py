@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.config import DEFAULTS_FILE, ConfigError, load_config_file, resolve_settings
+from jobs.config import DEFAULTS_FILE, ConfigError, load_config_file, parse_storage_options, resolve_settings
 
 
 def test_shipped_defaults_are_kafkas():
@@ -48,6 +48,12 @@ def test_precedence_command_line_topic_config_server_properties_config(tmp_path)
         ("spark:\n  mastr: local\n", "unknown key spark.mastr"),
         ("[1, 2]\n", "must be a mapping"),
         ("a: [\n", "malformed config file"),
+        ("bytes_per_task: true\n", "bytes_per_task must be an integer, got True"),
+        ("audit_table: 5\n", "audit_table must be a string or null, got 5"),
+        ("audit_storage_options: [a]\n", "audit_storage_options must be a mapping"),
+        ("audit_journal: ''\n", "audit_journal must be a directory path, got ''"),
+        ("spark: local\n", "spark must be a mapping, got 'local'"),
+        ("spark:\n  master: 5\n", "spark.master must be a str, got 5"),
     ],
 )
 def test_config_errors_name_the_file_and_key(tmp_path, text, message):
@@ -82,3 +88,10 @@ def test_server_properties_are_read_as_java_reads_them(tmp_path):
     props.write_text("log.index.size.max.bytes=9223372036854775808\n")
     with pytest.raises(ConfigError, match=r"log.index.size.max.bytes: segment.index.bytes must be between 12 and"):
         resolve_settings(server_properties=str(props))
+
+
+@pytest.mark.parametrize("pair", ["region", "=eu-west-1", " =x"])
+def test_a_storage_option_needs_a_key_and_a_value(pair):
+    with pytest.raises(ConfigError, match=r"--audit-storage-option: expected KEY=VALUE"):
+        parse_storage_options([pair])
+    assert parse_storage_options(["region=eu=1", "AWS_ALLOW_HTTP=true"]) == {"region": "eu=1", "AWS_ALLOW_HTTP": "true"}
