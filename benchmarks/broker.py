@@ -21,7 +21,9 @@
   and ``recover`` of a copy of it (the log dir holds a broker's ``meta.properties`` and offset checkpoints,
   recovery points at 0: every segment recovered), and ``kafka-index repair --engine local`` of the preallocated
   state (nothing to write: an active segment's preallocated index is what a broker leaves), with and without its
-  audit table. Limit beside rebuild and recover: the file system's fsyncs alone (``FSYNCED_PER_PARTITION``).
+  audit table. Limit beside rebuild and recover: the file system's fsyncs alone (``FSYNCED_PER_PARTITION``); and
+  recover's work alone, the same recover with every ``fsync`` skipped (``common.CMD_NOTHING_DURABLE``). And
+  ``recover --sync syncfs`` (one ``syncfs`` per file system instead of an fsync per file).
 
 * ``syscalls``: the file-system calls a segment costs (issue 24): ``strace -f -c`` of ``rebuild LOG_DIR --jobs 1``
   (in place: segments without index files, and a crashed broker's with preallocated ones) and ``verify LOG_DIR
@@ -239,6 +241,8 @@ def prealloc_case(args, other: str | None) -> None:
         rebuilds: dict[str, list[float]] = {t: [] for t in trees}
         repairs: dict[tuple[str, bool], list[float]] = {(t, a): [] for t in trees for a in (False, True)}
         recovers: dict[str, list[float]] = {t: [] for t in trees}
+        syncfs: list[float] = []  # recover --sync syncfs
+        unsynced: list[float] = []  # recover with no fsync: its work alone, the floor of any durable recover
         cats = []
         floors: dict[str, list[float]] = {"rebuild": [], "recover --backup-dir": []}
         for run in range(args.runs):
@@ -270,6 +274,17 @@ def prealloc_case(args, other: str | None) -> None:
                 os.sync()
                 recover = ["recover", work, "--jobs", str(JOBS), "--backup-dir", backups, "-q"]
                 recovers[name].append(timed(lambda: run_indexlib(recover, tree)))
+                if name != "this":
+                    continue
+                # the same recover of fresh copies: durable by one syncfs per file system; with every fsync skipped
+                # (nothing durable: its work alone)
+                for way, walls, durable in (("syncfs", syncfs, True), ("none", unsynced, False)):
+                    shutil.rmtree(work)
+                    shutil.rmtree(backups, ignore_errors=True)
+                    subprocess.run(["cp", "-a", "--sparse=always", logs, work], check=True)
+                    os.sync()
+                    sync = ["--sync", "syncfs"] if way == "syncfs" else []
+                    walls.append(timed(lambda: run_indexlib(recover + sync, tree, durable=durable)))
             # the file system's floor for each: the files it must make durable, alone (see FSYNCED_PER_PARTITION)
             for command, (files, cut) in FSYNCED_PER_PARTITION.items():
                 floors[command].append(fsync_floor_seconds(root, args.partitions, files, cut))
@@ -314,6 +329,15 @@ def prealloc_case(args, other: str | None) -> None:
             ratio = f"**{med(ratios):.2f}** ({runs_list(ratios)})" if other and name == "this" else ""
             limit = f"{med(floors[command]):.2f} s ({runs_list(floors[command])})" if name == "this" else ""
             print(f"| {name} ({tree}) | {w:.2f} s | {w / args.partitions * 1e3:.2f} ms | {ratio} | {limit} |")
+        if command.startswith("recover"):
+            print(
+                f"| this, `--sync syncfs` (one syncfs per file system) | {med(syncfs):.2f} s ({runs_list(syncfs)}) | "
+                f"{med(syncfs) / args.partitions * 1e3:.2f} ms | | |"
+            )
+            print(
+                f"| this, every fsync skipped (nothing durable: its work alone) | {med(unsynced):.2f} s "
+                f"({runs_list(unsynced)}) | {med(unsynced) / args.partitions * 1e3:.2f} ms | | |"
+            )
         print()
     print(
         "`kafka-index repair --engine local` of the preallocated state (the JVM-less job: the same engine, its rows "
@@ -329,6 +353,8 @@ def prealloc_case(args, other: str | None) -> None:
     args.raw["prealloc rebuild"] = rebuilds
     args.raw["prealloc repair"] = {f"{t} {'audited' if a else 'no audit'}": v for (t, a), v in repairs.items()}
     args.raw["prealloc recover"] = recovers
+    args.raw["prealloc recover, syncfs"] = syncfs
+    args.raw["prealloc recover, no fsync"] = unsynced
     args.raw["prealloc fsync floors"] = floors
 
 

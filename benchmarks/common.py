@@ -45,6 +45,14 @@ INDEX_INTERVAL_BYTES = 4096  # Kafka's and the CLI's defaults
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 LOG_NAME = "00000000000000000000.log"
 CMD = [sys.executable, "-m", "indexlib"]
+#: ``python -m indexlib`` with every ``os.fsync`` a no-op (its forked workers too): a command's work without making
+#: anything durable, the floor of any way to make it durable (``run_indexlib(..., durable=False)``); never for data
+#: anyone keeps
+CMD_NOTHING_DURABLE = [
+    sys.executable,
+    "-c",
+    "import os, runpy; os.fsync = lambda fd: None; runpy.run_module('indexlib', run_name='__main__', alter_sys=True)",
+]
 TIME = "/usr/bin/time"  # GNU time, for -v
 GB, MIB = 1e9, 2**20
 
@@ -94,9 +102,13 @@ def tree_env(tree: str = REPO, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_indexlib(args: list[str], tree: str = REPO, ok: tuple[int, ...] = (0,), **env: str) -> None:
-    """One whole ``python -m indexlib ARGS`` process of ``tree``; its exit code must be in ``ok``."""
-    proc = subprocess.run(CMD + args, cwd=tree, env=tree_env(tree, **env), capture_output=True, text=True)
+def run_indexlib(
+    args: list[str], tree: str = REPO, ok: tuple[int, ...] = (0,), durable: bool = True, **env: str
+) -> None:
+    """One whole ``python -m indexlib ARGS`` process of ``tree``; its exit code must be in ``ok``. ``durable=False``:
+    with no ``fsync`` (:data:`CMD_NOTHING_DURABLE`)."""
+    cmd = CMD if durable else CMD_NOTHING_DURABLE
+    proc = subprocess.run(cmd + args, cwd=tree, env=tree_env(tree, **env), capture_output=True, text=True)
     if proc.returncode not in ok:
         raise BenchError(
             f"`python -m indexlib {' '.join(args)}` ({tree}, {env or 'as is'}) exited with {proc.returncode}\n"

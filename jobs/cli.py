@@ -245,6 +245,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         getattr(args, "force", False),
         settings.backup_dir,
         args.broker_id,
+        getattr(args, "sync", "fsync"),
     )
     check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
     if args.run_id and not options.read_only:

@@ -254,6 +254,7 @@ def run_rebuild(args: argparse.Namespace) -> int:
         force=args.force,
         backup_root=args.backup_dir,
         broker_id=args.broker_id,
+        sync=args.sync,
     )
     in_place = [p for p in found.partitions if options.in_place(p)]
     if in_place:
@@ -273,7 +274,12 @@ def run_recover(args: argparse.Namespace) -> int:
     settings, paths = check_settings(args)
     found = discover_paths(paths, args.topics, args.partitions)
     options = RunOptions(
-        "recover", run_id=args.run_id, dry_run=args.dry_run, backup_root=args.backup_dir, broker_id=args.broker_id
+        "recover",
+        run_id=args.run_id,
+        dry_run=args.dry_run,
+        backup_root=args.backup_dir,
+        broker_id=args.broker_id,
+        sync=args.sync,
     )
     for log_dir in sorted({p.log_dir for p in found.partitions}):
         if log_dir_is_locked(log_dir):

@@ -12,10 +12,14 @@ from datetime import UTC, datetime
 
 from ..format.errors import KafkaIndexError
 from ..storage.discovery import Discovery, Partition, directory_key
+from ..storage.file_system_sync import check_available as check_syncfs_available
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
 from .identity import BROKER_ID_MAX, broker_id_conflicts
 
 MODES = ("verify", "rebuild", "repair", "recover")
+#: how a writing run makes its files durable: an fsync of each file and dir, or one syncfs per file system
+#: (:mod:`indexlib.storage.file_system_sync`)
+SYNC_METHODS = ("fsync", "syncfs")
 
 #: A run id names a backup dir and tags staged files: no '/', whitespace, control characters or '~'
 #: ('~' separates the task attempt in staged names), no leading '.', at most 200 characters.
@@ -46,6 +50,7 @@ class RunOptions:
     force: bool = False
     backup_root: str | None = None
     broker_id: int | None = None  # names the broker of a log dir without meta.properties (--broker-id)
+    sync: str = "fsync"  # how a writing run makes its files durable (SYNC_METHODS)
 
     @property
     def read_only(self) -> bool:
@@ -79,6 +84,10 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     alone); a writing run whose run id already has backups (:func:`check_backups_unused`)."""
     if options.mode not in MODES:
         raise RunOptionError(f"unknown mode {options.mode!r} (one of {', '.join(MODES)})")
+    if options.sync not in SYNC_METHODS:
+        raise RunOptionError(f"unknown sync method {options.sync!r} (one of {', '.join(SYNC_METHODS)})")
+    if options.sync == "syncfs" and not options.read_only:
+        check_syncfs_available()
     if options.broker_id is not None:
         if not 0 <= options.broker_id <= BROKER_ID_MAX:
             raise RunOptionError(f"--broker-id {options.broker_id}: a broker id is 0 to {BROKER_ID_MAX}")

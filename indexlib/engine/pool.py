@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..format import scan_kernel
+from ..storage import file_system_sync
 from .segment_task import Arrived, MapSegments, SegmentOutcome, SegmentTask, process_segments
 
 
@@ -30,7 +31,11 @@ def map_locally(jobs: int = 1) -> MapSegments:
 
         workers = min(jobs, len(tasks))
         chosen = batches(ordered, workers * BATCHES_PER_WORKER)
-        pool = ProcessPoolExecutor(max_workers=workers, initializer=pool_worker, initargs=(pool_reads_ahead(workers),))
+        pool = ProcessPoolExecutor(
+            max_workers=workers,
+            initializer=pool_worker,
+            initargs=(pool_reads_ahead(workers), file_system_sync.roots()),
+        )
         stopping = contextlib.ExitStack()
         try:
             results = pool.map(process_segments, chosen, [run_id] * len(chosen))
@@ -100,16 +105,20 @@ def _stop_workers(pool: Any) -> None:
             process.terminate()
 
 
-def pool_worker(read_ahead: bool = True) -> None:
+def pool_worker(read_ahead: bool = True, sync_roots: list[str] | None = None) -> None:
     """A pool worker's initializer. The parent alone decides when the run stops: SIGINT, which a terminal
     sends to the whole process group, is ignored here, and SIGTERM kills (the fork copied the parent's
     handler, which would raise). On Linux a worker dies with its parent instead of waiting forever for work
-    that will not come. Without ``read_ahead`` its scans read synchronously (:func:`pool_reads_ahead`)."""
+    that will not come. Without ``read_ahead`` its scans read synchronously (:func:`pool_reads_ahead`). With
+    ``sync_roots`` (the run's ``--sync syncfs``) it registers their file systems with descriptors of its own,
+    before it writes anything (:mod:`~indexlib.storage.file_system_sync`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
     if not read_ahead:
         scan_without_read_ahead()
+    if sync_roots:
+        file_system_sync.register(sync_roots)
 
 
 def _die_with_parent() -> None:

@@ -43,6 +43,7 @@ from ..format.meta_properties import BrokerIdentity
 from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
+from ..storage.file_system_sync import by_file_system
 from ..storage.locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from ..storage.publish import discard_staged, fsync_paths
 from .commit import (
@@ -201,7 +202,10 @@ def run(
         if not options.read_only
     ]
     swept: list[str] = []
-    with run_locks(lock_dirs, run_id):
+    root = backup_root(options)
+    sync_roots = sorted({*lock_dirs, *([root] if root is not None else [])})
+    durability = by_file_system(sync_roots) if options.sync == "syncfs" and not options.read_only else None
+    with durability or contextlib.nullcontext(), run_locks(lock_dirs, run_id):
         if not options.read_only:
             swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
             sweep_dead_run_locks(lock_dirs, run_id)
@@ -280,7 +284,6 @@ def run(
             finished |= _finish_partitions(unfinished, brokers, observer)
             if recovery and not options.dry_run:
                 with deferred_signals():
-                    root = backup_root(options)
                     checkpoints = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays

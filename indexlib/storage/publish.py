@@ -34,6 +34,7 @@ from ..format.transaction_index import TransactionIndex
 from ..format.values import AbortedTxn
 from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.settings import DEFAULT_SEGMENT_INDEX_BYTES
+from . import file_system_sync
 
 IndexT = TypeVar("IndexT", OffsetIndex, TimeIndex)
 T = TypeVar("T")
@@ -69,8 +70,12 @@ def fsync_paths(paths: Collection[str]) -> dict[str, OSError]:
     """``fsync`` every path (a file or a directory) and return those that failed with their error. Each path is
     fsynced on its own, concurrently where the first one waited on a device: a journaling file system (ext4,
     xfs) commits the fsyncs in flight together, so many small files cost a few journal commits instead of one
-    each (about 10x fewer on ext4); where an fsync is instant (tmpfs), one thread is cheaper."""
+    each (about 10x fewer on ext4); where an fsync is instant (tmpfs), one thread is cheaper. In a run with
+    ``--sync syncfs`` (:mod:`.file_system_sync`) the paths on its registered file systems are made durable by one
+    ``syncfs`` each instead."""
     failed: dict[str, OSError] = {}
+    if file_system_sync.active():
+        failed, paths = file_system_sync.sync_paths(paths)
 
     def one(path: str) -> None:
         try:

@@ -23,6 +23,7 @@ from indexlib.format.meta_properties import MetaPropertiesError
 from indexlib.format.producer_snapshot import SnapshotError
 from indexlib.recovery.checks import VerifyInputError
 from indexlib.recovery.findings import FindingKindError
+from indexlib.storage.file_system_sync import SyncfsUnavailableError
 from indexlib.storage.publish import BackupExistsError, ChangedSinceReadError, UnrebuildableSegmentError
 
 
@@ -149,6 +150,7 @@ ERROR_CLASSES = [
     (UnrebuildableSegmentError, TypeError),
     (BackupExistsError, FileExistsError),
     (ChangedSinceReadError, ValueError),
+    (SyncfsUnavailableError, ValueError),
     (cli.JsonTargetError, ValueError),
     (cli.LookupTargetError, ValueError),
     (cli.SettingsFileError, ValueError),

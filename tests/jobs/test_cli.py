@@ -418,9 +418,10 @@ def test_both_command_lines_select_alike_and_find_the_same(spark, capsys, tmp_pa
 
 
 @requires_kafka_real
-def test_the_audit_run_row_names_the_files_a_run_wrote_beside_the_segments(tmp_path, capsys):
+def test_the_audit_run_row_names_the_files_a_run_wrote_beside_the_segments(tmp_path, capsys, monkeypatch):
     """A repair's rewritten producer snapshot and a recover's recovery-point checkpoint, rolled segment and
     snapshots are in the run row's ``files_written`` (``--engine local``, a real Delta table)."""
+    from indexlib.storage import file_system_sync
     from jobs import audit_queries
 
     from ..indexlib.test_recover import crashed_log_dir
@@ -446,8 +447,13 @@ def test_the_audit_run_row_names_the_files_a_run_wrote_beside_the_segments(tmp_p
     assert "producer_snapshot_mismatch" in run_row["findings_json"] and run_row["status"] == "ok"
 
     crashed = crashed_log_dir(tmp_path / "crash", partitions=1, point=0)
+    registered: list[list[str]] = []  # --sync syncfs: the file systems the run registered (then as it would)
+    monkeypatch.setattr(file_system_sync, "register", lambda dirs, real=file_system_sync.register: (
+        registered.append(sorted(dirs)), real(dirs))[1])  # fmt: skip
     assert main(["recover", "--log-dir", str(crashed), "--engine", "local", "--audit-table", str(table), "--run-id",
-                 "rec", "--backup-dir", str(tmp_path / "bk"), "--no-progress", "--audit-journal", str(tmp_path / "j")]) == 0  # fmt: skip
+                 "rec", "--backup-dir", str(tmp_path / "bk"), "--no-progress", "--audit-journal", str(tmp_path / "j"),
+                 "--sync", "syncfs"]) == 0  # fmt: skip
+    assert registered[0] == sorted([str(crashed), str(tmp_path / "bk")]) and not file_system_sync.active()
     [run_row] = [
         r for r in audit_queries.read(str(table)).to_pylist() if r["run_id"] == "rec" and r["record_type"] == "run"
     ]

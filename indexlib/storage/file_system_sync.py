@@ -1,0 +1,137 @@
+"""Durability by file system (``--sync syncfs``): one ``syncfs(2)`` per file system in place of an ``fsync`` per
+file and dir, as PostgreSQL's ``recovery_init_sync_method = syncfs``. Many small files (a crashed broker's
+thousands of partitions) then cost one write-back and one journal commit instead of an fsync each.
+
+Invariants: a path counts as durable only when it is on a file system this process registered (:func:`register`)
+before it wrote there, and that file system's ``syncfs`` succeeded after the path was written; a path on any
+other file system is left to the caller, who fsyncs it. Registering opens a descriptor on the file system, and
+``syncfs`` through it reports every write error on that file system since (Linux >= 5.8; older kernels report
+none, so :func:`register` refuses them): an error anywhere on it fails every path the call covered. Each process
+registers its own descriptors (a pool worker again, :func:`roots`): a descriptor shared across a fork shares its
+error cursor, so one process's ``syncfs`` would consume the error another's write caused.
+
+The cost: ``syncfs`` also writes whatever else is waiting to be written on those file systems."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import platform
+import re
+from collections.abc import Collection, Iterator
+from typing import Any
+
+from ..format.errors import KafkaIndexError
+
+#: the first Linux whose ``syncfs`` reports write-back errors (errseq on the superblock, 2020)
+MIN_KERNEL = (5, 8)
+
+
+class SyncfsUnavailableError(KafkaIndexError, ValueError):
+    """``--sync syncfs`` where ``syncfs`` would not report write errors (not Linux, Linux < 5.8) or is missing."""
+
+
+#: st_dev -> (the dir it was registered as, this process's descriptor on it)
+_registered: dict[int, tuple[str, int]] = {}
+
+
+def kernel_reports_syncfs_errors(system: str | None = None, release: str | None = None) -> bool:
+    """Whether ``syncfs`` on this kernel (or ``system``/``release``, as ``platform`` names them) reports write-back
+    errors: Linux >= :data:`MIN_KERNEL`."""
+    system = platform.system() if system is None else system
+    release = platform.release() if release is None else release
+    found = re.match(r"(\d+)\.(\d+)", release)
+    return system == "Linux" and found is not None and (int(found[1]), int(found[2])) >= MIN_KERNEL
+
+
+def check_available() -> None:
+    """Raise :class:`SyncfsUnavailableError` naming the reason where ``--sync syncfs`` cannot be trusted."""
+    if not kernel_reports_syncfs_errors():
+        raise SyncfsUnavailableError(
+            f"--sync syncfs needs Linux {MIN_KERNEL[0]}.{MIN_KERNEL[1]} or later (this system: {platform.system()} "
+            f"{platform.release()}): older kernels do not report write errors from syncfs; use --sync fsync"
+        )
+    if _syncfs_function() is None:
+        raise SyncfsUnavailableError("--sync syncfs: this C library has no syncfs(); use --sync fsync")
+
+
+@functools.cache
+def _syncfs_function() -> Any:
+    """The C library's ``syncfs(int fd)``, or None."""
+    try:
+        return ctypes.CDLL(None, use_errno=True).syncfs
+    except (OSError, AttributeError):
+        return None
+
+
+def register(dirs: Collection[str]) -> None:
+    """Sync the file systems of ``dirs`` (each, or its nearest existing ancestor: a dir the run will create) by
+    ``syncfs`` from now on in this process, replacing any registered before (:func:`check_available` first)."""
+    check_available()
+    release()
+    for path in dirs:
+        existing = os.path.abspath(path)
+        while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+            existing = os.path.dirname(existing)
+        fd = os.open(existing, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        device = os.fstat(fd).st_dev
+        if device in _registered:
+            os.close(fd)
+        else:
+            _registered[device] = (existing, fd)
+
+
+def release() -> None:
+    """Back to an fsync per path in this process: the descriptors closed."""
+    while _registered:
+        _, (_, fd) = _registered.popitem()
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def by_file_system(dirs: Collection[str]) -> Iterator[None]:
+    """:func:`register` for the body (a run), then :func:`release`."""
+    register(dirs)
+    try:
+        yield
+    finally:
+        release()
+
+
+def roots() -> list[str]:
+    """The dirs registered in this process, one per file system (what a pool worker registers again)."""
+    return [path for path, _ in _registered.values()]
+
+
+def active() -> bool:
+    return bool(_registered)
+
+
+def sync_paths(paths: Collection[str]) -> tuple[dict[str, OSError], list[str]]:
+    """One ``syncfs`` per registered file system that holds some of ``paths``: (the paths that failed, with their
+    error: one that cannot be stat'ed, or every path of a file system whose ``syncfs`` failed; the paths on no
+    registered file system, for the caller to fsync)."""
+    failed: dict[str, OSError] = {}
+    left: list[str] = []
+    by_device: dict[int, list[str]] = {}
+    for path in paths:
+        try:
+            device = os.stat(path).st_dev
+        except OSError as exc:
+            failed[path] = exc
+            continue
+        if device in _registered:
+            by_device.setdefault(device, []).append(path)
+        else:
+            left.append(path)
+    syncfs = _syncfs_function() if by_device else None
+    for device, mine in by_device.items():
+        assert syncfs is not None  # check_available() found it when the file system was registered
+        if syncfs(_registered[device][1]) != 0:
+            code = ctypes.get_errno()
+            for path in mine:
+                failed[path] = OSError(code, f"syncfs of its file system failed: {os.strerror(code)}", path)
+    return failed, left

@@ -1,0 +1,170 @@
+"""``--sync syncfs`` (issue 24): a writing run makes its files durable by one ``syncfs`` per file system instead of an
+fsync per file, with the same files as an fsync run; a path on a file system the run did not register is still
+fsynced, and a failed ``syncfs`` fails every path it covered. Real file systems and real system calls; only the
+old-kernel refusal fakes the kernel's name (no kernel older than 5.8 exists here)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ProcessPoolExecutor
+
+import pytest
+
+from indexlib.cli.main import main
+from indexlib.engine.pool import pool_worker
+from indexlib.format.layout import segment_file
+from indexlib.storage import file_system_sync
+from indexlib.storage.publish import fsync_paths
+from indexlib.testing.generate import generate_partition
+
+from .test_recover import bases, crashed_log_dir, recovery_points
+
+
+@pytest.fixture(autouse=True)
+def _nothing_registered_after():
+    yield
+    file_system_sync.release()
+
+
+def count_fsyncs(monkeypatch) -> list[int]:
+    """Every ``os.fsync`` of this process from now on, by descriptor (each still made)."""
+    calls: list[int] = []
+    real = os.fsync
+
+    def fsync(fd):
+        calls.append(fd)
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    return calls
+
+
+@pytest.mark.parametrize(
+    "system, release, reports",
+    [
+        ("Linux", "6.18.44-fc-v657", True),
+        ("Linux", "5.8.0-63-generic", True),
+        ("Linux", "5.15.0", True),
+        ("Linux", "5.4.0-100-generic", False),
+        ("Linux", "4.19.0", False),
+        ("Linux", "garbage", False),
+        ("Darwin", "23.1.0", False),
+    ],
+)
+def test_syncfs_is_trusted_only_where_it_reports_write_errors(system, release, reports):
+    assert file_system_sync.kernel_reports_syncfs_errors(system, release) is reports
+
+
+def test_paths_on_a_registered_file_system_are_synced_without_an_fsync_each(tmp_path, monkeypatch):
+    files = []
+    for i in range(5):
+        (tmp_path / f"f{i}").write_bytes(b"x" * 100)
+        files.append(str(tmp_path / f"f{i}"))
+    missing = str(tmp_path / "gone")
+    file_system_sync.register([str(tmp_path / "not-yet" / "made")])  # a dir the run will create: its ancestor's
+    assert file_system_sync.roots() == [str(tmp_path)] and file_system_sync.active()
+    calls = count_fsyncs(monkeypatch)
+    failed = fsync_paths([*files, str(tmp_path), missing])
+    assert calls == [] and list(failed) == [missing] and isinstance(failed[missing], FileNotFoundError)
+    file_system_sync.release()
+    assert not file_system_sync.active() and fsync_paths(files) == {} and len(calls) == len(files)
+
+
+def test_a_path_on_another_file_system_is_still_fsynced(tmp_path, monkeypatch):
+    other = "/dev/shm"
+    if not os.path.isdir(other) or os.stat(other).st_dev == os.stat(tmp_path).st_dev:
+        pytest.skip("needs /dev/shm as a file system apart from the test's temporary dir")
+    here = tmp_path / "here"
+    here.write_bytes(b"x")
+    with open(os.path.join(other, f"kafka-index-sync-{os.getpid()}"), "wb") as f:
+        f.write(b"y")
+    try:
+        with file_system_sync.by_file_system([str(tmp_path)]):
+            calls = count_fsyncs(monkeypatch)
+            assert fsync_paths([str(here), f.name]) == {}
+            assert len(calls) == 1  # the one on /dev/shm
+        assert not file_system_sync.active()
+    finally:
+        os.unlink(f.name)
+
+
+def test_a_failed_syncfs_fails_every_path_it_covered_naming_each(tmp_path):
+    files = [str(tmp_path / n) for n in ("a", "b")]
+    for path in files:
+        open(path, "wb").close()
+    file_system_sync.register([str(tmp_path)])
+    ((_, fd),) = file_system_sync._registered.values()
+    os.close(fd)  # the real syscall then fails (EBADF), as a write error on the file system would fail it
+    failed = fsync_paths(files)
+    assert sorted(failed) == files
+    for path, exc in failed.items():
+        assert exc.filename == path and "syncfs of its file system failed" in str(exc)
+
+
+def _registered_in_worker() -> tuple[list[str], int]:
+    ((_, fd),) = file_system_sync._registered.values()
+    return file_system_sync.roots(), os.lseek(fd, 0, os.SEEK_CUR)
+
+
+def test_a_pool_worker_registers_the_file_systems_with_descriptors_of_its_own(tmp_path):
+    """A descriptor inherited across the fork would share the parent's open file (its error cursor, and its
+    position, which tells the two apart here): the worker's is at position 0, the parent's was moved."""
+    file_system_sync.register([str(tmp_path)])
+    ((_, parent_fd),) = file_system_sync._registered.values()
+    os.lseek(parent_fd, 1, os.SEEK_SET)
+    with ProcessPoolExecutor(1, initializer=pool_worker, initargs=(True, file_system_sync.roots())) as pool:
+        roots, position = pool.submit(_registered_in_worker).result()
+    assert roots == [str(tmp_path)] and position == 0 and os.lseek(parent_fd, 0, os.SEEK_CUR) == 1
+
+
+def test_recover_with_syncfs_leaves_what_recover_with_fsync_leaves_and_fsyncs_only_its_checkpoints(
+    tmp_path, monkeypatch
+):
+    logs = crashed_log_dir(tmp_path / "a", partitions=3)
+    part = logs / "orders-1"
+    for suffix in (".index", ".timeindex"):  # staged by the workers: their own registration
+        os.unlink(segment_file(str(part), bases(part)[0], suffix))
+    twin = tmp_path / "b" / "logs"
+    shutil.copytree(logs, twin)
+    assert main(["recover", str(twin), "--backup-dir", str(tmp_path / "bk-b"), "--run-id", "r", "-q"]) == 0
+    calls = count_fsyncs(monkeypatch)
+    args = ["recover", str(logs), "--backup-dir", str(tmp_path / "bk-a"), "--run-id", "r", "--jobs", "2", "-q"]
+    assert main([*args, "--sync", "syncfs"]) == 0
+    assert not file_system_sync.active()  # released at the run's end
+    # this process's fsyncs, none per partition: the old recovery-point checkpoint's copy in the backups and its
+    # dir, the new checkpoint's temporary file and the log dir after its rename (as Kafka writes a checkpoint)
+    assert len(calls) == 4, calls
+    for a, b in ((logs, twin), (tmp_path / "bk-a", tmp_path / "bk-b")):
+        names = sorted(str(p.relative_to(a)) for p in a.rglob("*") if "log-dirs" not in p.parts)
+        assert names == sorted(str(p.relative_to(b)) for p in b.rglob("*") if "log-dirs" not in p.parts) and names
+        for name in names:
+            if (a / name).is_file():
+                assert (a / name).read_bytes() == (b / name).read_bytes(), name
+    assert recovery_points(logs) == recovery_points(twin) != {}
+
+
+def test_a_rebuild_with_syncfs_writes_the_same_files(tmp_path):
+    part = tmp_path / "logs" / "orders-0"
+    generate_partition(part, segments=3, batches_per_segment=30, seed=3)
+    out = {m: tmp_path / f"out-{m}" for m in ("fsync", "syncfs")}
+    for method, target in out.items():
+        assert main(["rebuild", str(part), "--output-dir", str(target), "--sync", method, "--jobs", "2", "-q"]) == 0
+    names = sorted(p.name for p in (out["fsync"] / "orders-0").iterdir())
+    assert names and names == sorted(p.name for p in (out["syncfs"] / "orders-0").iterdir())
+    for name in names:
+        assert (out["fsync"] / "orders-0" / name).read_bytes() == (out["syncfs"] / "orders-0" / name).read_bytes()
+
+
+def test_syncfs_on_a_kernel_that_would_not_report_write_errors_is_refused_in_one_line(tmp_path, monkeypatch, capsys):
+    import platform
+
+    logs = crashed_log_dir(tmp_path)
+    before = {p: p.read_bytes() for p in logs.rglob("*") if p.is_file() and p.stat().st_size < 1 << 20}
+    monkeypatch.setattr(platform, "release", lambda: "5.4.0-100-generic")  # no such kernel here: its name only
+    assert main(["recover", str(logs), "--sync", "syncfs", "--backup-dir", str(tmp_path / "bk")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--sync syncfs needs Linux 5.8 or later" in err[0] and "5.4.0-100-generic" in err[0]
+    assert {p: p.read_bytes() for p in before} == before and not (tmp_path / "bk").exists()
+    # a read-only run does not care how writes would be synced
+    assert main(["recover", str(logs), "--sync", "syncfs", "--dry-run", "-q"]) == 0
