@@ -4,20 +4,24 @@ broker (``../shared/kafka_2.13-4.1.0``) killed (SIGKILL) while ``kafka-producer-
 
 Shapes: a) a few partitions with large active segments (8 partitions, 128 MiB in all: every byte in the active
 segments, 1 GiB ``segment.bytes``); b) many small partitions (1000 x ~0.3 MiB); c) issue 24's first shape, 2 GiB
-over 8 partitions, all in active segments (``--shapes c``: about 6 GiB of ``/dev/shm`` for the crash and two copies). Per run, on fresh ``cp -a`` copies
+over 8 partitions, all in active segments (``--shapes c``: about 6 GiB of ``/dev/shm`` for the crash and two copies);
+d) issue 24's second shape, 2000 x ~0.3 MiB (with ``--disk``: on a disk, where the fsyncs cost). Per run, on fresh
+``cp -a`` copies (each written out by ``sync`` before it is used)
 of the crashed log dir (``num.recovery.threads.per.data.dir`` = 2, the cores; the distribution's JVM options):
 
 - Kafka: the broker started on a copy; its own ``Loaded N logs in X ms`` (LogManager.loadLogs, the recovery itself;
   the start also waits out its old session, whatever the log holds, which this figure leaves out);
 - ``recover --jobs 2``: wall time of the whole process on another copy, then the broker started on that copy: its
-  ``Loaded N logs in X ms`` (and a check that it recovered no segment holding data);
+  ``Loaded N logs in X ms`` (and a check that it recovered no segment holding data); ``recover --jobs 2 --sync
+  syncfs`` on a third copy (checked: it leaves the same files);
 - ``verify --jobs 2`` and ``rebuild --jobs 2 --output-dir`` of the crashed dir (read only), whole processes;
 - the physical limit: one ``cat`` of the ``.log`` files.
 
-Data under ``/dev/shm`` (page-cache pages: no disk in any figure; fsync is free there). A broker is stopped by its
+Data under ``/dev/shm`` (page-cache pages: no disk in any figure; fsync is free there), or with ``--disk`` under
+tempfile's default dir. A broker is stopped by its
 PID only. Medians over ``--runs`` (3).
 
-Run: ``.venv/bin/python benchmarks/crash.py [--runs 3] [--shapes a,b]``; ``--quick``: small shapes, one run.
+Run: ``.venv/bin/python benchmarks/crash.py [--runs 3] [--shapes a,b] [--disk]``; ``--quick``: small shapes, one run.
 About 10 minutes with the defaults on two cores.
 """
 
@@ -38,6 +42,7 @@ from common import (  # noqa: E402
     BenchError,
     MachineWatch,
     cat_seconds,
+    compare_trees,
     compile_bytecode,
     header,
     med,
@@ -57,8 +62,18 @@ from tests.broker.kafka_broker import (  # noqa: E402
 )
 
 # key -> (topic, partitions, total MiB, record bytes)
-SHAPES = {"a": ("crash-a", 8, 128, 1024), "b": ("crash-b", 1000, 300, 512), "c": ("crash-c", 8, 2048, 1024)}
-QUICK = {"a": ("crash-a", 8, 16, 1024), "b": ("crash-b", 100, 30, 512), "c": ("crash-c", 8, 64, 1024)}
+SHAPES = {
+    "a": ("crash-a", 8, 128, 1024),
+    "b": ("crash-b", 1000, 300, 512),
+    "c": ("crash-c", 8, 2048, 1024),
+    "d": ("crash-d", 2000, 600, 512),
+}
+QUICK = {
+    "a": ("crash-a", 8, 16, 1024),
+    "b": ("crash-b", 100, 30, 512),
+    "c": ("crash-c", 8, 64, 1024),
+    "d": ("crash-d", 200, 60, 512),
+}
 OVERRIDES = {
     "num.recovery.threads.per.data.dir": "2",
     "broker.session.timeout.ms": "3000",  # the start after a kill waits out the old session: shorter, same recovery
@@ -122,15 +137,29 @@ def broker_loaded(root: Path, log_dir: Path, ports: tuple[int, int], name: str) 
     return rec.loaded_ms, {tp: bases for tp, bases in rec.recovering.items() if tp != "__cluster_metadata-0"}
 
 
+def fresh_copy(crash: Path, target: Path) -> Path:
+    """A ``cp -a`` copy of the crash state, written out (``sync``) before anything is timed on it: a run's own
+    syncs (and the broker's start) then do not also write the copy."""
+    copy = copy_log_dir(crash, target)
+    os.sync()
+    return copy
+
+
 def one_run(root: Path, key: str, shape, crash: Path, ports) -> dict[str, float]:
     topic = shape[0]
     r: dict[str, float] = {"cat": cat_seconds(log_files(crash, topic))}
-    copy = copy_log_dir(crash, root / "self")
+    copy = fresh_copy(crash, root / "self")
     r["kafka"], _ = broker_loaded(root, copy, ports, "self-broker")
     shutil.rmtree(copy)
-    copy = copy_log_dir(crash, root / "ours")
+    copy = fresh_copy(crash, root / "ours")
     bk = root / "backups"
     r["recover"] = timed(lambda: run_indexlib(["recover", str(copy), "--backup-dir", str(bk), "--jobs", "2", "-q"]))
+    twin, bk2 = fresh_copy(crash, root / "ours-syncfs"), root / "backups-syncfs"
+    recover = ["recover", str(twin), "--backup-dir", str(bk2), "--jobs", "2", "-q", "--sync", "syncfs"]
+    r["recover syncfs"] = timed(lambda: run_indexlib(recover))
+    compare_trees(str(copy), str(twin))  # the same files, byte for byte (else BenchError)
+    shutil.rmtree(twin)
+    shutil.rmtree(bk2, ignore_errors=True)
     r["after"], recovered = broker_loaded(root, copy, ports, "after-broker")
     for tp, bases in recovered.items():  # only the empty segment recover rolled at the log end
         log = copy / tp / f"{bases[0]:020d}.log"
@@ -153,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--shapes", default="a,b")
     parser.add_argument("--quick", action="store_true", help="small shapes, one run")
+    parser.add_argument("--disk", action="store_true", help="the crash state and its copies on a disk, not /dev/shm")
     args = parser.parse_args(argv)
     missing = kafka_home_missing()
     if missing:
@@ -165,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     watch = MachineWatch()
     try:
-        with scratch("bench-crash-") as tmp:
+        with scratch("bench-crash-", memory=not args.disk) as tmp:
             for key in args.shapes.split(","):
                 shape = shapes[key]
                 root = Path(tmp) / key
@@ -185,13 +215,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"crash: FAILED: {exc}", file=sys.stderr)
         return 1
     quick = " --quick" if args.quick else ""
-    header(f"benchmarks/crash.py --runs {args.runs} --shapes {args.shapes}{quick}", args.runs, watch)
+    disk = " --disk" if args.disk else ""
+    header(f"benchmarks/crash.py --runs {args.runs} --shapes {args.shapes}{quick}{disk}", args.runs, watch)
     print()
     print(
         "| crash state | `cat` of the .log files | Kafka's own recovery (`Loaded N logs`) | our `recover --jobs 2` "
-        "| broker's `Loaded N logs` after recover | our `verify --jobs 2` | our `rebuild --jobs 2` |"
+        "| `recover --jobs 2 --sync syncfs` | broker's `Loaded N logs` after recover | our `verify --jobs 2` "
+        "| our `rebuild --jobs 2` |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for key, ((_, partitions, _, record), segments, size, runs) in results.items():
 
         def col(name: str, ms: bool = False) -> str:
@@ -199,10 +231,12 @@ def main(argv: list[str] | None = None) -> int:
             return f"{med(values):.2f} s ({runs_list(values)})"
 
         ratio = [r["kafka"] / 1000 / r["recover"] for r in runs]
+        ratio_syncfs = [r["kafka"] / 1000 / r["recover syncfs"] for r in runs]
         after = [r["after"] / r["kafka"] for r in runs]
         print(
             f"| {key}) {partitions} partitions, {size / 2**20:.0f} MiB in {segments} segments ({record}-byte records) "
             f"| {col('cat')} | {col('kafka', True)} | {col('recover')} (**{med(ratio):.2f}x** Kafka) "
+            f"| {col('recover syncfs')} (**{med(ratio_syncfs):.2f}x**) "
             f"| {col('after', True)} ({med(after):.0%} of Kafka's) | {col('verify')} | {col('rebuild')} |"
         )
     return 0
