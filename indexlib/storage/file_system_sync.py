@@ -71,16 +71,20 @@ def register(dirs: Collection[str]) -> None:
     ``syncfs`` from now on in this process, replacing any registered before (:func:`check_available` first)."""
     check_available()
     release()
-    for path in dirs:
-        existing = os.path.abspath(path)
-        while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
-            existing = os.path.dirname(existing)
-        fd = os.open(existing, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        device = os.fstat(fd).st_dev
-        if device in _registered:
-            os.close(fd)
-        else:
-            _registered[device] = (existing, fd)
+    try:
+        for path in dirs:
+            existing = os.path.abspath(path)
+            while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+                existing = os.path.dirname(existing)
+            fd = os.open(existing, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            device = os.fstat(fd).st_dev
+            if device in _registered:
+                os.close(fd)
+            else:
+                _registered[device] = (existing, fd)
+    except BaseException:  # none registered: this process stays with an fsync per path
+        release()
+        raise
 
 
 def release() -> None:

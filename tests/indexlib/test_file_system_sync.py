@@ -168,3 +168,22 @@ def test_syncfs_on_a_kernel_that_would_not_report_write_errors_is_refused_in_one
     assert {p: p.read_bytes() for p in before} == before and not (tmp_path / "bk").exists()
     # a read-only run does not care how writes would be synced
     assert main(["recover", str(logs), "--sync", "syncfs", "--dry-run", "-q"]) == 0
+
+
+def test_a_dir_that_cannot_be_opened_registers_nothing(tmp_path, monkeypatch):
+    """Its ``open`` refused (EACCES, which root never meets here: injected for the second dir only)."""
+    import errno
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    real = os.open
+
+    def refusing(path, flags, *args):
+        if str(path).endswith("/b"):
+            raise PermissionError(errno.EACCES, "Permission denied", str(path))
+        return real(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", refusing)
+    with pytest.raises(PermissionError):
+        file_system_sync.register([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert not file_system_sync.active() and file_system_sync.roots() == []
