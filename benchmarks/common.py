@@ -45,9 +45,9 @@ INDEX_INTERVAL_BYTES = 4096  # Kafka's and the CLI's defaults
 SEGMENT_INDEX_BYTES = 10 * 1024 * 1024
 LOG_NAME = "00000000000000000000.log"
 CMD = [sys.executable, "-m", "indexlib"]
-#: ``python -m indexlib`` with every ``os.fsync`` a no-op (its forked workers too): a command's work without making
-#: anything durable, the floor of any way to make it durable (``run_indexlib(..., durable=False)``); never for data
-#: anyone keeps
+#: ``python -m indexlib`` with every ``os.fsync`` a no-op (its pool's workers too, forked from it: Python 3.11-3.13's
+#: default on Linux): a command's work without making anything durable, the floor of any way to make it durable
+#: (``run_indexlib(..., durable=False)``); never for data anyone keeps
 CMD_NOTHING_DURABLE = [
     sys.executable,
     "-c",

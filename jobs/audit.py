@@ -149,6 +149,7 @@ def segment_row(o: SegmentResult, common: dict[str, Any], options: RunOptions) -
                 "dry_run": options.dry_run,
                 "truncate_corrupt_tail": options.truncate_corrupt_tail,
                 "force": options.force,
+                "sync": options.sync,
             }
         ),
     }
@@ -259,6 +260,7 @@ def rows_for(report: RunReport, settings: Settings) -> list[dict[str, Any]]:
                         "output_dir": report.options.output_dir,
                         "dry_run": report.options.dry_run,
                         "broker_id_option": report.options.broker_id,
+                        "sync": report.options.sync,
                     }
                 ),
             }

@@ -108,7 +108,7 @@ def add_write_options(parser: argparse.ArgumentParser, mode: str) -> None:
         choices=SYNC_METHODS,
         default="fsync",
         help="how the run makes what it writes durable: an fsync of each file and dir (the default), or one "
-        "syncfs per file system (Linux 5.8 or later; much faster over many small files; also writes out whatever "
+        "syncfs per file system (Linux 5.17 or later; much faster over many small files; also writes out whatever "
         "else waits to be written on those file systems)",
     )
     if mode == "recover":  # never beside a running broker: it has the files open and would write them again

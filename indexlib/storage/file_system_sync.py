@@ -3,14 +3,22 @@ file and dir, as PostgreSQL's ``recovery_init_sync_method = syncfs``. Many small
 thousands of partitions) then cost one write-back and one journal commit instead of an fsync each.
 
 Invariants: a path counts as durable only when it is on a file system this process registered (:func:`register`)
-before it wrote there, and that file system's ``syncfs`` succeeded after the path was written; a path on any
-other file system is left to the caller, who fsyncs it. Registering opens a descriptor on the file system, and
-``syncfs`` through it reports every write error on that file system since (Linux >= 5.8; older kernels report
-none, so :func:`register` refuses them): an error anywhere on it fails every path the call covered. Each process
-registers its own descriptors (a pool worker again, :func:`roots`): a descriptor shared across a fork shares its
-error cursor, so one process's ``syncfs`` would consume the error another's write caused.
+before it wrote there, and that file system's ``syncfs`` succeeded after the path was written and no ``syncfs`` of
+it failed before in this process; a path on any other file system is left to the caller, who fsyncs it.
 
-The cost: ``syncfs`` also writes whatever else is waiting to be written on those file systems."""
+- Registering opens a descriptor on the file system; ``syncfs`` through it reports every write error on that file
+  system since: errors writing file data from Linux 5.8, the file system's own (its journal commit) from 5.17, so
+  :func:`register` refuses older kernels. Only the local file systems of :data:`SYNCFS_FILE_SYSTEMS` are
+  registered (a network or FUSE file system may honour an fsync better than a ``syncfs``): the rest are fsynced.
+- An error fails every path its call covered, and every later call on that file system in this process (the
+  kernel reports an error once per descriptor: a later call would otherwise succeed over pages that were lost).
+- Each process has descriptors of its own: a forked child drops what it inherited (a descriptor shared across a
+  fork shares its error cursor, so one process's ``syncfs`` would consume the error another's write caused), and
+  a pool worker registers again (:func:`roots`).
+
+The costs: ``syncfs`` also writes whatever else is waiting to be written on those file systems, and an error
+there fails the run's paths too. A write error from before the run that another program's ``syncfs`` already
+reported is not seen (an fsync of each file would still see it for that file)."""
 
 from __future__ import annotations
 
@@ -25,16 +33,47 @@ from typing import Any
 
 from ..format.errors import KafkaIndexError
 
-#: the first Linux whose ``syncfs`` reports write-back errors (errseq on the superblock, 2020)
-MIN_KERNEL = (5, 8)
+#: the first Linux whose ``syncfs`` reports both write-back errors (errseq on the superblock, 5.8) and the file
+#: system's own sync errors (``sync_filesystem`` returning ``->sync_fs``'s, 5.17)
+MIN_KERNEL = (5, 17)
+#: the file systems synced by ``syncfs`` (``/proc/self/mountinfo``'s type); any other is fsynced path by path
+SYNCFS_FILE_SYSTEMS = frozenset({"ext4", "xfs", "btrfs", "tmpfs"})
 
 
 class SyncfsUnavailableError(KafkaIndexError, ValueError):
-    """``--sync syncfs`` where ``syncfs`` would not report write errors (not Linux, Linux < 5.8) or is missing."""
+    """``--sync syncfs`` where ``syncfs`` would not report write errors (not Linux, Linux < 5.17) or is missing."""
 
 
 #: st_dev -> (the dir it was registered as, this process's descriptor on it)
 _registered: dict[int, tuple[str, int]] = {}
+#: st_dev -> the error of a failed ``syncfs`` of a registered file system (every later call on it fails with it)
+_failed: dict[int, OSError] = {}
+
+
+def _forget_in_child() -> None:
+    """After a fork, in the child: the inherited descriptors closed (the parent keeps its own) and nothing registered."""
+    while _registered:
+        _, (_, fd) = _registered.popitem()
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _failed.clear()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def file_system_type(device: int) -> str | None:
+    """The type of the mounted file system whose device number is ``device`` (``/proc/self/mountinfo``), or None."""
+    wanted = f"{os.major(device)}:{os.minor(device)}"
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                fields, _, after = line.partition(" - ")
+                if after and fields.split()[2:3] == [wanted]:
+                    return after.split()[0]
+    except OSError:
+        return None
+    return None
 
 
 def kernel_reports_syncfs_errors(system: str | None = None, release: str | None = None) -> bool:
@@ -78,7 +117,7 @@ def register(dirs: Collection[str]) -> None:
                 existing = os.path.dirname(existing)
             fd = os.open(existing, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
             device = os.fstat(fd).st_dev
-            if device in _registered:
+            if device in _registered or file_system_type(device) not in SYNCFS_FILE_SYSTEMS:
                 os.close(fd)
             else:
                 _registered[device] = (existing, fd)
@@ -88,11 +127,12 @@ def register(dirs: Collection[str]) -> None:
 
 
 def release() -> None:
-    """Back to an fsync per path in this process: the descriptors closed."""
+    """Back to an fsync per path in this process: the descriptors closed, failures forgotten."""
     while _registered:
         _, (_, fd) = _registered.popitem()
         with contextlib.suppress(OSError):
             os.close(fd)
+    _failed.clear()
 
 
 @contextlib.contextmanager
@@ -116,8 +156,8 @@ def active() -> bool:
 
 def sync_paths(paths: Collection[str]) -> tuple[dict[str, OSError], list[str]]:
     """One ``syncfs`` per registered file system that holds some of ``paths``: (the paths that failed, with their
-    error: one that cannot be stat'ed, or every path of a file system whose ``syncfs`` failed; the paths on no
-    registered file system, for the caller to fsync)."""
+    error: one that cannot be stat'ed, or every path of a file system whose ``syncfs`` failed, now or before in
+    this process; the paths on no registered file system, for the caller to fsync)."""
     failed: dict[str, OSError] = {}
     left: list[str] = []
     by_device: dict[int, list[str]] = {}
@@ -134,8 +174,11 @@ def sync_paths(paths: Collection[str]) -> tuple[dict[str, OSError], list[str]]:
     syncfs = _syncfs_function() if by_device else None
     for device, mine in by_device.items():
         assert syncfs is not None  # check_available() found it when the file system was registered
-        if syncfs(_registered[device][1]) != 0:
+        if device not in _failed and syncfs(_registered[device][1]) != 0:
             code = ctypes.get_errno()
+            _failed[device] = OSError(code, f"syncfs of its file system failed: {os.strerror(code)}")
+        if device in _failed:
+            error = _failed[device]
             for path in mine:
-                failed[path] = OSError(code, f"syncfs of its file system failed: {os.strerror(code)}", path)
+                failed[path] = OSError(error.errno, error.strerror, path)
     return failed, left
