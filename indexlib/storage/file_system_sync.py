@@ -50,18 +50,6 @@ _registered: dict[int, tuple[str, int]] = {}
 _failed: dict[int, OSError] = {}
 
 
-def _forget_in_child() -> None:
-    """After a fork, in the child: the inherited descriptors closed (the parent keeps its own) and nothing registered."""
-    while _registered:
-        _, (_, fd) = _registered.popitem()
-        with contextlib.suppress(OSError):
-            os.close(fd)
-    _failed.clear()
-
-
-os.register_at_fork(after_in_child=_forget_in_child)
-
-
 def file_system_type(device: int) -> str | None:
     """The type of the mounted file system whose device number is ``device`` (``/proc/self/mountinfo``), or None."""
     wanted = f"{os.major(device)}:{os.minor(device)}"
@@ -127,12 +115,16 @@ def register(dirs: Collection[str]) -> None:
 
 
 def release() -> None:
-    """Back to an fsync per path in this process: the descriptors closed, failures forgotten."""
+    """Back to an fsync per path in this process: the descriptors closed, failures forgotten. Also what a forked child
+    does first with what it inherited (the parent keeps its own)."""
     while _registered:
         _, (_, fd) = _registered.popitem()
         with contextlib.suppress(OSError):
             os.close(fd)
     _failed.clear()
+
+
+os.register_at_fork(after_in_child=release)
 
 
 @contextlib.contextmanager
