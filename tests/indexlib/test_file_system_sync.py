@@ -1,7 +1,8 @@
 """``--sync syncfs`` (issue 24): a writing run makes its files durable by one ``syncfs`` per file system instead of an
 fsync per file, with the same files as an fsync run; a path on a file system the run did not register is still
-fsynced, and a failed ``syncfs`` fails every path it covered. Real file systems and real system calls; only the
-old-kernel refusal fakes the kernel's name (no kernel older than 5.17 exists here)."""
+fsynced, and a failed ``syncfs`` fails every path it covered. Real file systems and real system calls; fakes only
+where the real thing cannot exist here, each saying so: a disk's write error (EIO), an older kernel's name (none
+older than 5.17 here), an open refused to root."""
 
 from __future__ import annotations
 
