@@ -10,7 +10,9 @@ d) issue 24's second shape, 2000 x ~0.3 MiB (with ``--disk``: on a disk, where t
 of the crashed log dir (``num.recovery.threads.per.data.dir`` = 2, the cores; the distribution's JVM options):
 
 - Kafka: the broker started on a copy; its own ``Loaded N logs in X ms`` (LogManager.loadLogs, the recovery itself;
-  the start also waits out its old session, whatever the log holds, which this figure leaves out);
+  the start also waits out its old session, whatever the log holds, which this figure leaves out); then that
+  broker stopped cleanly and started again: its ``Loaded`` with nothing to recover (its clean-shutdown file found),
+  the floor of any start after an offline tool, which must leave the shutdown unclean;
 - ``recover --jobs 2``: wall time of the whole process on another copy, then the broker started on that copy: its
   ``Loaded N logs in X ms`` (and a check that it recovered no segment holding data); ``recover --jobs 2 --sync
   syncfs`` on a third copy (checked: it leaves the same files);
@@ -125,16 +127,28 @@ def make_crash(root: Path, shape: tuple[str, int, int, int]) -> tuple[Path, tupl
     return log_dir, (broker.port, broker.controller_port)
 
 
-def broker_loaded(root: Path, log_dir: Path, ports: tuple[int, int], name: str) -> tuple[int, dict[str, list[int]]]:
-    """Start a broker on ``log_dir``; its ``Loaded N logs in X ms`` (ms) and the segments it recovered. Killed after."""
+def broker_loaded(
+    root: Path, log_dir: Path, ports: tuple[int, int], name: str, clean_restart: bool = False
+) -> tuple[int, dict[str, list[int]], int | None]:
+    """Start a broker on ``log_dir``; its ``Loaded N logs in X ms`` (ms) and the segments it recovered. Killed after;
+    with ``clean_restart`` first stopped cleanly (SIGTERM: it writes its clean-shutdown file) and started once more:
+    that start's ``Loaded`` (ms), which recovers nothing, is the third item (else None)."""
     broker = KafkaBroker(root / name, log_dir, OVERRIDES, ports=ports, jvm_opts=None)
+    clean_ms = None
     try:
         rec = broker.start(timeout=600)
+        if clean_restart:
+            broker.stop(timeout=600)
+            again = broker.start(timeout=600)
+            if not again.clean_shutdown_seen or not again.loaded:
+                raise BenchError(f"the restart after a clean stop did not skip recovery: {broker.current_logs}")
+            clean_ms = again.loaded_ms
     finally:
         broker.close()
     if not rec.loaded:
         raise BenchError(f"no 'Loaded N logs' line in {broker.current_logs}/server.log")
-    return rec.loaded_ms, {tp: bases for tp, bases in rec.recovering.items() if tp != "__cluster_metadata-0"}
+    recovered = {tp: bases for tp, bases in rec.recovering.items() if tp != "__cluster_metadata-0"}
+    return rec.loaded_ms, recovered, clean_ms
 
 
 def fresh_copy(crash: Path, target: Path) -> Path:
@@ -149,7 +163,9 @@ def one_run(root: Path, key: str, shape, crash: Path, ports) -> dict[str, float]
     topic = shape[0]
     r: dict[str, float] = {"cat": cat_seconds(log_files(crash, topic))}
     copy = fresh_copy(crash, root / "self")
-    r["kafka"], _ = broker_loaded(root, copy, ports, "self-broker")
+    r["kafka"], _, clean = broker_loaded(root, copy, ports, "self-broker", clean_restart=True)
+    assert clean is not None
+    r["clean"] = clean
     shutil.rmtree(copy)
     copy = fresh_copy(crash, root / "ours")
     bk = root / "backups"
@@ -160,7 +176,7 @@ def one_run(root: Path, key: str, shape, crash: Path, ports) -> dict[str, float]
     compare_trees(str(copy), str(twin))  # the same files, byte for byte (else BenchError)
     shutil.rmtree(twin)
     shutil.rmtree(bk2, ignore_errors=True)
-    r["after"], recovered = broker_loaded(root, copy, ports, "after-broker")
+    r["after"], recovered, _ = broker_loaded(root, copy, ports, "after-broker")
     for tp, bases in recovered.items():  # only the empty segment recover rolled at the log end
         log = copy / tp / f"{bases[0]:020d}.log"
         if len(bases) != 1 or log.stat().st_size != 0:
@@ -220,10 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         "| crash state | `cat` of the .log files | Kafka's own recovery (`Loaded N logs`) | our `recover --jobs 2` "
-        "| `recover --jobs 2 --sync syncfs` | broker's `Loaded N logs` after recover | our `verify --jobs 2` "
-        "| our `rebuild --jobs 2` |"
+        "| `recover --jobs 2 --sync syncfs` | broker's `Loaded N logs` after recover | broker's `Loaded N logs` after "
+        "its own clean shutdown (the floor) | our `verify --jobs 2` | our `rebuild --jobs 2` |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for key, ((_, partitions, _, record), segments, size, runs) in results.items():
 
         def col(name: str, ms: bool = False) -> str:
@@ -233,11 +249,13 @@ def main(argv: list[str] | None = None) -> int:
         ratio = [r["kafka"] / 1000 / r["recover"] for r in runs]
         ratio_syncfs = [r["kafka"] / 1000 / r["recover syncfs"] for r in runs]
         after = [r["after"] / r["kafka"] for r in runs]
+        clean = [r["clean"] / r["kafka"] for r in runs]
         print(
             f"| {key}) {partitions} partitions, {size / 2**20:.0f} MiB in {segments} segments ({record}-byte records) "
             f"| {col('cat')} | {col('kafka', True)} | {col('recover')} (**{med(ratio):.2f}x** Kafka) "
             f"| {col('recover syncfs')} (**{med(ratio_syncfs):.2f}x**) "
-            f"| {col('after', True)} ({med(after):.0%} of Kafka's) | {col('verify')} | {col('rebuild')} |"
+            f"| {col('after', True)} ({med(after):.0%} of Kafka's) | {col('clean', True)} ({med(clean):.0%}) "
+            f"| {col('verify')} | {col('rebuild')} |"
         )
     return 0
 
