@@ -58,6 +58,9 @@ RUN_TIME = (
 )
 PARSE_TIME = tuple(k for k in DEFAULTS if k not in RUN_TIME)  # schedule, spark_conn_id, project_dir, py_files, archives
 MODES = ("verify", "rebuild", "repair", "recover")
+#: how a writing job makes its files durable (``kafka-index --sync``): an fsync of each file and dir, or one syncfs
+#: per file system
+SYNC_METHODS = ("fsync", "syncfs")
 
 
 def load_settings(variable_json: str | None) -> dict[str, Any]:
@@ -132,12 +135,16 @@ def job_arguments(
     dry_run: bool = False,
     truncate_corrupt_tail: bool = False,
     exit_zero_on_findings: bool = False,
+    sync: str = "fsync",
 ) -> list[str]:
     """The ``jobs/spark_job.py`` arguments: the mode, then ``kafka-index``'s options, but ``--run-id``: each try has its
     own, added by :class:`JobSubmitOperator`. A dry run exits 0 on findings (they are its answer); a run that
-    could not do its work (a segment not staged or written, bad usage) still fails."""
+    could not do its work (a segment not staged or written, bad usage) still fails. ``sync``: how a writing mode makes
+    its files durable (verify writes nothing: not passed)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    if sync not in SYNC_METHODS:
+        raise ValueError(f"sync must be one of {SYNC_METHODS}, got {sync!r}")
     if not log_dirs:
         raise ValueError("at least one log dir is needed")
     if truncate_corrupt_tail and mode != "repair":  # a combination the job cannot honour: refuse, never drop it
@@ -158,6 +165,8 @@ def job_arguments(
         args.append("--dry-run")
     if mode == "repair" and truncate_corrupt_tail:
         args.append("--truncate-corrupt-tail")
+    if mode != "verify" and sync != "fsync":
+        args += ["--sync", sync]
     if exit_zero_on_findings or (mode != "verify" and dry_run):
         args.append("--exit-zero-on-findings")
     return args + [str(a) for a in settings.get("extra_args") or []]

@@ -22,6 +22,7 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared mod
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kafka_index_common import (  # noqa: E402
     MODES,
+    SYNC_METHODS,
     JobSubmitOperator,
     application,
     job_arguments,
@@ -72,11 +73,20 @@ PARAMS = {
         title="Truncate corrupt tail",
         description="repair: also cut a corrupt .log tail (saved to the backup dir first)",
     ),
+    "sync": Param(
+        "fsync",
+        type="string",
+        enum=list(SYNC_METHODS),
+        title="Sync",
+        description="rebuild, repair or recover: how what is written is made durable: fsync of each file and dir, "
+        "or syncfs, one per file system (Linux 5.17+, much faster over many small partitions; also writes out "
+        "everything else waiting on those file systems)",
+    ),
 }
 
 with DAG(
     dag_id=DAG_ID,
-    description="Verify, rebuild or repair Kafka index files of chosen topics and partitions",
+    description="Verify, rebuild, repair or recover Kafka index files of chosen topics and partitions",
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -106,6 +116,7 @@ with DAG(
                 partitions=p["partitions"] or None,
                 dry_run=p["dry_run"],
                 truncate_corrupt_tail=p["truncate_corrupt_tail"],
+                sync=p["sync"],
             ),
             "conf": spark_conf(settings),
         }

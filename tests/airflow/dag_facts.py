@@ -15,6 +15,7 @@ for dag_id, dag in dagbag.dags.items():
         "schedule": None if dag.schedule is None else str(dag.schedule),
         "catchup": dag.catchup,
         "params": {k: dag.params.get_param(k).schema for k in dag.params},
+        "param_defaults": {k: dag.params.get_param(k).value for k in dag.params},
         "operators": {t.task_id: type(t).__name__ for t in dag.tasks},
         "conn_ids": sorted({getattr(t, "_conn_id", None) or "" for t in dag.tasks} - {""}),
     }
@@ -83,6 +84,15 @@ try:
     facts["truncate_with_rebuild"] = "accepted"
 except ValueError as exc:
     facts["truncate_with_rebuild"] = str(exc)
+facts["sync_args"] = {
+    mode: kafka_index_common.job_arguments(settings, mode=mode, log_dirs=["/x"], report="/r.json", sync="syncfs")
+    for mode in ("verify", "recover")
+}
+try:
+    kafka_index_common.job_arguments(settings, mode="recover", log_dirs=["/x"], report="/r.json", sync="fdatasync")
+    facts["bad_sync"] = "accepted"
+except ValueError as exc:
+    facts["bad_sync"] = str(exc)
 facts["exit_zero_on_findings"] = {
     f"{mode}{' dry' if dry else ''}": "--exit-zero-on-findings"
     in kafka_index_common.job_arguments(settings, mode=mode, log_dirs=["/x"], report="/r.json", dry_run=dry)

@@ -72,6 +72,7 @@ def facts(tmp_path_factory):
         "bad_partitions": {"partitions": "a-b"},
         "no_log_dirs": {"log_dirs": []},
         "bad_dry_run": {"dry_run": "yes"},
+        "bad_sync": {"sync": "fdatasync"},
     }
     render = {
         "mode": "repair",
@@ -80,6 +81,7 @@ def facts(tmp_path_factory):
         "partitions": "1",
         "dry_run": True,
         "truncate_corrupt_tail": True,
+        "sync": "syncfs",
     }
     done = subprocess.run(
         [
@@ -127,7 +129,8 @@ def test_on_demand_dag_params_schema(facts):
     dag = facts["dags"]["kafka_index_on_demand"]
     assert dag["schedule"] is None and dag["tasks"] == ["build_arguments", "run_job"]
     params = dag["params"]
-    assert set(params) == {"log_dirs", "topics", "partitions", "mode", "dry_run", "truncate_corrupt_tail"}
+    assert set(params) == {"log_dirs", "topics", "partitions", "mode", "dry_run", "truncate_corrupt_tail", "sync"}
+    assert params["sync"]["enum"] == ["fsync", "syncfs"] and dag["param_defaults"]["sync"] == "fsync"
     assert params["mode"]["enum"] == ["verify", "rebuild", "repair", "recover"]
     assert params["log_dirs"]["type"] == "array" and params["log_dirs"]["minItems"] == 1
     assert params["dry_run"]["type"] == params["truncate_corrupt_tail"]["type"] == "boolean"
@@ -137,6 +140,7 @@ def test_on_demand_dag_params_schema(facts):
         "bad_partitions": "invalid: ParamValidationError",
         "no_log_dirs": "invalid: ParamValidationError",
         "bad_dry_run": "invalid: ParamValidationError",
+        "bad_sync": "invalid: ParamValidationError",
     }
 
 
@@ -180,6 +184,8 @@ def test_spark_submit_arguments_built_at_run_time(facts):
         f"{facts['reports']}/kafka_index_on_demand/manual__2026-11-23T16_34_09_00_00/repair.json",
         "--dry-run",
         "--truncate-corrupt-tail",
+        "--sync",
+        "syncfs",
         "--exit-zero-on-findings",
     ]
     assert on_demand["conf"] == facts["spark_conf_local"]
@@ -213,6 +219,14 @@ def test_only_dry_runs_exit_zero_on_findings(facts):
 def test_the_form_refuses_what_the_job_cannot_honour(facts):
     """Truncating a corrupt tail is a repair's; with rebuild it used to be dropped silently."""
     assert facts["truncate_with_rebuild"] == "truncate_corrupt_tail applies to repair only, not to rebuild"
+    assert facts["bad_sync"] == "sync must be one of ('fsync', 'syncfs'), got 'fdatasync'"
+
+
+def test_the_form_passes_sync_to_the_writing_modes_only(facts):
+    """``--sync syncfs`` reaches a recover's job; verify writes nothing and its command line has no ``--sync``."""
+    recover, verify = facts["sync_args"]["recover"], facts["sync_args"]["verify"]
+    assert recover[0] == "recover" and recover[recover.index("--sync") + 1] == "syncfs"
+    assert verify[0] == "verify" and "--sync" not in verify
 
 
 def test_the_jobs_run_the_projects_python(facts):
