@@ -1,9 +1,9 @@
-"""On-demand kafka-index DAG: verify, rebuild or repair chosen topics/partitions from the trigger form.
+"""On-demand kafka-index DAG: verify, rebuild, repair or recover chosen topics/partitions from the trigger form.
 
 The Params schema validates the form; a small task, ``build_arguments``, reads the run's settings (see
 kafka_index_common: what is read while parsing, what by this task) and turns the form into the
 ``spark-submit`` call of ``jobs/spark_job.py MODE`` (no index logic here). The job's exit code is the task's
-outcome: a verify, rebuild or repair that leaves findings, or that could not do its work, fails the run; a
+outcome: a verify, rebuild, repair or recover that leaves findings, or that could not do its work, fails the run; a
 dry run's findings are its answer (it fails only when it could not do its work). The JSON report is kept
 under the report dir. Each try of the job has its own run id (``<Airflow run id>-<mode>-try<N>``): the job
 refuses a writing run under an id an earlier run used.
@@ -79,8 +79,9 @@ PARAMS = {
         enum=list(SYNC_METHODS),
         title="Sync",
         description="rebuild, repair or recover: how what is written is made durable: fsync of each file and dir, "
-        "or syncfs, one per file system (Linux 5.17+, much faster over many small partitions; also writes out "
-        "everything else waiting on those file systems)",
+        "or syncfs, one per file system, for the driver's writes (Linux 5.17+, much faster over many small "
+        "partitions; also writes out everything else waiting on those file systems; the executors still fsync the "
+        "index files they stage)",
     ),
 }
 

@@ -86,7 +86,7 @@ except ValueError as exc:
     facts["truncate_with_rebuild"] = str(exc)
 facts["sync_args"] = {
     mode: kafka_index_common.job_arguments(settings, mode=mode, log_dirs=["/x"], report="/r.json", sync="syncfs")
-    for mode in ("verify", "recover")
+    for mode in kafka_index_common.MODES
 }
 try:
     kafka_index_common.job_arguments(settings, mode="recover", log_dirs=["/x"], report="/r.json", sync="fdatasync")

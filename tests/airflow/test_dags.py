@@ -223,10 +223,17 @@ def test_the_form_refuses_what_the_job_cannot_honour(facts):
 
 
 def test_the_form_passes_sync_to_the_writing_modes_only(facts):
-    """``--sync syncfs`` reaches a recover's job; verify writes nothing and its command line has no ``--sync``."""
-    recover, verify = facts["sync_args"]["recover"], facts["sync_args"]["verify"]
-    assert recover[0] == "recover" and recover[recover.index("--sync") + 1] == "syncfs"
-    assert verify[0] == "verify" and "--sync" not in verify
+    """``--sync syncfs`` reaches the job of each writing mode, as the job's own parser reads its arguments; verify
+    writes nothing and its command line has no ``--sync``."""
+    from jobs.cli import build_parser
+
+    for mode, args in facts["sync_args"].items():
+        parsed = build_parser().parse_args(args)  # a usage error exits: the test fails
+        assert parsed.command == mode
+        if mode == "verify":
+            assert "--sync" not in args and not hasattr(parsed, "sync")
+        else:
+            assert parsed.sync == "syncfs"
 
 
 def test_the_jobs_run_the_projects_python(facts):
