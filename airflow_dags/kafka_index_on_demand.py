@@ -79,9 +79,8 @@ PARAMS = {
         enum=list(SYNC_METHODS),
         title="Sync",
         description="rebuild, repair or recover: how what is written is made durable: fsync of each file and dir, "
-        "or syncfs, one per file system, for the driver's writes (Linux 5.17+, much faster over many small "
-        "partitions; also writes out everything else waiting on those file systems; the executors still fsync the "
-        "index files they stage)",
+        "or syncfs, one per file system (Linux 5.17+, much faster over many small partitions; also writes out "
+        "everything else waiting on those file systems)",
     ),
 }
 

@@ -31,7 +31,7 @@ from indexlib.engine import (
 )
 from indexlib.engine import run as run_engine
 from indexlib.format import describe_error
-from indexlib.storage import Discovery
+from indexlib.storage import Discovery, sync_for_task, sync_roots
 
 from .config import Settings
 
@@ -85,6 +85,7 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
         bins = balance_by_bytes(tasks, sizes, task_count(sum(sizes), sc.defaultParallelism, bytes_per_task))
         done = sc.accumulator(0)
         done_bytes = sc.accumulator(0)
+        roots = sync_roots()  # a run with --sync syncfs: each task registers them again, for itself
 
         # runs in Spark's Python workers, which coverage cannot measure (Spark kills them at session stop,
         # before they save); every Spark test runs it
@@ -94,7 +95,8 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
             context = TaskContext.get()
             if context is None:
                 raise RuntimeError("run_bin must run inside a Spark task")
-            out = process_segments(group, f"{run_id}~{context.taskAttemptId()}")  # the bin's fsyncs together
+            with sync_for_task(roots):
+                out = process_segments(group, f"{run_id}~{context.taskAttemptId()}")  # the bin's fsyncs together
             done.add(len(group))
             done_bytes.add(sum(t.size for t in group))
             return out

@@ -17,6 +17,8 @@ from .discovery import (
     parse_topic_filter,
     read_log_dir_meta,
 )
+from .file_system_sync import for_task as sync_for_task
+from .file_system_sync import roots as sync_roots
 from .publish import fsync_path
 
 __all__ = [
@@ -31,4 +33,6 @@ __all__ = [
     "parse_partition_filter",
     "parse_topic_filter",
     "read_log_dir_meta",
+    "sync_for_task",
+    "sync_roots",
 ]

@@ -137,6 +137,26 @@ def by_file_system(dirs: Collection[str]) -> Iterator[None]:
         release()
 
 
+@contextlib.contextmanager
+def for_task(dirs: Collection[str]) -> Iterator[None]:
+    """A worker's share of a run's ``--sync syncfs`` for one task (a Spark task: its Python worker runs many):
+    ``dirs`` (the driver's :func:`roots`; none: fsyncs) registered with descriptors of this process before the task
+    writes, released after. Where this kernel cannot be trusted with ``syncfs`` (an executor on another host) nothing
+    is registered: each file is fsynced, durable the same."""
+    if not dirs:
+        yield
+        return
+    try:
+        register(dirs)
+    except SyncfsUnavailableError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        release()
+
+
 def roots() -> list[str]:
     """The dirs registered in this process, one per file system (what a pool worker registers again)."""
     return [path for path, _ in _registered.values()]

@@ -237,3 +237,19 @@ def test_a_dir_that_cannot_be_opened_registers_nothing(tmp_path, monkeypatch):
     with pytest.raises(PermissionError):
         file_system_sync.register([str(tmp_path / "a"), str(tmp_path / "b")])
     assert not file_system_sync.active() and file_system_sync.roots() == []
+
+
+def test_a_task_registers_the_drivers_file_systems_for_itself_only(tmp_path, monkeypatch):
+    """:func:`file_system_sync.for_task` (a Spark task's): the roots registered for the task and released after it
+    (a Python worker runs many tasks); none without roots; where the kernel would not report syncfs's write errors
+    (an executor on another host), nothing registered: each staged file fsynced, durable the same."""
+    import platform
+
+    with file_system_sync.for_task([str(tmp_path)]):
+        assert file_system_sync.roots() == [str(tmp_path)]
+    assert not file_system_sync.active()
+    with file_system_sync.for_task([]):
+        assert not file_system_sync.active()
+    monkeypatch.setattr(platform, "release", lambda: "5.4.0-100-generic")  # no such kernel here: its name only
+    with file_system_sync.for_task([str(tmp_path)]):
+        assert not file_system_sync.active()

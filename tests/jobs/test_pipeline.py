@@ -3,6 +3,8 @@ every Spark test)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from jobs.config import ConfigError, load_config_file
@@ -69,3 +71,58 @@ def test_the_scan_is_one_named_job_in_the_runs_group_with_task_progress(spark, t
         3,
     )  # every task done at the end, even when the status tracker lags (a loaded machine)
     assert sc.getLocalProperty("spark.jobGroup.id") is None  # the group does not leak into later jobs
+
+
+FSYNC_LOGGER = """
+import os
+
+_log = os.environ.get("KAFKA_INDEX_TEST_FSYNC_LOG")
+if _log:
+    _fsync = os.fsync
+
+    def _logged(fd):
+        with open(_log, "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        return _fsync(fd)
+
+    os.fsync = _logged
+"""
+
+
+@pytest.mark.parametrize("sync", ["fsync", "syncfs"])
+def test_spark_executors_stage_under_the_runs_sync(tmp_path, sync):
+    """A Spark rebuild with ``--sync syncfs`` as a user runs it (its own JVM and Python workers): the executors
+    register the run's file systems and fsync none of the index files they stage; with ``fsync`` they fsync them.
+    Every Python process of the run logs its ``os.fsync`` calls by pid (a ``sitecustomize`` on the PYTHONPATH the
+    JVM hands its workers), so the test sees the executors' own calls."""
+    import subprocess
+    import sys
+
+    from indexlib.testing.generate import generate_partition
+
+    from ..conftest import PROJECT_ROOT
+
+    logs = tmp_path / "logs"
+    for n in range(2):  # no index files: the executors stage every .index and .timeindex
+        generate_partition(logs / f"orders-{n}", segments=2, batches_per_segment=20, seed=n)
+        for f in (logs / f"orders-{n}").glob("*index"):
+            f.unlink()
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(FSYNC_LOGGER)
+    fsyncs = tmp_path / "fsyncs"
+    env = dict(os.environ, PYTHONPATH=str(hook), KAFKA_INDEX_TEST_FSYNC_LOG=str(fsyncs))
+    job = subprocess.Popen(
+        [sys.executable, "-m", "jobs.cli", "rebuild", "--log-dir", str(logs), "--audit-table", "none", "--no-progress",
+         "-q", "--sync", sync],
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out, err = job.communicate(timeout=300)
+    assert job.returncode == 0, out + err
+    segments = sorted(logs.glob("*/*.log"))
+    assert len(segments) == 4 and all(s.with_suffix(x).exists() for s in segments for x in (".index", ".timeindex"))
+    others = [pid for pid in fsyncs.read_text().split() if pid != str(job.pid)] if fsyncs.exists() else []
+    if sync == "syncfs":
+        assert others == []  # the workers registered the log dir's file system: one syncfs, no fsync each
+    else:
+        assert len(others) >= 8  # each staged .index and .timeindex of the 4 segments, by the workers
