@@ -141,20 +141,20 @@ def by_file_system(dirs: Collection[str]) -> Iterator[None]:
 def for_task(dirs: Collection[str]) -> Iterator[None]:
     """A worker's share of a run's ``--sync syncfs`` for one task (a Spark task: its Python worker runs many):
     ``dirs`` (the driver's :func:`roots`; none: fsyncs) registered with descriptors of this process before the task
-    writes, released after. Where this kernel cannot be trusted with ``syncfs`` (an executor on another host) nothing
-    is registered: each file is fsynced, durable the same."""
-    if not dirs:
-        yield
-        return
-    try:
-        register(dirs)
-    except SyncfsUnavailableError:
-        yield
-        return
+    writes, released after. Where this kernel cannot be trusted with ``syncfs``, or a dir cannot be opened here (an
+    executor on another host), nothing is registered: each file is fsynced, durable the same."""
+    registered = False
+    if dirs:
+        try:
+            register(dirs)
+            registered = True
+        except (SyncfsUnavailableError, OSError):  # register left nothing registered
+            pass
     try:
         yield
     finally:
-        release()
+        if registered:
+            release()
 
 
 def roots() -> list[str]:

@@ -241,8 +241,10 @@ def test_a_dir_that_cannot_be_opened_registers_nothing(tmp_path, monkeypatch):
 
 def test_a_task_registers_the_drivers_file_systems_for_itself_only(tmp_path, monkeypatch):
     """:func:`file_system_sync.for_task` (a Spark task's): the roots registered for the task and released after it
-    (a Python worker runs many tasks); none without roots; where the kernel would not report syncfs's write errors
-    (an executor on another host), nothing registered: each staged file fsynced, durable the same."""
+    (a Python worker runs many tasks); none without roots; where a dir cannot be opened or the kernel would not
+    report syncfs's write errors (an executor on another host), nothing registered: each staged file fsynced, durable
+    the same, and the task's own error is not chained to that refusal."""
+    import errno
     import platform
 
     with file_system_sync.for_task([str(tmp_path)]):
@@ -250,6 +252,16 @@ def test_a_task_registers_the_drivers_file_systems_for_itself_only(tmp_path, mon
     assert not file_system_sync.active()
     with file_system_sync.for_task([]):
         assert not file_system_sync.active()
-    monkeypatch.setattr(platform, "release", lambda: "5.4.0-100-generic")  # no such kernel here: its name only
-    with file_system_sync.for_task([str(tmp_path)]):
+
+    def refused(path, *args):  # EACCES on a host where another user runs the executor (root never meets it here)
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(os, "open", refused)
+    with file_system_sync.for_task([str(tmp_path)]):  # fsyncs: the task goes on
         assert not file_system_sync.active()
+    monkeypatch.undo()
+    monkeypatch.setattr(platform, "release", lambda: "5.4.0-100-generic")  # no such kernel here: its name only
+    with pytest.raises(ValueError) as raised, file_system_sync.for_task([str(tmp_path)]):
+        assert not file_system_sync.active()
+        raise ValueError("the task's own error")
+    assert raised.value.__context__ is None  # not shown as raised while handling the refusal
