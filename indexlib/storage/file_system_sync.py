@@ -145,11 +145,9 @@ def for_task(dirs: Collection[str]) -> Iterator[None]:
     executor on another host), nothing is registered: each file is fsynced, durable the same."""
     registered = False
     if dirs:
-        try:
+        with contextlib.suppress(SyncfsUnavailableError, OSError):  # register then leaves nothing registered
             register(dirs)
             registered = True
-        except (SyncfsUnavailableError, OSError):  # register left nothing registered
-            pass
     try:
         yield
     finally:
