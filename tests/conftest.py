@@ -30,10 +30,9 @@ requires_kafka_real = pytest.mark.skipif(
 
 
 def written_by_kafka(path: Path) -> bool:
-    """Whether a fixture file is the one its set's MANIFEST.json records. One is not:
-    ``local-apache-kafka-4.1.0/txn-0/00000000000000000811.snapshot`` holds an ``xxd`` hex dump (264 bytes of
-    text) instead of the 56-byte snapshot Kafka wrote, so verify rightly reports it (``bad_producer_snapshot``)
-    and Kafka would delete it at its next start."""
+    """Whether a fixture file is the one its set's MANIFEST.json records. An older ``../shared`` held one that was
+    not (``local-apache-kafka-4.1.0/txn-0/00000000000000000811.snapshot``, an ``xxd`` hex dump instead of the
+    56-byte snapshot Kafka wrote, which verify rightly reports); tests allow for such a file either way."""
     import hashlib
 
     manifest_file = path.parent.parent / "MANIFEST.json"
@@ -42,6 +41,21 @@ def written_by_kafka(path: Path) -> bool:
     manifest = json.loads(manifest_file.read_text())
     recorded = manifest.get(f"{path.parent.name}/{path.name}", {}).get("sha256")
     return recorded is None or hashlib.sha256(path.read_bytes()).hexdigest() == recorded
+
+
+def hex_dump_copy(source: Path, directory: Path) -> Path:
+    """``source`` replaced by its ``xxd`` hex dump (text) under ``directory``, as an older ``../shared`` held one
+    snapshot: a file that starts with ``"00"`` (a snapshot of version 0x3030, which Kafka refuses)."""
+    data = source.read_bytes()
+    lines = []
+    for at in range(0, len(data), 16):
+        chunk = data[at : at + 16]
+        words = " ".join(chunk[i : i + 2].hex() for i in range(0, len(chunk), 2))
+        lines.append(f"{at:08x}: {words}  {''.join(chr(b) if 32 <= b < 127 else '.' for b in chunk)}\n")
+    directory.mkdir(parents=True, exist_ok=True)
+    copy = directory / source.name
+    copy.write_text("".join(lines))
+    return copy
 
 
 def damaged_fixture_files(partition_dir: Path) -> set[str]:

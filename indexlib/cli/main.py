@@ -62,7 +62,7 @@ from ..storage.discovery import (
     parse_partition_filter,
     parse_topic_filter,
 )
-from ..storage.locks import log_dir_is_locked
+from ..storage.locks import LockedLogDirError, log_dir_is_locked
 from .options import (
     add_broker_id,
     add_dump_command,
@@ -256,16 +256,10 @@ def run_rebuild(args: argparse.Namespace) -> int:
         broker_id=args.broker_id,
         sync=args.sync,
     )
-    in_place = [p for p in found.partitions if options.in_place(p)]
-    if in_place:
-        for log_dir in sorted({p.log_dir for p in in_place}):
-            lock = os.path.join(log_dir, LOG_DIR_LOCK)
+    if args.force:  # the run holds every .lock it can; one a broker holds it leaves, as asked
+        for log_dir in sorted({p.log_dir for p in found.partitions if options.in_place(p)}):
             if log_dir_is_locked(log_dir):
-                if not args.force:
-                    raise InputError(
-                        f"{lock}: held by another process (a running broker?); refusing to rebuild in place "
-                        "(stop the broker, use --output-dir, or pass --force)"
-                    )
+                lock = os.path.join(log_dir, LOG_DIR_LOCK)
                 _warn(f"{lock}: held by another process; rebuilding in place anyway (--force)")
     return _run(args, found, options, settings)
 
@@ -281,12 +275,6 @@ def run_recover(args: argparse.Namespace) -> int:
         broker_id=args.broker_id,
         sync=args.sync,
     )
-    for log_dir in sorted({p.log_dir for p in found.partitions}):
-        if log_dir_is_locked(log_dir):
-            raise InputError(
-                f"{os.path.join(log_dir, LOG_DIR_LOCK)}: held by another process (a running broker?); recover works "
-                "only on a stopped broker's log dirs"
-            )
     return _run(args, found, options, settings)
 
 
@@ -433,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except BrokenPipeError:  # the reader went away (| head): stop quietly
         return stdout_closed()
-    except InputError as exc:
+    except (InputError, LockedLogDirError) as exc:  # refused before any work
         _error(str(exc))
         return EXIT_BAD_INPUT
     except (OSError, ValueError) as exc:  # unreadable, not a regular file, garbage, bad name, ...

@@ -17,15 +17,18 @@ from ..recovery.entry_checks import txn_index_bytes
 from ..recovery.findings import CUT_TAIL, files_to_rebuild, kind
 from ..storage.partition_files import already_holds, file_exists
 from ..storage.publish import (
-    cut_log_tail,
+    check_as_read,
     discard_backup,
     discard_staged,
     discard_staged_by_run,
+    drop_segment_files,
     install_segment,
     keep_backup,
     replace_file,
+    save_log_tail,
     stage_segment,
     trim_in_place,
+    truncate_log,
 )
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
@@ -45,6 +48,9 @@ class Decision:
     install: bool = False  # rename the staged .index/.timeindex into place
     write_txn: bool = False  # write the .txnindex (from the replay)
     cut_tail_at: int | None = None  # cut the .log to this many bytes (after saving the rest)
+    # recover: the later segments a cut drops, (base offset, files) highest base first: moved into the backups
+    # before the cut (:func:`~indexlib.storage.publish.drop_segment_files`)
+    drop: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 def decide(outcome: SegmentOutcome, replay: SegmentReplay, options: RunOptions) -> Decision:
@@ -90,6 +96,8 @@ class SegmentResult(SegmentFacts):
     # of ``written``, the files made their rebuild in place: cut (:func:`trim_in_place`), or a ``.txnindex`` that
     # already was (kept as it is); not fsynced yet, the caller does
     trimmed: list[str] = field(default_factory=list)
+    # recover, the segment it cut: the later segments it moved away, base offset -> (their files, the backups)
+    dropped: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
 
     @property
     def damaged_files(self) -> list[str]:
@@ -98,11 +106,13 @@ class SegmentResult(SegmentFacts):
 
 
 def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision) -> SegmentResult:
-    """Apply one decision: cut the outcome's ``trims`` to their rebuilt size, stage the ``.txnindex`` (with its
-    backup; in place, one that already is its rebuild's bytes is kept as it is), cut the ``.log`` tail (saved
-    first), rename every staged file into place. Anything not installed is discarded with the backups made for it;
-    a saved ``.log`` tail is never discarded. Directories and trimmed (or kept) files are not fsynced here (the
-    caller does it once for many: ``result.trimmed``)."""
+    """Apply one decision: with a ``.log`` cut, first save the cut tail and move the segments it drops into the
+    backups (every copy made before anything changes: a full backup disk fails the segment unchanged); then cut
+    the outcome's ``trims`` to their rebuilt size, stage the ``.txnindex`` (with its backup; in place, one that
+    already is its rebuild's bytes is kept as it is), cut the ``.log``, rename every staged file into place.
+    Anything not installed is discarded with the backups made for it; a saved ``.log`` tail is never discarded.
+    Directories and trimmed (or kept) files are not fsynced here (the caller does it once for many:
+    ``result.trimmed``)."""
     t = outcome.task
     identical = dict(outcome.identical)
     if t.check:
@@ -122,7 +132,17 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
         return result
     target_dir = t.target_dir or t.partition_dir
     try:
-        for final, (size, identity) in outcome_trims.items():  # first: a file that changed stops the commit here,
+        if decision.cut_tail_at is not None:  # from here on the saved tail is the only copy of those bytes
+            if t.backup_dir is None:
+                raise TargetDirError(f"{t.log_path}: cutting a corrupt tail needs a backup dir")
+            result.backups.append(save_log_tail(t.log_path, decision.cut_tail_at, t.backup_dir))
+            if decision.drop:  # before the cut: killed in between, the next run still finds the invalid batch
+                for final, (_, identity) in outcome_trims.items():  # a file changed since the read: nothing moved
+                    check_as_read(final, identity)
+                moved = drop_segment_files([list(files) for _, files in decision.drop], t.backup_dir)
+                for (base, files), copies in zip(decision.drop, moved, strict=True):
+                    result.dropped[base] = (list(files), copies)
+        for final, (size, identity) in outcome_trims.items():  # a file that changed stops the commit here,
             trim_in_place(final, size, identity)  # before the .log is cut or anything renamed
             result.written.append(final)
             result.trimmed.append(final)
@@ -139,10 +159,8 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             staged.update(staged_txn)
             if t.backup_dir is not None:
                 backups += [b for final in staged_txn if (b := keep_backup(final, t.backup_dir))]
-        if decision.cut_tail_at is not None:  # from here on the saved tail is the only copy of those bytes
-            if t.backup_dir is None:
-                raise TargetDirError(f"{t.log_path}: cutting a corrupt tail needs a backup dir")
-            cut_log_tail(t.log_path, decision.cut_tail_at, t.backup_dir, result.written, result.backups)
+        if decision.cut_tail_at is not None:
+            truncate_log(t.log_path, decision.cut_tail_at, result.written)
         installing, staged = staged, {}  # from here on a backup may be the only copy of a replaced file
         install_segment(installing, sync_dir=False, written=result.written)  # backups were kept when staging
     except (OSError, ValueError) as exc:
@@ -180,6 +198,7 @@ def files_to_replace(outcome: SegmentOutcome, decision: Decision) -> list[str]:
         files.append(segment_file(target, t.base_offset, ".txnindex"))
     if decision.cut_tail_at is not None:
         files.append(t.log_path)
+    files += [path for _, dropped in decision.drop for path in dropped]
     return files
 
 

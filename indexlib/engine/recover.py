@@ -3,7 +3,8 @@ nothing to recover (issue 24).
 
 Per partition (see :mod:`indexlib.recovery.log_loader`): the segments from the one containing its recovery point
 are validated and their indexes rebuilt (the segment map, as ``rebuild``); the ``.log`` is cut at the first
-invalid batch (the cut bytes saved in the backup dir) and every later segment moved into the backup dir; the
+invalid batch, after the cut bytes are saved in the backup dir and every later segment is moved there (the last
+first: killed at any point, the partition still holds the invalid batch, and the next run cuts there again); the
 leader-epoch cache is truncated at the new log end; a new empty segment is rolled at the log end (0-byte
 ``.log``, ``.index``, ``.timeindex``: what a roll and a clean shutdown leave), so that the broker's recovery from
 the new recovery point reads nothing; then the recovery point is moved to the log end in
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..format.checkpoint import CheckpointError, format_offset_checkpoint
 from ..format.layout import (
@@ -63,7 +64,7 @@ from ..storage.publish import (
     stage_file,
     write_checkpoint_file,
 )
-from .commit import SegmentResult
+from .commit import Decision, SegmentResult
 from .options import TargetDirError
 from .replay import SegmentReplay
 from .segment_task import SegmentOutcome, segment_facts
@@ -113,13 +114,50 @@ def plan_recovery(discovery: Discovery) -> tuple[dict[str, PartitionRecovery], d
     return plans, findings
 
 
-def dropped_result(outcome: SegmentOutcome, replay: SegmentReplay, dry_run: bool) -> SegmentResult:
-    """The result of a segment after a cut: Kafka deletes it; :func:`finish_partitions` moves its files away.
-    What the map staged for it is dropped here, with the copies made of the files it would have replaced."""
+def recover_decisions(
+    partition: Partition, pairs: list[tuple[SegmentOutcome, SegmentReplay]], decisions: list[Decision]
+) -> tuple[list[Decision], int | None]:
+    """A recover's decisions for one partition's segments (``pairs``, ascending base offset), and the index of the
+    segment it cuts (None: no cut). A partition is recovered whole or not at all: one segment Kafka's recovery
+    would refuse (or that failed) leaves it all to the broker (``kept``). Else the first segment with an invalid
+    batch is cut there and every later one dropped: the cut's decision names their files, highest base first and
+    each ``.log`` last, so that its commit (which the runner makes first of the partition's) moves them away
+    before the cut (:func:`~indexlib.engine.commit.commit_segment`)."""
+    if any(o.error or o.plan.fatal or r.fatal for o, r in pairs):
+        return [Decision("kept") if d.install else d for d in decisions], None
+    cut = next((i for i, (o, _) in enumerate(pairs) if o.invalid_bytes), None)
+    if cut is None:
+        return decisions, None
+    if decisions[cut].install:
+        later = {o.task.base_offset for o, _ in pairs[cut + 1 :]}
+        by_base: dict[int, list[str]] = {}
+        for name in partition_file_names(partition.path):
+            base = _segment_base(name)
+            if base in later:
+                by_base.setdefault(base, []).append(os.path.join(partition.path, name))
+        drop = tuple(
+            (base, tuple(sorted(files, key=lambda path: (path.endswith(".log"), path))))
+            for base, files in sorted(by_base.items(), reverse=True)
+        )
+        decisions = decisions[:cut] + [replace(decisions[cut], drop=drop)] + decisions[cut + 1 :]
+    return decisions, cut
+
+
+def dropped_result(
+    outcome: SegmentOutcome,
+    replay: SegmentReplay,
+    dry_run: bool,
+    dropped: dict[int, tuple[list[str], list[str]]],
+) -> SegmentResult:
+    """The result of a segment after a cut: Kafka deletes it; the cut segment's commit moved its files away
+    (``dropped``: base offset -> its files and their backups). What the map staged for it is dropped here, with the
+    copies made of the files it would have replaced."""
     discard_staged(outcome.staged, outcome.backups)
     facts = segment_facts(outcome)
     facts["findings"] = outcome.findings + replay.findings
-    return SegmentResult(**facts, aborted=[], action="would_drop" if dry_run else "dropped")
+    written, backups = dropped.get(outcome.task.base_offset, ([], []))
+    action = "would_drop" if dry_run else "dropped"
+    return SegmentResult(**facts, aborted=[], action=action, written=list(written), backups=list(backups))
 
 
 def writes_partition_files(results: list[SegmentResult]) -> bool:
@@ -149,8 +187,8 @@ class _PendingFiles:
 
 
 def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]) -> None:
-    """After their segments were committed in order, for each partition of ``group`` that :func:`writes_partition_files`:
-    move the segments after a cut (``dropped``) into the backup dir, write the producer snapshots and the
+    """After their segments were committed, for each partition of ``group`` that :func:`writes_partition_files`:
+    move the snapshots past the new log end into the backup dir, write the producer snapshots and the
     leader epochs the broker's recovery leaves and roll an empty segment at the log end; then set its
     ``new_recovery_point``. Every file is written first (the partitions concurrently where creating a file waits
     on the file system's journal), all of the group's fsynced together (concurrently:
@@ -204,14 +242,14 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
 def partition_files_to_write(plan: PartitionRecovery, results: list[SegmentResult]) -> list[str]:
     """The files :func:`finish_partitions` may write, replace or move into the backup dir in the partition of
     ``plan`` (``results``: its segments' committed rows; the journal's intent, before any of them is touched): the
-    files of the segments dropped after a cut, the snapshots past the new log end, a snapshot at each later recovered
-    segment's base and at the log end, ``leader-epoch-checkpoint`` and the empty segment rolled at the log end."""
+    snapshots past the new log end, a snapshot at each later recovered segment's base and at the log end,
+    ``leader-epoch-checkpoint`` and the empty segment rolled at the log end. (The segments dropped after a cut
+    were moved away by the cut segment's commit, named in its own intent.)"""
     kept = [r for r in results if r.action == "recovered"]
     end = _log_end(kept)
     directory = plan.partition.path
-    dropped = {r.task.base_offset for r in results if r.action == "dropped"}
     names = partition_file_names(directory)
-    files = [os.path.join(directory, n) for n in names if _segment_base(n) in dropped or _snapshot_after(n, end)]
+    files = [os.path.join(directory, n) for n in names if _snapshot_after(n, end)]
     files += [segment_file(directory, base, SNAPSHOT_SUFFIX) for base in {r.task.base_offset for r in kept[1:]} | {end}]
     files.append(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
     if end > kept[-1].task.base_offset:
@@ -225,8 +263,8 @@ def _log_end(kept: list[SegmentResult]) -> int:
 
 
 def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -> None:
-    """One partition's (``files.plan``) share of :func:`finish_partitions` up to the fsyncs: the moves into the
-    backup dir (each durable on its own), the new files written into ``files``, ``files.end`` set."""
+    """One partition's (``files.plan``) share of :func:`finish_partitions` up to the fsyncs: the stale snapshots
+    moved into the backup dir (durable there), the new files written into ``files``, ``files.end`` set."""
     plan = files.plan
     kept = [r for r in results if r.action == "recovered"]
     last = kept[-1]
@@ -234,12 +272,7 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     files.unsynced += [path for r in results for path in r.trimmed]  # durable before the recovery point moves
     directory = plan.partition.path
     backup_dir = last.task.backup_dir
-    names = partition_file_names(directory)
-    for r in results:
-        if r.action == "dropped":  # Kafka renames them .deleted; here they go to the backups, whole
-            mine = [os.path.join(directory, n) for n in names if _segment_base(n) == r.task.base_offset]
-            r.backups += move_to_backup(mine, _required(backup_dir, directory))
-            r.written += mine
+    names = partition_file_names(directory)  # the segments after a cut are gone: moved away before the cut
     stale = [os.path.join(directory, n) for n in names if _snapshot_after(n, end)]
     if stale:  # Kafka's truncateAndReload deletes snapshots past the log end
         plan.backups += move_to_backup(stale, _required(backup_dir, directory))

@@ -23,7 +23,8 @@ A run, in order (:func:`run`):
 Invariants: verify and every dry run write nothing; a repair rewrites only files whose findings the
 registry marks "rebuild the file" (and cuts a ``.log`` tail only when asked, after saving the cut bytes);
 Kafka never sees a file of a segment its recovery would refuse; every file is either the old one or the
-whole new one at any moment; in-place writes refuse a log dir whose ``.lock`` is held unless forced.
+whole new one at any moment; an in-place write holds each log dir's ``.lock`` as the broker does for the whole
+run (:func:`~indexlib.storage.locks.broker_locks`), and refuses one another process holds unless forced.
 """
 
 from __future__ import annotations
@@ -36,16 +37,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ..format.layout import (
-    partition_name,
-)
+from ..format.layout import partition_name, run_lock_run_id
 from ..format.meta_properties import BrokerIdentity
 from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
 from ..storage.file_system_sync import by_file_system
-from ..storage.locks import check_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
-from ..storage.publish import discard_staged, fsync_paths
+from ..storage.locks import broker_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
+from ..storage.publish import discard_staged, fsync_paths, sweep_partial_backups
 from .commit import (
     Decision,
     SegmentResult,
@@ -64,6 +63,7 @@ from .recover import (
     finish_partitions,
     partition_files_to_write,
     plan_recovery,
+    recover_decisions,
     write_recovery_points,
     writes_partition_files,
 )
@@ -146,6 +146,8 @@ class RunReport:
             if f.severity == "error" and f.file not in rewritten
         ]
         for s in self.segments:
+            if s.action == "dropped":  # the whole segment moved away (after a cut): none of its findings holds
+                continue
             fixed = set(s.written) if s.error is None else set()
             left += [f for f in s.findings if f.severity == "error" and f.file not in fixed]
         return left
@@ -194,7 +196,6 @@ def run(
     started = datetime.now(UTC)
     check_run(discovery, options)
     run_id = options.run_id or new_run_id(options.mode)
-    check_locks([p for p in discovery.partitions if options.in_place(p)], options.force)
     # the dirs a writing run writes under: each in-place partition's log dir, or the output dir
     lock_dirs = [
         p.log_dir if options.in_place(p) else os.path.dirname(options.target_dir(p))
@@ -205,10 +206,21 @@ def run(
     root = backup_root(options)
     sync_roots = sorted({*lock_dirs, *([root] if root is not None else [])})
     durability = by_file_system(sync_roots) if options.sync == "syncfs" and not options.read_only else None
-    with durability or contextlib.nullcontext(), run_locks(lock_dirs, run_id):
+    in_place_log_dirs = [p.log_dir for p in discovery.partitions if options.in_place(p)]
+    advice = {
+        "recover": "recover works only on a stopped broker's log dirs",
+        "rebuild": "stop the broker, use --output-dir, or pass --force",
+    }.get(options.mode, "stop the broker, or pass --force")
+    with (
+        broker_locks(in_place_log_dirs, options.force, advice),
+        durability or contextlib.nullcontext(),
+        run_locks(lock_dirs, run_id),
+    ):
         if not options.read_only:
             swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
-            sweep_dead_run_locks(lock_dirs, run_id)
+            dead = {run_lock_run_id(os.path.basename(path)) for path in sweep_dead_run_locks(lock_dirs, run_id)}
+            if root is not None:  # the copies those runs were making into their backups (under this root)
+                swept += sweep_partial_backups(root, {d for d in dead if d is not None})
         clock = time.perf_counter()
         phases: dict[str, float] = {}
         brokers, log_dir_findings = identities(discovery, options.broker_id)
@@ -240,16 +252,19 @@ def run(
             for p in discovery.partitions:
                 mine: list[SegmentResult] = []
                 pairs = list(zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True))
-                # recover writes a partition whole or not at all: one segment Kafka's recovery would refuse
-                # leaves the whole partition to the broker
-                kept = options.mode == "recover" and any(o.error or o.plan.fatal or r.fatal for o, r in pairs)
-                for outcome, replay in pairs:
-                    if options.mode == "recover" and any(r.task.log_path in r.written for r in mine):
-                        mine.append(dropped_result(outcome, replay, options.dry_run))  # after a cut: deleted
-                        continue
-                    decision = decide(outcome, replay, options)
-                    if kept and decision.install:
-                        decision = Decision("kept")
+                decisions = [decide(outcome, replay, options) for outcome, replay in pairs]
+                cut = None
+                if options.mode == "recover":
+                    decisions, cut = recover_decisions(p, pairs, decisions)
+                for i in ([cut] if cut is not None else []) + [i for i in range(len(pairs)) if i != cut]:
+                    outcome, replay = pairs[i]
+                    decision = decisions[i]
+                    if cut is not None and i != cut:  # the cut segment's commit came first (mine[0])
+                        if mine[0].action != "failed" and i > cut:  # moved away with that commit
+                            mine.append(dropped_result(outcome, replay, options.dry_run, mine[0].dropped))
+                            continue
+                        if mine[0].action == "failed" and decision.install:
+                            decision = Decision("kept")  # the cut failed: the partition stops unchanged
                     # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
                     # renames and row (a commit that touches no file, as all of a verify's, has none to cut)
                     with deferred_signals() if decision.install or outcome.staged else contextlib.nullcontext():
@@ -268,6 +283,7 @@ def run(
                         if decision.install and observer is not None:
                             observer.after_commit(result)
                         mine.append(result)
+                mine.sort(key=lambda r: r.task.base_offset)
                 if p.path in recovery and writes_partition_files(mine):
                     unfinished.append((p, recovery[p.path], mine))
                     if len(unfinished) == FINISHED_TOGETHER:

@@ -46,7 +46,9 @@ _PARTITION_DIR = re.compile(rf"(?P<topic>{_TOPIC})-(?P<partition>\d+)")
 _SKIPPED_DIR = re.compile(r".+-(?P<kind>delete|future|stray)")
 _SEGMENT_FILE = re.compile(r"(?P<base>\d{20})(?P<suffix>\.log|\.index|\.timeindex|\.txnindex|\.snapshot)")
 _KRAFT_SNAPSHOT = re.compile(r"\d{20}-\d{10}\.checkpoint")  # __cluster_metadata snapshots
-_STAGED = re.compile(r"\.(?P<final>\d{20}(?:\.index|\.timeindex|\.txnindex))\.(?P<tag>.+)" + re.escape(STAGED_SUFFIX))
+_STAGED = re.compile(
+    r"\.(?P<final>\d{20}(?:\.index|\.timeindex|\.txnindex|\.snapshot))\.(?P<tag>.+)" + re.escape(STAGED_SUFFIX)
+)
 
 
 # ----------------------------------------------------------------------------- partition dirs
@@ -129,7 +131,7 @@ def staged_path(final: str, tag: str) -> str:
 
 
 def is_staged_name(name: str) -> bool:
-    """Any run's staged index file (an interrupted run leaves them; safe to delete)."""
+    """Any run's staged index or producer snapshot file (an interrupted run leaves them; safe to delete)."""
     return _STAGED.fullmatch(name) is not None
 
 

@@ -1,6 +1,7 @@
 """Run locks: a ``.kafka-index-run-<id>.lock`` per directory a run writes, held with ``fcntl`` for the run's
 life, so two runs never write the same place and a dead run's leftovers are told from a live run's; and the
-broker's own ``.lock``, which an in-place write respects."""
+broker's own ``.lock``, which an in-place write holds for its whole length as the broker takes it, so that a
+broker started meanwhile fails to lock its log dir and exits (:func:`broker_locks`)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ from ..format.layout import (
     run_lock_run_id,
     staged_run_id,
 )
-from .discovery import Partition
 
 
 class LockedLogDirError(KafkaIndexError, RuntimeError):
@@ -56,15 +56,16 @@ def log_dir_is_locked(log_dir: str | os.PathLike[str]) -> bool:
     return lock_is_held(os.path.join(log_dir, LOG_DIR_LOCK))
 
 
-#: the run lock descriptors this process holds (see :func:`run_locks`)
+#: the lock descriptors this process holds (see :func:`run_locks` and :func:`broker_locks`)
 _HELD_RUN_LOCKS: set[int] = set()
 
 
 def _close_run_locks_in_child() -> None:
-    """After a fork: close the child's copies of the run locks (a ``flock`` belongs to the open file, which
-    the copies share). A forked pool worker that outlives its run (the run SIGKILLed) must not keep that
-    dead run's lock held, which would keep its staged files and lock file from ever being swept. Closing a
-    copy does not release the parent's lock."""
+    """After a fork: close the child's copies of the held locks (a ``flock`` belongs to the open file, which
+    the copies share; a POSIX record lock belongs to the process and is not inherited). A forked pool worker
+    that outlives its run (the run SIGKILLed) must not keep that dead run's lock held, which would keep its
+    staged files and lock file from ever being swept, or a broker from starting. Closing a copy does not
+    release the parent's lock."""
     for fd in _HELD_RUN_LOCKS:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -182,9 +183,56 @@ def sweep_dead_runs(partition_dirs: list[str], run_id: str) -> list[str]:
     return removed
 
 
-def check_locks(partitions: list[Partition], force: bool) -> None:
-    for log_dir in sorted({p.log_dir for p in partitions}):
-        if log_dir_is_locked(log_dir) and not force:
-            raise LockedLogDirError(
-                f"{log_dir}: the log dir's .lock is held (a running broker?); stop the broker, or pass --force"
-            )
+@contextlib.contextmanager
+def broker_locks(log_dirs: list[str], force: bool, advice: str) -> Iterator[list[str]]:
+    """Hold each log dir's ``.lock`` for the block as a broker holds it: an exclusive POSIX record lock
+    (``fcntl``, what Java's ``FileChannel.tryLock`` takes), and an exclusive ``flock`` beside it (what other
+    tools take). A broker that starts meanwhile fails to lock the dir and exits; a second writing run is
+    refused. A ``.lock`` this run creates (a copied log dir has none) is given the log dir's owner (a broker
+    running as that user must still open it) and removed on release; a killed run leaves it, as a broker does. A dir another process holds: :class:`LockedLogDirError` (its line ends with ``advice``),
+    unless ``force``, when it is left unheld and yielded (the caller warns).
+
+    Invariant: while held, nothing else in this process opens and closes a ``.lock`` (closing any descriptor
+    of the file would drop the POSIX lock); forked children close their copies (:func:`_close_run_locks_in_child`)."""
+    held: list[tuple[int, str | None]] = []  # (descriptor, the path when this run created the file)
+    unheld: list[str] = []
+    try:
+        for log_dir in sorted(set(log_dirs)):
+            path = os.path.join(log_dir, LOG_DIR_LOCK)
+            fd, created = _open_lock_file(path)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                os.close(fd)
+                if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                    raise
+                if force:
+                    unheld.append(log_dir)
+                    continue
+                raise LockedLogDirError(
+                    f"{path}: held by another process (a running broker, or another writing run); {advice}"
+                ) from None
+            if created:
+                with contextlib.suppress(OSError):  # not root: the file is the run user's, as the dir must be
+                    owner = os.stat(log_dir)
+                    os.fchown(fd, owner.st_uid, owner.st_gid)
+            held.append((fd, path if created else None))
+            _HELD_RUN_LOCKS.add(fd)
+        yield unheld
+    finally:
+        for fd, created_path in reversed(held):
+            if created_path is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(created_path)
+            _HELD_RUN_LOCKS.discard(fd)
+            os.close(fd)
+
+
+def _open_lock_file(path: str) -> tuple[int, bool]:
+    """``path`` opened for writing (a POSIX write lock needs it), created as Kafka creates it when absent:
+    (the descriptor, whether this call created the file)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644), True
+    except FileExistsError:
+        return os.open(path, os.O_RDWR | os.O_CLOEXEC), False

@@ -224,6 +224,12 @@ def writable(path: str) -> bool:
     return os.access(path, os.W_OK, effective_ids=_EFFECTIVE_IDS)
 
 
+def check_as_read(path: str, identity: FileIdentity) -> None:
+    """:class:`ChangedSinceReadError` unless ``path`` (not followed) is still the file a read saw (``identity``)."""
+    if file_identity(os.lstat(path)) != identity:
+        raise ChangedSinceReadError(f"{path}: changed since this run read it; not written")
+
+
 def trim_in_place(path: str, size: int, identity: FileIdentity) -> None:
     """Cut the regular file ``path`` to ``size`` bytes, where the bytes cut are known to be zeros: only if it is
     still the file a read saw (``identity``: :func:`~indexlib.format.index_file.file_identity`, its one link
@@ -417,26 +423,81 @@ def install_segment(
     return written, backups
 
 
-def cut_log_tail(log_path: str, valid_bytes: int, backup_dir: str, written: list[str], backups: list[str]) -> None:
-    """Save ``log_path[valid_bytes:]`` to ``backup_dir`` (fsynced), then truncate the ``.log`` there.
-    Appends to ``backups`` once the saved tail is durable and to ``written`` once the ``.log`` is cut,
-    so the report stays true if a later step fails."""
-    os.makedirs(backup_dir, exist_ok=True)
+def save_log_tail(log_path: str, valid_bytes: int, backup_dir: str) -> str:
+    """Copy ``log_path[valid_bytes:]`` into ``backup_dir`` as ``<name>.tail-from-<valid bytes>``, durable (written
+    under ``.partial``, fsynced, renamed, the dir fsynced); returns its path. An existing copy of that name (a
+    killed run's, under the same run id) is replaced: the bytes past ``valid_bytes`` are still the same."""
     saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
+    partial = saved + ".partial"
+    os.makedirs(backup_dir, exist_ok=True)
     try:
-        with open(log_path, "rb") as src, open(saved, "wb") as dst:
+        with open(log_path, "rb") as src, open(partial, "wb") as dst:
             src.seek(valid_bytes)
             shutil.copyfileobj(src, dst, 1 << 20)
             dst.flush()
             os.fsync(dst.fileno())
+        os.replace(partial, saved)
     except BaseException:  # the .log is not cut yet: a partial copy is worth nothing
-        discard(saved)
+        discard(partial)
         raise
     fsync_path(backup_dir)
-    backups.append(saved)
+    return saved
+
+
+def truncate_log(log_path: str, valid_bytes: int, written: list[str]) -> None:
+    """Cut the ``.log`` to ``valid_bytes`` (its tail already saved) and fsync it; ``written`` once cut."""
     os.truncate(log_path, valid_bytes)
     written.append(log_path)
     fsync_path(log_path)
+
+
+def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[str]]:
+    """Move whole segments out of their partition dir into ``backup_dir`` (those after a cut, which an unclean
+    start deletes), ``segments`` given highest base offset first, each segment's ``.log`` last. Returns each
+    segment's backups, in the same order.
+
+    Every copy is made and durable before the first file leaves (a full backup disk changes nothing); then the
+    files leave in the order given (a rename where both dirs share a file system, else an unlink of the copied
+    file), so that a kill at any point leaves the partition's log whole up to some later segment: still the
+    invalid batch the run cuts at, from which the next run reaches the same result. The partition dir and
+    ``backup_dir`` are fsynced before this returns, so no later change (the cut) is durable before these."""
+    os.makedirs(backup_dir, exist_ok=True)
+    paths = [path for files in segments for path in files]
+    device = os.stat(backup_dir).st_dev
+    backups = {path: os.path.join(backup_dir, os.path.basename(path)) for path in paths}
+    for path, backup in backups.items():
+        if os.path.lexists(backup):
+            raise BackupExistsError(f"{backup}: a backup of that name exists; nothing of {path} was moved")
+    copied = {path for path in paths if os.stat(path).st_dev != device}
+    for path in sorted(copied):
+        keep_backup(path, backup_dir, [])  # the dir is fsynced once, below
+    if copied:
+        fsync_path(backup_dir)
+    for path in paths:
+        if path in copied:
+            os.unlink(path)
+        else:
+            os.rename(path, backups[path])
+    directories = sorted({os.path.dirname(path) for path in paths} | {backup_dir})
+    failed = fsync_paths(directories)
+    if failed:
+        raise failed[min(failed)]
+    return [[backups[path] for path in files] for files in segments]
+
+
+def sweep_partial_backups(backup_root: str, run_ids: Collection[str]) -> list[str]:
+    """Remove the ``*.partial`` copies dead runs (``run_ids``: killed while copying a file into their backups) left
+    under ``<backup_root>/<run id>/``: a copy is named only once it is whole, so a ``.partial`` one keeps
+    nothing. Returns what was removed."""
+    removed = []
+    for run_id in sorted(run_ids):
+        for directory, _, names in os.walk(os.path.join(backup_root, run_id)):
+            for name in sorted(n for n in names if n.endswith(".partial")):
+                path = os.path.join(directory, name)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                    removed.append(path)
+    return removed
 
 
 def discard_staged_by_run(directories: list[str], run_id: str) -> None:

@@ -25,7 +25,7 @@ from indexlib.format.scan_kernel import crc32c_function
 from indexlib.recovery.state_checks import leader_epoch_findings, snapshot_findings
 from indexlib.testing.generate import generate_partition
 
-from ..conftest import KAFKA_REAL, requires_kafka_real, written_by_kafka
+from ..conftest import KAFKA_REAL, hex_dump_copy, requires_kafka_real, written_by_kafka
 
 PROG = "python -m indexlib: error: "
 INT32_MAX = 2**31 - 1
@@ -143,9 +143,15 @@ def test_every_real_snapshot_dumps_in_place_as_its_parser_reads_it(capsys):
     assert dumped >= 90 and any(dump_file(p)["entry_count"] for p in paths if written_by_kafka(p))
 
 
+def xxd_copy(tmp_path: Path) -> Path:
+    """A real snapshot with a producer replaced by its hex dump (:func:`~tests.conftest.hex_dump_copy`)."""
+    source = next(p for p in real_files("*.snapshot") if written_by_kafka(p) and p.stat().st_size > 10)
+    return hex_dump_copy(source, tmp_path / "xxd")
+
+
 @requires_kafka_real
-def test_the_damaged_real_snapshot_is_one_line_and_exit_2(capsys):
-    [damaged] = [p for p in real_files("*.snapshot") if not written_by_kafka(p)]
+def test_a_hex_dump_in_place_of_a_snapshot_is_one_line_and_exit_2(capsys, tmp_path):
+    damaged = xxd_copy(tmp_path)
     code, out, err = run(capsys, damaged)
     assert code == 2 and out == ""
     assert err.splitlines() == [f"{PROG}{damaged}: snapshot version 12336, expected 1 (Kafka refuses this snapshot "
@@ -193,14 +199,16 @@ def test_check_of_a_flipped_crc_reports_what_verify_reports_and_exits_1(capsys, 
 
 
 @requires_kafka_real
-def test_check_of_every_real_snapshot_and_leader_epoch_checkpoint(capsys):
-    """Each file a broker wrote passes; the damaged snapshot fails as verify reports it."""
-    paths = real_files("*.snapshot") + real_files("leader-epoch-checkpoint")
+def test_check_of_every_real_snapshot_and_leader_epoch_checkpoint(capsys, tmp_path):
+    """Each file a broker wrote passes; a damaged snapshot (a hex dump in its place) fails as verify reports it."""
+    hex_dump = xxd_copy(tmp_path)
+    paths = real_files("*.snapshot") + real_files("leader-epoch-checkpoint") + [hex_dump]
+    damaged = {p for p in paths if p == hex_dump or not written_by_kafka(p)}
     for path in paths:
         result = check_index_file(str(path))
-        assert result.failed is not written_by_kafka(path), (path, result)
+        assert result.failed is (path in damaged), (path, result)
     code, out, _ = run(capsys, *paths, "--check")
-    assert code == 1 and out.count("failed sanity check") == 1 and "error bad_producer_snapshot" in out
+    assert code == 1 and out.count("failed sanity check") == len(damaged) and "error bad_producer_snapshot" in out
 
 
 # ------------------------------------------------------------------------------------------ checkpoints

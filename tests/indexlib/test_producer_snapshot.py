@@ -21,7 +21,7 @@ from indexlib.format.producer_snapshot import (
     snapshot_trailing_bytes,
 )
 
-from ..conftest import KAFKA_REAL, requires_kafka_real, written_by_kafka
+from ..conftest import KAFKA_REAL, hex_dump_copy, requires_kafka_real, written_by_kafka
 
 SNAPSHOTS = sorted(KAFKA_REAL.glob("*/*/*.snapshot")) or [None]
 
@@ -139,11 +139,10 @@ def test_every_real_snapshot_round_trips(path):
 
 
 @requires_kafka_real
-def test_a_damaged_fixture_is_refused_as_kafka_refuses_it():
-    """The one fixture file that is not what the broker wrote (an ``xxd`` dump, text) starts with ``"00"``, version
-    0x3030: Kafka's ``readSnapshot`` throws ``CorruptSnapshotException`` and the broker deletes it."""
-    path = KAFKA_REAL / "local-apache-kafka-4.1.0" / "txn-0" / "00000000000000000811.snapshot"
-    if not path.exists() or written_by_kafka(path):
-        pytest.skip("the damaged fixture file is not there (any more)")
+def test_a_hex_dump_of_a_snapshot_is_refused_as_kafka_refuses_it(tmp_path):
+    """A real snapshot replaced by its ``xxd`` dump (text, as an older ``../shared`` held one) starts with
+    ``"00"``, version 0x3030: Kafka's ``readSnapshot`` throws ``CorruptSnapshotException`` and the broker deletes it."""
+    source = KAFKA_REAL / "local-apache-kafka-4.1.0" / "txn-0" / "00000000000000000011.snapshot"
+    path = hex_dump_copy(source, tmp_path)
     with pytest.raises(SnapshotError, match="version 12336"):
         parse_snapshot_entries(path.read_bytes(), str(path))

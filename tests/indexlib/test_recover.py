@@ -147,19 +147,130 @@ def test_a_dry_run_writes_nothing(tmp_path, capsys):
     assert "would_recover" in capsys.readouterr().out
 
 
-def test_recover_refuses_a_running_brokers_log_dir_in_one_line(tmp_path):
+@pytest.mark.parametrize("lock", [fcntl.lockf, fcntl.flock], ids=["fcntl, as Java's tryLock", "flock"])
+def test_recover_refuses_a_running_brokers_log_dir_in_one_line(tmp_path, lock):
     logs = crashed_log_dir(tmp_path, partitions=1)
-    with open(logs / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with open(logs / ".lock", "w") as held:
+        before = {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+        lock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         holder = subprocess.run(
-            [sys.executable, "-m", "indexlib", "recover", str(logs)],
+            [sys.executable, "-m", "indexlib", "recover", str(logs), "--backup-dir", str(tmp_path / "b")],
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
     assert holder.returncode == 2
     assert holder.stderr.splitlines() == [
-        f"python -m indexlib: error: {logs / '.lock'}: held by another process (a running broker?); recover works "
-        "only on a stopped broker's log dirs"
+        f"python -m indexlib: error: {logs / '.lock'}: held by another process (a running broker, or another "
+        "writing run); recover works only on a stopped broker's log dirs"
     ]
+    assert {str(p): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
+    assert not (tmp_path / "b").exists()
+
+
+def try_lock_elsewhere(path: Path) -> subprocess.CompletedProcess:
+    """Another process takes ``path`` the way a starting broker does (Java's ``FileChannel.tryLock``: an exclusive
+    ``fcntl`` lock, not waiting); exit 0 if it got it, else 1 with the error."""
+    code = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+        "try:\n    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "except OSError as exc:\n    sys.exit(f'refused: {exc.strerror}')\n"
+    )
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("mode", ["recover", "rebuild", "repair"])
+def test_a_writing_run_holds_the_brokers_lock_for_its_whole_length(tmp_path, mode):
+    """The broker's own lock, as Kafka takes it, is held from before the first write to after the last: a broker
+    (here another process taking the lock as Java does) starting at any point of the run fails to lock the dir."""
+    from indexlib.engine import RunOptions, map_locally, run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+
+    logs = crashed_log_dir(tmp_path, partitions=2)
+    for part in logs.glob("orders-*"):  # something for a repair to write
+        (part / "00000000000000000000.index").unlink()
+    tried: list[tuple[str, subprocess.CompletedProcess]] = []
+
+    class Probe:  # told before and after each commit that writes; probes the lock from another process each time
+        def before_commit(self, outcome, decision):
+            tried.append(("before_commit", try_lock_elsewhere(logs / ".lock")))
+
+        def after_commit(self, result):
+            tried.append(("after_commit", try_lock_elsewhere(logs / ".lock")))
+
+        def before_partition_files(self, partition, broker, files):
+            tried.append(("before_partition_files", try_lock_elsewhere(logs / ".lock")))
+
+        def after_partition_files(self, partition, broker, written, backups):
+            tried.append(("after_partition_files", try_lock_elsewhere(logs / ".lock")))
+
+    options = RunOptions(mode, backup_root=str(tmp_path / "b"))
+    run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(1), Probe())
+    assert len(tried) >= 4, [when for when, _ in tried]  # two partitions: a commit each at least
+    for when, probe in tried:
+        assert probe.returncode == 1 and "refused: Resource temporarily unavailable" in probe.stderr, (when, probe)
+    assert try_lock_elsewhere(logs / ".lock").returncode == 0  # released at the end
+
+
+def test_two_writing_runs_on_one_log_dir_the_second_is_refused(tmp_path):
+    """Two recovers (different run ids) on one log dir: the second, started while the first holds the dir, is
+    refused in one line (exit 2) and writes nothing; the first finishes."""
+    from indexlib.engine import RunOptions, map_locally, run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    second: list[subprocess.CompletedProcess] = []
+
+    class Second:
+        def before_commit(self, outcome, decision):
+            if not second:
+                cmd = [sys.executable, "-m", "indexlib", "recover", str(logs), "--backup-dir", str(tmp_path / "b2")]
+                second.append(subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120))
+
+        def after_commit(self, result): ...
+        def before_partition_files(self, partition, broker, files): ...
+        def after_partition_files(self, partition, broker, written, backups): ...
+
+    report = run(
+        discover([str(logs)]), RunOptions("recover", backup_root=str(tmp_path / "b1")), lambda topic: IndexSettings(),
+        map_locally(1), Second(),
+    )  # fmt: skip
+    assert report.exit_code == 0 and report.checkpoints
+    (refused,) = second
+    assert refused.returncode == 2, refused
+    assert refused.stderr.splitlines() == [
+        f"python -m indexlib: error: {logs / '.lock'}: held by another process (a running broker, or another "
+        "writing run); recover works only on a stopped broker's log dirs"
+    ]
+    assert not (tmp_path / "b2").exists()
+
+
+def test_a_lock_file_recover_creates_belongs_to_the_log_dirs_owner_and_goes_at_the_end(tmp_path):
+    """A log dir without ``.lock`` (a copy): the run creates it as Kafka would, with the dir's owner (a broker
+    running as that user must still open it), holds it, and removes it at the end."""
+    from indexlib.engine import RunOptions, map_locally, run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    assert not (logs / ".lock").exists()
+    seen = []
+
+    class Look:
+        def before_commit(self, outcome, decision):
+            st, owner = (logs / ".lock").stat(), logs.stat()
+            seen.append(((st.st_uid, st.st_gid, st.st_size), (owner.st_uid, owner.st_gid, 0)))
+            seen.append(try_lock_elsewhere(logs / ".lock").returncode)
+
+        def after_commit(self, result): ...
+        def before_partition_files(self, partition, broker, files): ...
+        def after_partition_files(self, partition, broker, written, backups): ...
+
+    run(discover([str(logs)]), RunOptions("recover", backup_root=str(tmp_path / "b")), lambda t: IndexSettings(),
+        map_locally(1), Look())  # fmt: skip
+    assert seen and seen[0][0] == seen[0][1] and seen[1] == 1
+    assert not (logs / ".lock").exists()
 
 
 @requires_kafka_real

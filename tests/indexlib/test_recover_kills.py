@@ -1,0 +1,215 @@
+"""``recover`` survives its own crash (issue 36): killed (SIGKILL) at every rename, truncate, unlink and fsync of a
+run over a crash state with a cut in a middle segment, or stopped by a full backup disk, then run again: the log
+dir ends byte for byte as one uninterrupted run leaves it, and no byte of the original is lost (what a run moved
+away or cut is in its backups).
+
+The kills are real SIGKILLs, sent by the process to itself as it is about to make its Nth such call, for every N
+the run makes: a ``sitecustomize`` hook (:data:`KILL_HOOK`) wraps ``os``'s calls with one counter for the whole
+process. (``strace -e inject=...:when=N`` counts per thread, and the run fsyncs from several threads where an
+fsync waits, as it does under strace, so its Nth call is not the same from run to run.) The log dirs are on a tmpfs
+of their own; the full disk is a small tmpfs too."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from indexlib.format.layout import segment_file
+from indexlib.format.producer_snapshot import EMPTY_SNAPSHOT
+
+from ..conftest import PROJECT_ROOT, fill, remount
+from .test_recover import bases, crashed_log_dir, leo
+
+#: the calls a kill is sent at: every change recover makes to a name or a size, and every fsync, by family
+KILLED_AT = {
+    "rename": ("rename", "replace"),
+    "truncate": ("truncate", "ftruncate"),
+    "unlink": ("unlink", "remove"),
+    "fsync": ("fsync", "fdatasync"),
+}
+
+#: the hook: ``KILL_AT=<family>:<N>`` sends SIGKILL just before the process's Nth call of that family (one counter
+#: for all its threads); ``KILL_AT=count:<file>`` counts every family and writes the counts there at exit
+KILL_HOOK = f"""
+import atexit, json, os, signal, threading
+_family, _, _arg = os.environ.get("KILL_AT", "").partition(":")
+_lock, _counts = threading.Lock(), {{}}
+def _hooked(family, real):
+    def call(*args, **kwargs):
+        with _lock:
+            _counts[family] = n = _counts.get(family, 0) + 1
+            if family == _family and n == int(_arg):
+                os.kill(os.getpid(), signal.SIGKILL)
+        return real(*args, **kwargs)
+    return call
+if _family:
+    for _name, _calls in {KILLED_AT!r}.items():
+        for _call in _calls:
+            setattr(os, _call, _hooked(_name, getattr(os, _call)))
+if _family == "count":
+    atexit.register(lambda: open(_arg, "w").write(json.dumps(_counts)))
+"""
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """Mounts a tmpfs (``size``) under ``tmp_path`` for the test; unmounted after it."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting the tmpfs these runs use needs root")
+    mounts: list[Path] = []
+
+    def mount(size: str = "256m") -> Path:
+        where = tmp_path / f"fs-{uuid.uuid4().hex[:6]}"
+        where.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+        mounts.append(where)
+        return where
+
+    yield mount
+    for where in reversed(mounts):
+        subprocess.run(["umount", str(where)], check=True)
+
+
+def crash_state(root: Path) -> Path:
+    """Two partitions as a killed broker leaves them; ``orders-0``'s middle segment ends in a torn write (zeros,
+    then garbage), its leader epochs and a producer snapshot reach past that cut; the broker's ``.lock`` is there."""
+    logs = crashed_log_dir(root, partitions=2)
+    part = logs / "orders-0"
+    _, middle, last = bases(part)
+    with open(segment_file(str(part), middle, ".log"), "ab") as f:
+        f.write(b"\x00" * 100 + b"\x07" * 50)
+    end = leo(part, middle)
+    (part / "leader-epoch-checkpoint").write_text(f"0\n2\n0 0\n1 {end + 5}\n")
+    (part / f"{last + 7:020d}.snapshot").write_bytes(EMPTY_SNAPSHOT)
+    (logs / ".lock").write_bytes(b"")
+    return logs
+
+
+def copy(source: Path, target: Path) -> None:
+    """``cp -a --sparse=always``: the preallocated indexes stay holes (a plain copy fills the tmpfs)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", "--sparse=always", str(source), str(target)], check=True)
+
+
+def contents(directory: Path) -> dict[str, bytes]:
+    """Every file under ``directory``: relative path -> bytes."""
+    return {p.relative_to(directory).as_posix(): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def recover(logs: Path, backups: Path, run_id: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m indexlib recover`` as a user runs it; with ``kill_at``, under :data:`KILL_HOOK`."""
+    cmd = [sys.executable, "-m", "indexlib", "recover", str(logs), "--backup-dir", str(backups), "--jobs", "1"]
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    if kill_at is not None:
+        hook = logs.parent / "hook"
+        hook.mkdir(exist_ok=True)
+        (hook / "sitecustomize.py").write_text(KILL_HOOK)
+        env.update(KILL_AT=kill_at, PYTHONPATH=os.pathsep.join([str(hook), env.get("PYTHONPATH", "")]))
+    return subprocess.run([*cmd, "--run-id", run_id], cwd=PROJECT_ROOT, env=env, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+
+
+def original_bytes_kept(pristine: dict[str, bytes], final: dict[str, bytes], backups: Path) -> None:
+    """Every ``.log`` byte of the crash state is still in the log dir or in a backup: a dropped segment's ``.log``
+    whole, a cut one's tail under ``<name>.tail-from-<size>``."""
+    saved: dict[str, list[bytes]] = {}
+    for path in backups.rglob("*"):
+        if path.is_file():
+            saved.setdefault(path.name, []).append(path.read_bytes())
+    for rel, data in pristine.items():
+        if not rel.endswith(".log"):
+            continue
+        now = final.get(rel)
+        name = rel.rsplit("/", 1)[-1]
+        if now == data or data in saved.get(name, []):
+            continue
+        assert now is not None and data.startswith(now), f"{rel}: lost"
+        assert data[len(now) :] in saved.get(f"{name}.tail-from-{len(now)}", []), f"{rel}: its cut tail was not kept"
+
+
+def test_a_kill_at_any_call_of_recover_then_recover_again_ends_as_one_run(tmpfs):
+    fs = tmpfs()
+    pristine_logs = crash_state(fs / "pristine")
+    pristine = contents(pristine_logs)
+    expected_logs = fs / "expected" / "logs"
+    copy(pristine_logs, expected_logs)
+    done = recover(expected_logs, fs / "expected" / "backups", "once")
+    assert done.returncode == 0, done.stderr
+    expected = contents(expected_logs)
+    assert len(expected) > len(pristine) - 4  # it did things: segments dropped, others rolled and written
+    count_logs = fs / "count" / "logs"
+    copy(pristine_logs, count_logs)
+    done = recover(count_logs, fs / "count" / "backups", "count", f"count:{fs / 'counts.json'}")
+    assert done.returncode == 0, done.stderr
+    counts = json.loads((fs / "counts.json").read_text())
+    assert contents(count_logs) == expected
+    assert counts["rename"] >= 10 and counts["fsync"] >= 20 and counts["truncate"] >= 2, counts
+
+    def kill_then_recover(point: tuple[str, int]) -> str | None:
+        name, n = point
+        root = fs / f"{name}-{n}"
+        logs, backups = root / "logs", root / "backups"
+        copy(pristine_logs, logs)
+        killed = recover(logs, backups, "killed", f"{name}:{n}")
+        if killed.returncode != -9:
+            return f"{name} #{n}: not killed (exit {killed.returncode}): {killed.stderr[-300:]}"
+        again = recover(logs, backups, "again")
+        if again.returncode != 0:
+            return f"{name} #{n}: the next recover exited {again.returncode}: {(again.stdout + again.stderr)[-800:]}"
+        final = contents(logs)
+        if final != expected:
+            differ = sorted(k for k in final.keys() | expected.keys() if final.get(k) != expected.get(k))
+            return f"{name} #{n}: differs from one uninterrupted run in {differ}"
+        original_bytes_kept(pristine, final, backups)
+        if any(backups.rglob("*.partial")):
+            return f"{name} #{n}: a partial copy stays in the backups: {sorted(backups.rglob('*.partial'))}"
+        shutil.rmtree(root)
+        return None
+
+    points = [(name, n) for name in KILLED_AT for n in range(1, counts.get(name, 0) + 1)]
+    with ThreadPoolExecutor(2) as pool:  # two processes at a time: one per core
+        problems = [p for p in pool.map(kill_then_recover, points) if p is not None]
+    assert len(points) == sum(counts.values())
+    assert not problems, "\n".join(problems)
+
+
+def test_a_full_backup_disk_stops_the_partition_before_any_change_and_the_next_run_finishes_it(tmpfs):
+    """The backup dir on a file system of its own that fills up while the segments after the cut are copied
+    there: that partition is left exactly as it was (exit 1, its segments failed, one line naming the file), the
+    other partition recovered; after room is made, recover again ends as one uninterrupted run."""
+    fs, small = tmpfs(), tmpfs("1m")
+    pristine_logs = crash_state(fs / "pristine")
+    pristine = contents(pristine_logs)
+    expected_logs = fs / "expected" / "logs"
+    copy(pristine_logs, expected_logs)
+    assert recover(expected_logs, fs / "expected" / "backups", "once").returncode == 0
+    expected = contents(expected_logs)
+    logs = fs / "logs"
+    copy(pristine_logs, logs)
+    fill(small / "filler")  # the backups' file system full, then 32 KiB freed: room for the cut tail (150
+    os.truncate(small / "filler", os.path.getsize(small / "filler") - 32 * 1024)  # bytes), not the dropped segment
+    failed = recover(logs, small / "backups", "full")
+    assert failed.returncode == 1, failed.stderr
+    after = contents(logs)
+    orders_0 = {k: v for k, v in pristine.items() if k.startswith("orders-0/")}
+    assert {k: v for k, v in after.items() if k.startswith("orders-0/")} == orders_0  # untouched
+    assert {k: v for k, v in after.items() if k.startswith("orders-1/")} == {
+        k: v for k, v in expected.items() if k.startswith("orders-1/")
+    }
+    full = small / "backups" / "full" / "orders-0" / "00000000000000000536.log"
+    assert f"[Errno 28] No space left on device: '{full}'" in failed.stdout, failed.stdout
+    remount(small, "64m")
+    again = recover(logs, small / "backups", "again")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert contents(logs) == expected
+    assert not list(small.rglob("*.partial"))
