@@ -325,6 +325,13 @@ def print_recovery(report: RunReport, out: TextIO) -> None:
             print(f"recover {name}: {note}", file=out)
     for path in report.checkpoints:
         print(f"recover: {path} rewritten", file=out)
+    for log_dir, mark in sorted(report.interrupted.items()):
+        state = (
+            "finished in this run, its mark removed"
+            if mark.path in report.cleared
+            else "not finished (its mark stays: run recover again)"
+        )
+        print(f"recover: {log_dir}: recover run {mark.run_id} had not finished; {state}", file=out)
 
 
 def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> None:

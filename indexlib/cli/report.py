@@ -125,7 +125,7 @@ def _broker(broker_id: int | None) -> str:
 
 
 def _print_failures(report: RunReport, out: TextIO) -> None:
-    failures = [s.error for s in report.segments if s.error]
+    failures = [s.error for s in report.segments if s.error] + report.errors
     if failures:
         print("failed writes (each file is either unchanged or wholly replaced; see written in --json):", file=out)
         print("\n".join(f"  {error}" for error in failures) + "\n", file=out)
@@ -153,6 +153,8 @@ def _verdict(report: RunReport) -> str:
         parts.append(f"{refused} segment(s) could not be rebuilt (Kafka's recovery would fail on them)")
     if failed:
         parts.append(f"{failed} segment(s) failed")
+    if report.errors:
+        parts.append(f"{len(report.errors)} other write(s) failed")
     return "; ".join(parts) or "failures"
 
 
@@ -170,6 +172,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "started": report.started.isoformat(),
         "finished": report.finished.isoformat(),
         "phase_seconds": {k: round(v, 4) for k, v in report.phase_seconds.items()},
+        "errors": report.errors,
         "log_dirs": report.log_dirs,
         "brokers": [{"log_dir": d, **identity.to_dict()} for d, identity in report.brokers.items()],
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],

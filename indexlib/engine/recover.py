@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field, replace
 
 from ..format.checkpoint import CheckpointError, format_offset_checkpoint
+from ..format.errors import error_line
 from ..format.layout import (
     CLEAN_SHUTDOWN_FILE,
     LEADER_EPOCH_CHECKPOINT,
@@ -40,7 +41,7 @@ from ..format.producer_snapshot import ProducerSnapshotEntry, SnapshotError, for
 from ..recovery.findings import Finding
 from ..recovery.log_loader import left_to_broker, log_end_offset, segments_to_recover
 from ..recovery.producer_state import apply_segment, recovered_leader_epochs, snapshot_entries, state_from_snapshot
-from ..storage.discovery import Discovery, Partition
+from ..storage.discovery import Discovery, Partition, discover, discover_partition_dir
 from ..storage.partition_files import (
     file_exists,
     partition_file_names,
@@ -64,6 +65,7 @@ from ..storage.publish import (
     stage_file,
     write_checkpoint_file,
 )
+from ..storage.recovery_mark import RecoveringMark, mark_path, read_mark, remove_mark, write_mark
 from .commit import Decision, SegmentResult
 from .options import TargetDirError
 from .replay import SegmentReplay
@@ -84,6 +86,8 @@ class PartitionRecovery:
     created: list[str] = field(default_factory=list)
     backups: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what it left to the broker's start (no snapshot to start from)
+    error: str | None = None  # why its files beside the segments could not be finished (its recovery point kept)
+    moved: list[str] = field(default_factory=list)  # files beside the segments it moved into the backups
 
 
 def plan_recovery(discovery: Discovery) -> tuple[dict[str, PartitionRecovery], dict[str, list[Finding]]]:
@@ -143,6 +147,70 @@ def recover_decisions(
     return decisions, cut
 
 
+def interrupted_recoveries(discovery: Discovery) -> dict[str, RecoveringMark]:
+    """The marks killed recovers left in the log dirs of ``discovery`` (log dir -> its mark)."""
+    return {d: mark for d in sorted({p.log_dir for p in discovery.partitions}) if (mark := read_mark(d)) is not None}
+
+
+def interrupted_recovery_findings(marks: dict[str, RecoveringMark]) -> dict[str, list[Finding]]:
+    """Each mark as an error finding of its log dir (verify's, and every run's report)."""
+    findings = {}
+    for log_dir, mark in marks.items():
+        which = (
+            f"(unreadable: {mark.unreadable}; any partition of this log dir)"
+            if mark.unreadable
+            else f"{mark.run_id} ({len(mark.partitions)} partition(s): {', '.join(mark.partitions[:5])}"
+            + (", ..." if len(mark.partitions) > 5 else "")
+            + ")"
+        )
+        detail = (
+            f"recover run {which} did not finish (killed, or its recovery points could not be written); run "
+            "recover again to finish it"
+        )
+        if file_exists(os.path.join(log_dir, CLEAN_SHUTDOWN_FILE)):
+            detail += " (the broker has since shut down cleanly: its own recovery finished them; recover removes it)"
+        findings[log_dir] = [Finding("interrupted_recovery", mark.path, detail=detail)]
+    return findings
+
+
+def with_interrupted_partitions(discovery: Discovery, marks: dict[str, RecoveringMark]) -> Discovery:
+    """``discovery`` with every partition a killed recover's mark names (all of its log dir's when the mark is
+    unreadable) that the selection left out: the run finishes them too."""
+    known = {p.path for p in discovery.partitions}
+    added: list[Partition] = []
+    for log_dir, mark in sorted(marks.items()):
+        if mark.unreadable:
+            candidates = discover([log_dir]).partitions
+        else:
+            paths = [os.path.join(log_dir, name) for name in mark.partitions]
+            candidates = [p for path in paths if os.path.isdir(path) for p in discover_partition_dir(path).partitions]
+        for p in candidates:
+            if p.path not in known:
+                known.add(p.path)
+                added.append(p)
+    if not added:
+        return discovery
+    return Discovery(discovery.partitions + added, discovery.log_dirs, discovery.skipped)
+
+
+def mark_log_dirs(plans: dict[str, PartitionRecovery], marks: dict[str, RecoveringMark], run_id: str) -> list[str]:
+    """Before a recover's first change: mark each log dir where it recovers a partition (the names of those, and
+    those of an earlier killed run's readable mark there), durable. Returns the log dirs marked."""
+    names: dict[str, set[str]] = {}
+    for plan in plans.values():
+        if plan.bases and plan.left is None:
+            names.setdefault(plan.partition.log_dir, set()).add(plan.partition.name)
+    for log_dir, found in names.items():
+        earlier = marks.get(log_dir)
+        write_mark(log_dir, run_id, sorted(found | set(earlier.partitions if earlier else [])))
+    return sorted(names)
+
+
+def clear_marks(log_dirs: list[str]) -> list[str]:
+    """After the recovery points are durable: remove the marks of ``log_dirs``; returns the marks removed."""
+    return [mark_path(d) for d in sorted(set(log_dirs)) if remove_mark(d)]
+
+
 def dropped_result(
     outcome: SegmentOutcome,
     replay: SegmentReplay,
@@ -195,7 +263,7 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
     a journaling file system commits them in a few journal commits), then renamed, then the partition dirs
     fsynced together: a crash leaves each file old or whole, and the recovery points move (later, in the
     checkpoint) only over durable files. A partition that fails keeps its recovery point, its staged and created
-    files removed; the first failure is raised once the others are finished."""
+    files removed, and says why in its ``error``; the others are finished."""
     written: dict[int, _PendingFiles] = {}
     refused: dict[int, Exception] = {}
 
@@ -212,7 +280,8 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
     # each partition's files written on their own (creating files waits on the journal of a file system that
     # is committing: several partitions in flight overlap those waits)
     concurrently([i for i, (_, results) in enumerate(group) if writes_partition_files(results)], write, 1e-3)
-    errors = [refused[i] for i in sorted(refused)]
+    for i, exc in refused.items():
+        group[i][0].error = f"{group[i][0].partition.path}: {error_line(exc, None)}"
     pending = [written[i] for i in sorted(written)]
     failed = fsync_paths([path for files in pending for path in files.unsynced])
     named = []
@@ -225,18 +294,16 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
                 install(staged, final, sync_dir=False)
         except OSError as exc:
             files.discard()
-            errors.append(exc)
+            files.plan.error = f"{files.plan.partition.path}: {error_line(exc, None)}"
             continue
         named.append(files)
     failed = fsync_paths([files.plan.partition.path for files in named])
     for files in named:
         if files.plan.partition.path in failed:
-            errors.append(failed[files.plan.partition.path])
+            files.plan.error = f"{files.plan.partition.path}: {error_line(failed[files.plan.partition.path], None)}"
             continue
         files.plan.created += files.created
         files.plan.new_recovery_point = files.end
-    if errors:
-        raise errors[0]
 
 
 def partition_files_to_write(plan: PartitionRecovery, results: list[SegmentResult]) -> list[str]:
@@ -276,6 +343,7 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     stale = [os.path.join(directory, n) for n in names if _snapshot_after(n, end)]
     if stale:  # Kafka's truncateAndReload deletes snapshots past the log end
         plan.backups += move_to_backup(stale, _required(backup_dir, directory))
+        plan.moved += stale
     log_start = _log_start(plan.partition)
     _write_producer_snapshots(files, kept, log_start, backup_dir)
     _recover_leader_epochs(files, kept, log_start, backup_dir)
@@ -381,10 +449,14 @@ def _recover_leader_epochs(
     files.created.append(path)
 
 
-def write_recovery_points(plans: dict[str, PartitionRecovery], backup_root: str | None) -> list[str]:
+def write_recovery_points(
+    plans: dict[str, PartitionRecovery], backup_root: str | None
+) -> tuple[list[str], dict[str, str]]:
     """Per log dir with a moved recovery point: rewrite ``recovery-point-offset-checkpoint`` with the new points
-    (every other entry as read), the old file kept under ``backup_root``. Returns the files written."""
+    (every other entry as read), the old file kept under ``backup_root``. Returns the files written and, per log
+    dir whose file could not be written (left as it was: its partitions' points unmoved), why."""
     written = []
+    failed: dict[str, str] = {}
     by_log_dir: dict[str, list[PartitionRecovery]] = {}
     for plan in plans.values():
         if plan.new_recovery_point is not None:
@@ -392,12 +464,17 @@ def write_recovery_points(plans: dict[str, PartitionRecovery], backup_root: str 
     for log_dir, moved in sorted(by_log_dir.items()):
         try:
             path, points = read_offset_checkpoint(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
-        except CheckpointError:
+        except (OSError, CheckpointError):  # as the broker reads it: every other partition's point 0
             path, points = os.path.join(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT), {}
         for plan in moved:
             points[(plan.partition.topic, plan.partition.partition)] = plan.new_recovery_point  # type: ignore[assignment]
-        if backup_root is not None:
-            keep_backup(path, log_dir_backup_dir(backup_root, log_dir))
-        write_checkpoint_file(path, format_offset_checkpoint(points))
+        try:
+            if backup_root is not None:
+                keep_backup(path, log_dir_backup_dir(backup_root, log_dir))
+            write_checkpoint_file(path, format_offset_checkpoint(points))
+        except OSError as exc:
+            line = error_line(exc, None)
+            failed[log_dir] = f"{line if path in line else f'{path}: {line}'}; its recovery points were not moved"
+            continue
         written.append(path)
-    return written
+    return written, failed

@@ -45,6 +45,7 @@ from ..storage.discovery import Discovery, Partition
 from ..storage.file_system_sync import by_file_system
 from ..storage.locks import broker_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from ..storage.publish import discard_staged, fsync_paths, sweep_partial_backups
+from ..storage.recovery_mark import RecoveringMark
 from .commit import (
     Decision,
     SegmentResult,
@@ -59,11 +60,16 @@ from .interrupts import deferred_signals
 from .options import RunOptions, backup_root, check_run, new_run_id
 from .recover import (
     PartitionRecovery,
+    clear_marks,
     dropped_result,
     finish_partitions,
+    interrupted_recoveries,
+    interrupted_recovery_findings,
+    mark_log_dirs,
     partition_files_to_write,
     plan_recovery,
     recover_decisions,
+    with_interrupted_partitions,
     write_recovery_points,
     writes_partition_files,
 )
@@ -91,6 +97,9 @@ class RunReport:
     checkpoints: list[str] = field(default_factory=list)  # recover: the recovery-point files it rewrote
     rewritten: list[str] = field(default_factory=list)  # repair: snapshots and leader epochs rewritten from the log
     rewrite_backups: dict[str, list[str]] = field(default_factory=dict)  # repair: partition dir -> their backups
+    interrupted: dict[str, RecoveringMark] = field(default_factory=dict)  # log dir -> an unfinished recover's mark
+    cleared: list[str] = field(default_factory=list)  # recover: the marks it removed once it had finished
+    errors: list[str] = field(default_factory=list)  # writes that failed outside any segment's commit (recover's)
 
     def broker_of(self, path: str) -> BrokerIdentity:
         """The identity of the log dir ``path`` is in (or is): the longest log dir that holds it."""
@@ -138,7 +147,8 @@ class RunReport:
     @property
     def remaining_findings(self) -> list[Finding]:
         """Error findings not fixed by this run's writes."""
-        rewritten = set(self.rewritten)
+        moved = [path for plan in self.recovered.values() for path in plan.moved]
+        rewritten = {*self.rewritten, *self.cleared, *self.partition_files_written, *moved}  # no longer as found
         left = [
             f
             for fs in self.partition_findings.values()
@@ -154,7 +164,7 @@ class RunReport:
 
     @property
     def failed(self) -> bool:
-        return any(s.error for s in self.segments)
+        return bool(self.errors) or any(s.error for s in self.segments)
 
     @property
     def exit_code(self) -> int:
@@ -216,6 +226,9 @@ def run(
         durability or contextlib.nullcontext(),
         run_locks(lock_dirs, run_id),
     ):
+        marks = interrupted_recoveries(discovery)  # recovers that did not finish: reported; a recover finishes them
+        if options.mode == "recover":
+            discovery = with_interrupted_partitions(discovery, marks)
         if not options.read_only:
             swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
             dead = {run_lock_run_id(os.path.basename(path)) for path in sweep_dead_run_locks(lock_dirs, run_id)}
@@ -230,9 +243,11 @@ def run(
         outcomes: list[SegmentOutcome] = []
         results: list[SegmentResult] = []
         partition_findings: dict[str, list[Finding]] = dict(log_dir_findings)
-        for path, found in recovery_findings.items():
+        for path, found in [*interrupted_recovery_findings(marks).items(), *recovery_findings.items()]:
             partition_findings.setdefault(path, []).extend(found)
         checkpoints: list[str] = []
+        errors: list[str] = []  # failures after work began that no segment's row holds
+        cleared: list[str] = []
         rewritten: list[str] = []
         rewrite_backups: dict[str, list[str]] = {}
         unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]] = []  # recover's, in order
@@ -249,6 +264,7 @@ def run(
             for p in discovery.partitions:
                 partition_findings[p.path] = recovery_findings.get(p.path, []) + replays[p.path].findings
             phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
+            marked = mark_log_dirs(recovery, marks, run_id) if recovery and not options.dry_run else []
             for p in discovery.partitions:
                 mine: list[SegmentResult] = []
                 pairs = list(zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True))
@@ -298,9 +314,13 @@ def run(
                     rewrite_backups[p.path] = copies
                 results += mine
             finished |= _finish_partitions(unfinished, brokers, observer)
+            errors += [plan.error for plan in recovery.values() if plan.error]
             if recovery and not options.dry_run:
                 with deferred_signals():
-                    checkpoints = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
+                    checkpoints, unmoved = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
+                    errors += [unmoved[d] for d in sorted(unmoved)]
+                    # a stale mark too (its partitions are done); a log dir whose points did not move keeps its mark
+                    cleared = clear_marks([d for d in marked + list(marks) if d not in unmoved])
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
             left = [t for t in trimmed if os.path.dirname(t) not in finished] + sorted(touched - finished)
@@ -316,7 +336,7 @@ def run(
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
         discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints, rewritten,
-        rewrite_backups,
+        rewrite_backups, marks, cleared, errors,
     )  # fmt: skip
 
 
@@ -381,7 +401,7 @@ def _finish_partitions(
 ) -> set[str]:
     """A recover's files beside the segments of these partitions (their segments committed): each partition's
     intent told to the observer first, then the partitions finished together (:func:`finish_partitions`), then
-    the rows of those that finished, also when another failed (raised after them). Returns the dirs of those
+    the rows of those that finished (one that failed says why in its ``error``). Returns the dirs of those
     that finished: fsynced after every rename in them (the segments' too), so the run need not again."""
     if not unfinished:
         return set()

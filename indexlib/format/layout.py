@@ -25,6 +25,8 @@ SNAPSHOT_SUFFIX = ".snapshot"
 KAFKA_TRANSIENT_SUFFIXES = (".deleted", ".cleaned", ".swap")
 #: the file a running broker holds locked in each of its log dirs
 LOG_DIR_LOCK = ".lock"
+#: the mark a recover keeps in a log dir while it changes it (:mod:`indexlib.storage.recovery_mark`)
+RECOVERING_MARK = ".kafka-index-recovering"
 #: held (flock) by a writing run in each dir it writes under, so two runs with one run id never meet
 RUN_LOCK_PREFIX = ".kafka-index-run-"
 #: a log dir's checkpoint of each partition's log start offset

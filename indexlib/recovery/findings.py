@@ -186,6 +186,14 @@ KINDS: dict[str, FindingKind] = _kinds(
         "recovers every segment of every partition there",
     ),
     FindingKind(
+        "interrupted_recovery",
+        ERROR,
+        "log dir",
+        NOTHING,
+        "a recover did not finish changing this log dir (killed, or its recovery points could not be written; its "
+        "mark, .kafka-index-recovering, names the run and partitions): run recover again, which finishes them first",
+    ),
+    FindingKind(
         "left_to_broker",
         INFO,
         "partition dir",

@@ -18,7 +18,7 @@ import numpy as np
 from ..format import control_records, scan_kernel
 from ..format.abstract_index import AbstractIndex
 from ..format.batch_walk import open_segment, scan_log
-from ..format.checkpoint import parse_offset_checkpoint
+from ..format.checkpoint import CheckpointError, parse_offset_checkpoint
 from ..format.errors import CorruptIndexError, NotARegularFileError, describe_error
 from ..format.index_file import read_snapshot
 from ..format.layout import (
@@ -232,11 +232,22 @@ def read_offset_checkpoint(log_dir: str, name: str) -> tuple[str, dict[tuple[str
     reads it). Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when malformed."""
     path = os.path.join(log_dir, name)
     try:
-        with open(path) as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            text = _checkpoint_text(f.read(), path)
     except FileNotFoundError:
         return path, {}
     return path, parse_offset_checkpoint(text, path)
+
+
+def _checkpoint_text(data: bytes, path: str) -> str:
+    """A checkpoint file's bytes as text; :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when
+    they are not UTF-8 (Kafka's reader then fails to parse them: it treats the file as corrupt)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CheckpointError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {data[exc.start : exc.start + 1]!r})"
+        ) from None
 
 
 #: log start offset checkpoints as parsed, by path, with the identity of the file they were parsed from
@@ -255,10 +266,10 @@ def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition
             st = os.stat(path)
             if cached[0] == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns):
                 return cached[1].get((topic, partition), 0)
-        with open(path) as f:
+        with open(path, "rb") as f:
             st = os.fstat(f.fileno())
             identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-            text = f.read()
+            text = _checkpoint_text(f.read(), path)
     except FileNotFoundError:
         return 0
     entries = parse_offset_checkpoint(text, path)

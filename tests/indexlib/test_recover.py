@@ -413,9 +413,9 @@ def test_a_partition_whose_files_cannot_be_written_is_left_whole_and_the_recover
     tmp_path, monkeypatch, capsys
 ):
     """A "No space left" while one partition's roll is written (injected: a real full disk cannot be timed to that
-    step): one line naming the file and exit 2; that partition keeps no staged snapshot or half-made segment; the
-    other finishes (its dir is whole); no recovery point moves (the checkpoint is written only after every
-    partition). The next recover finishes both."""
+    step): one failed-write line naming the file and exit 1 (work was done: not 2); that partition keeps no staged
+    snapshot or half-made segment and its recovery point; the other finishes (its dir is whole) and its point
+    moves. The next recover finishes both."""
     import errno
 
     import indexlib.engine.recover as recover_module
@@ -434,10 +434,13 @@ def test_a_partition_whose_files_cannot_be_written_is_left_whole_and_the_recover
 
     monkeypatch.setattr(recover_module, "create_empty_segment", full)
     backups = tmp_path / "backups"
-    assert main(["recover", str(logs), "--backup-dir", str(backups), "-q"]) == 2
-    (line,) = capsys.readouterr().err.splitlines()
-    assert "No space left on device" in line and "orders-1" in line
-    assert (logs / "recovery-point-offset-checkpoint").read_bytes() == points
+    assert main(["recover", str(logs), "--backup-dir", str(backups), "-q"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("failed writes") and "No space left on device" in out[1] and "orders-1" in out[1]
+    assert out[-1].endswith("1 other write(s) failed")
+    moved = recovery_points(logs)
+    assert moved[("orders", 1)] == parse_offset_checkpoint(points.decode(), "rp")[("orders", 1)]
+    assert moved[("orders", 0)] > 0
     assert [n.name for n in p1.iterdir() if n.name.startswith(".") or n.name.endswith(".tmp")] == []
     assert len(bases(p1)) == 3 and len(bases(p0)) == 4  # orders-0 rolled its empty segment, orders-1 did not
     assert sorted(n.name for n in p1.glob("*.snapshot")) == p1_snapshots  # its staged snapshot was never named
@@ -573,3 +576,82 @@ class IntentRecorder:
 
     def after_partition_files(self, partition, broker, written, backups):
         pass
+
+
+# ------------------------------------------------------------------------------------ exit codes that tell the truth
+def recover_cli(logs: Path, backups: Path, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "indexlib", "recover", str(logs), "--backup-dir", str(backups), *extra]
+    return subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_a_recovery_point_file_that_cannot_be_replaced_fails_the_run_after_its_work_with_exit_1(tmp_path):
+    """A dir where ``recovery-point-offset-checkpoint`` should be: the broker would recover everything, and so does
+    recover, but it cannot write the file: exit 1 (not 2, "refused before any work": the index files were
+    written), one failed-write line naming it, the mark stays (verify: interrupted); once the dir is gone, recover
+    again finishes and removes the mark."""
+    logs = crashed_log_dir(tmp_path, partitions=1, point=None)
+    (logs / "recovery-point-offset-checkpoint").mkdir()
+    done = recover_cli(logs, tmp_path / "b")
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = f"  {logs / 'recovery-point-offset-checkpoint'}: Is a directory"
+    assert any(out.startswith(line) and out.endswith("its recovery points were not moved") for out in
+               done.stdout.splitlines()), done.stdout  # fmt: skip
+    assert done.stdout.splitlines()[-1].endswith("1 other write(s) failed") and "Traceback" not in done.stderr
+    assert (logs / ".kafka-index-recovering").is_file()
+    assert main(["verify", str(logs), "-q"]) == 1
+    (logs / "recovery-point-offset-checkpoint").rmdir()
+    done = recover_cli(logs, tmp_path / "b")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (logs / ".kafka-index-recovering").exists()
+    assert "had not finished; finished in this run, its mark removed" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b"0\n2\norders 0 0\n", b"0\n1\norders\xff 0 0\n", b"1\n1\norders 0 0\n"],
+    ids=["truncated", "not UTF-8", "version 1"],
+)
+def test_a_bad_recovery_point_file_that_recover_rewrites_is_not_a_remaining_finding(tmp_path, damage):
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    (logs / "recovery-point-offset-checkpoint").write_bytes(damage)
+    done = recover_cli(logs, tmp_path / "b")
+    assert done.returncode == 0 and "bad_recovery_point_checkpoint" in done.stdout, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1].endswith("; healthy")
+    assert recovery_points(logs)[("orders", 0)] > 0
+
+
+@pytest.mark.parametrize("command", ["python -m indexlib", "kafka-index"])
+def test_a_log_start_checkpoint_that_is_not_utf8_is_one_finding_naming_the_file_on_both_command_lines(
+    tmp_path, command
+):
+    """Kafka cannot parse it (it assumes no log start); recover does not rewrite it: the finding remains, exit 1,
+    and it names the file, with no traceback (both command lines)."""
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    checkpoint = logs / "log-start-offset-checkpoint"
+    checkpoint.write_bytes(b"0\n1\norders\xff 0 0\n")
+    if command == "kafka-index":
+        cmd = [sys.executable, "-m", "jobs.cli", "recover", "--log-dir", str(logs), "--engine", "local",
+               "--audit-table", "none", "--backup-dir", str(tmp_path / "b")]  # fmt: skip
+        done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                              env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)})  # fmt: skip
+    else:
+        done = recover_cli(logs, tmp_path / "b")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert f"{checkpoint}: not UTF-8 text (byte 10: b'\\xff')" in done.stdout
+    assert recovery_points(logs)[("orders", 0)] > 0  # the rest of the work was done
+
+
+def test_a_damaged_snapshot_recover_rewrites_is_not_a_remaining_finding(tmp_path):
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b1"), "-q"]) == 0
+    part = logs / "orders-0"
+    snapshot = segment_file(str(part), bases(part)[1], ".snapshot")
+    data = bytearray(Path(snapshot).read_bytes())
+    data[3] ^= 0x01  # its CRC
+    Path(snapshot).write_bytes(bytes(data))
+    (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint({("orders", 0): 0}))
+    done = recover_cli(logs, tmp_path / "b2")
+    assert done.returncode == 0 and "bad_producer_snapshot" in done.stdout, done.stdout + done.stderr
+    assert Path(snapshot).read_bytes() != bytes(data)
+    assert main(["verify", str(logs), "-q"]) == 0

@@ -163,6 +163,14 @@ def test_a_kill_at_any_call_of_recover_then_recover_again_ends_as_one_run(tmpfs)
         killed = recover(logs, backups, "killed", f"{name}:{n}")
         if killed.returncode != -9:
             return f"{name} #{n}: not killed (exit {killed.returncode}): {killed.stderr[-300:]}"
+        left = {k: v for k, v in contents(logs).items() if not os.path.basename(k).startswith(".kafka-index-run-")}
+        if left != expected:  # part way: verify must not call it healthy
+            verify = subprocess.run([sys.executable, "-m", "indexlib", "verify", str(logs)], cwd=PROJECT_ROOT,
+                                    capture_output=True, text=True, timeout=120)  # fmt: skip
+            if verify.returncode != 1:
+                return f"{name} #{n}: verify of the killed state exited {verify.returncode}: {verify.stdout[-500:]}"
+            if ".kafka-index-recovering" in left and "interrupted_recovery" not in verify.stdout:
+                return f"{name} #{n}: verify does not report the interrupted recovery: {verify.stdout[-500:]}"
         again = recover(logs, backups, "again")
         if again.returncode != 0:
             return f"{name} #{n}: the next recover exited {again.returncode}: {(again.stdout + again.stderr)[-800:]}"
@@ -213,3 +221,33 @@ def test_a_full_backup_disk_stops_the_partition_before_any_change_and_the_next_r
     assert again.returncode == 0, again.stdout + again.stderr
     assert contents(logs) == expected
     assert not list(small.rglob("*.partial"))
+
+
+def test_a_killed_recovers_mark_makes_the_next_recover_finish_its_partitions_first(tmpfs):
+    """A mark left by a recover killed after its cut (here written as that run writes it) names ``orders-0``; the
+    next recover, asked only for partition 1, finishes ``orders-0`` too, says so, and removes the mark; verify
+    reports the mark until then (an unreadable mark too)."""
+    from indexlib.storage.recovery_mark import write_mark
+
+    fs = tmpfs()
+    pristine_logs = crash_state(fs / "pristine")
+    expected_logs = fs / "expected" / "logs"
+    copy(pristine_logs, expected_logs)
+    assert recover(expected_logs, fs / "expected" / "backups", "once").returncode == 0
+    expected = contents(expected_logs)
+    logs = fs / "logs"
+    copy(pristine_logs, logs)
+    write_mark(str(logs), "killed-run", ["orders-0"])
+    verify = subprocess.run([sys.executable, "-m", "indexlib", "verify", str(logs / "orders-1")], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert verify.returncode == 1 and "interrupted_recovery" in verify.stdout
+    assert "recover run killed-run (1 partition(s): orders-0) did not finish" in verify.stdout
+    cmd = [sys.executable, "-m", "indexlib", "recover", str(logs), "--partitions", "1", "--backup-dir", str(fs / "b")]
+    done = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"recover: {logs}: recover run killed-run had not finished; finished in this run" in done.stdout
+    assert contents(logs) == expected
+    (logs / ".kafka-index-recovering").write_bytes(b"\xff not json")
+    verify = subprocess.run([sys.executable, "-m", "indexlib", "verify", str(logs)], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert verify.returncode == 1 and "unreadable: not a mark this tool wrote" in verify.stdout
