@@ -17,6 +17,7 @@ keeps its recovery point and files.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -41,7 +42,7 @@ from ..format.producer_snapshot import ProducerSnapshotEntry, SnapshotError, for
 from ..recovery.findings import Finding
 from ..recovery.log_loader import left_to_broker, log_end_offset, segments_to_recover
 from ..recovery.producer_state import apply_segment, recovered_leader_epochs, snapshot_entries, state_from_snapshot
-from ..storage.discovery import Discovery, Partition, discover, discover_partition_dir
+from ..storage.discovery import Discovery, LogDirError, Partition, discover, discover_partition_dir
 from ..storage.partition_files import (
     file_exists,
     partition_file_names,
@@ -182,8 +183,10 @@ def with_interrupted_partitions(discovery: Discovery, marks: dict[str, Recoverin
         if mark.unreadable:
             candidates = discover([log_dir]).partitions
         else:
-            paths = [os.path.join(log_dir, name) for name in mark.partitions]
-            candidates = [p for path in paths if os.path.isdir(path) for p in discover_partition_dir(path).partitions]
+            candidates = []
+            for name in mark.partitions:
+                with contextlib.suppress(LogDirError):  # gone since (moved, deleted): nothing left to finish
+                    candidates += discover_partition_dir(os.path.join(log_dir, name)).partitions
         for p in candidates:
             if p.path not in known:
                 known.add(p.path)

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from indexlib.testing.kill_hook import kill_hook_env
+
 from .kafka_broker import (
     FILL_TOPICS,
     LIVE_TOPICS,
@@ -307,6 +309,72 @@ def test_recover_truncates_the_leader_epochs_as_the_broker_does(by_indexlib, cra
     }
     assert prepared == {p: (len(t), hashlib.sha256(t.encode()).hexdigest()) for p, t in expected.items()}
     assert any(e != before[p] for p, e in expected.items())  # the empty partitions' entries went
+
+
+# ------------------------------------------------------------------------------------------ recover killed part way
+def damage_a_middle_segment(log_dir: Path) -> str:
+    """A torn write at the end of the first segment of the first partition with three or more (zeros, then
+    garbage), its recovery point set to 0: the broker's unclean start and recover both validate it, cut there and
+    drop every later segment."""
+    for part in partition_dirs(log_dir):
+        logs = sorted(part.glob("*.log"))
+        if len(logs) >= 3:
+            break
+    else:
+        raise AssertionError("no partition with three segments")
+    with open(logs[0], "ab") as f:
+        f.write(b"\x00" * 100 + b"\x07" * 50)
+    checkpoint = log_dir / "recovery-point-offset-checkpoint"
+    lines = checkpoint.read_text().splitlines()
+    topic, number = part.name.rsplit("-", 1)
+    lines = [f"{topic} {number} 0" if line.split()[:2] == [topic, number] else line for line in lines]
+    checkpoint.write_text("".join(f"{line}\n" for line in lines))
+    return part.name
+
+
+def recover_under_hook(log_dir: Path, backups: Path, kill_at: str) -> subprocess.CompletedProcess:
+    """``python -m indexlib recover`` under the kill hook (:mod:`indexlib.testing.kill_hook`): ``kill_at`` is
+    ``<call>:<N>`` (SIGKILL before the Nth such call) or ``count:<file>``."""
+    cmd = [sys.executable, "-m", "indexlib", "recover", str(log_dir), "--backup-dir", str(backups), "--jobs", "1"]
+    env = python_env()
+    env.update(kill_hook_env(backups.parent / f"hook-{backups.name}", kill_at, env.get("PYTHONPATH", "")))
+    return subprocess.run(cmd, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def damaged_self_recovered(crash, tmp_path_factory) -> CopyRun:
+    return start_copy(crash, tmp_path_factory.mktemp("d") / "self", damage_a_middle_segment)
+
+
+@pytest.mark.parametrize("call, fraction", [("rename", 0.5), ("fsync", 0.75), ("rename", 0.95)])
+def test_recover_killed_part_way_then_again_serves_what_the_brokers_own_recovery_serves(
+    crash, damaged_self_recovered, tmp_path, call, fraction
+):
+    """A sample of the kill points the kill matrix (tests/indexlib/test_recover_kills.py) covers on generated
+    states, on the real crash state with a cut in a middle segment: recover SIGKILLed at its ``fraction``-th
+    ``call`` (counted in a run on another copy), then run again. The broker then recovers no segment holding data
+    and serves what its own recovery of the damaged state serves."""
+    counted = copy_log_dir(crash.log_dir, tmp_path / "counted")
+    damage_a_middle_segment(counted)
+    done = recover_under_hook(counted, tmp_path / "counted-b", f"count:{tmp_path / 'counts.json'}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    n = max(1, int(json.loads((tmp_path / "counts.json").read_text())[call] * fraction))
+
+    def prepare(log_dir: Path) -> str:
+        damage_a_middle_segment(log_dir)
+        killed = recover_under_hook(log_dir, log_dir.parent / "b1", f"{call}:{n}")
+        assert killed.returncode == -9, f"not killed at {call} #{n}: {killed.stdout}{killed.stderr}"
+        return run_command(
+            [sys.executable, "-m", "indexlib", "recover", str(log_dir), "--backup-dir", str(log_dir.parent / "b2")],
+            cwd=PROJECT_ROOT,
+        )
+
+    run = start_copy(crash, tmp_path / "run", prepare)
+    assert_nothing_with_data_recovered(run)
+    for key, expected in damaged_self_recovered.served.items():
+        got = run.served[key]
+        assert got.summary() == expected.summary(), key
+        assert got.records == expected.records, key
 
 
 # ------------------------------------------------------------------------------------------ producers resume

@@ -4,7 +4,7 @@ dir ends byte for byte as one uninterrupted run leaves it, and no byte of the or
 away or cut is in its backups).
 
 The kills are real SIGKILLs, sent by the process to itself as it is about to make its Nth such call, for every N
-the run makes: a ``sitecustomize`` hook (:data:`KILL_HOOK`) wraps ``os``'s calls with one counter for the whole
+the run makes: a ``sitecustomize`` hook (:mod:`indexlib.testing.kill_hook`) wraps ``os``'s calls with one counter for the whole
 process. (``strace -e inject=...:when=N`` counts per thread, and the run fsyncs from several threads where an
 fsync waits, as it does under strace, so its Nth call is not the same from run to run.) The log dirs are on a tmpfs
 of their own; the full disk is a small tmpfs too."""
@@ -24,39 +24,10 @@ import pytest
 
 from indexlib.format.layout import segment_file
 from indexlib.format.producer_snapshot import EMPTY_SNAPSHOT
+from indexlib.testing.kill_hook import KILLED_AT, kill_hook_env
 
 from ..conftest import PROJECT_ROOT, fill, remount
 from .test_recover import bases, crashed_log_dir, leo
-
-#: the calls a kill is sent at: every change recover makes to a name or a size, and every fsync, by family
-KILLED_AT = {
-    "rename": ("rename", "replace"),
-    "truncate": ("truncate", "ftruncate"),
-    "unlink": ("unlink", "remove"),
-    "fsync": ("fsync", "fdatasync"),
-}
-
-#: the hook: ``KILL_AT=<family>:<N>`` sends SIGKILL just before the process's Nth call of that family (one counter
-#: for all its threads); ``KILL_AT=count:<file>`` counts every family and writes the counts there at exit
-KILL_HOOK = f"""
-import atexit, json, os, signal, threading
-_family, _, _arg = os.environ.get("KILL_AT", "").partition(":")
-_lock, _counts = threading.Lock(), {{}}
-def _hooked(family, real):
-    def call(*args, **kwargs):
-        with _lock:
-            _counts[family] = n = _counts.get(family, 0) + 1
-            if family == _family and n == int(_arg):
-                os.kill(os.getpid(), signal.SIGKILL)
-        return real(*args, **kwargs)
-    return call
-if _family:
-    for _name, _calls in {KILLED_AT!r}.items():
-        for _call in _calls:
-            setattr(os, _call, _hooked(_name, getattr(os, _call)))
-if _family == "count":
-    atexit.register(lambda: open(_arg, "w").write(json.dumps(_counts)))
-"""
 
 
 @pytest.fixture
@@ -107,14 +78,11 @@ def contents(directory: Path) -> dict[str, bytes]:
 
 
 def recover(logs: Path, backups: Path, run_id: str, kill_at: str | None = None) -> subprocess.CompletedProcess:
-    """``python -m indexlib recover`` as a user runs it; with ``kill_at``, under :data:`KILL_HOOK`."""
+    """``python -m indexlib recover`` as a user runs it; with ``kill_at``, under the kill hook."""
     cmd = [sys.executable, "-m", "indexlib", "recover", str(logs), "--backup-dir", str(backups), "--jobs", "1"]
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # no .pyc renamed into place among the counted calls
     if kill_at is not None:
-        hook = logs.parent / "hook"
-        hook.mkdir(exist_ok=True)
-        (hook / "sitecustomize.py").write_text(KILL_HOOK)
-        env.update(KILL_AT=kill_at, PYTHONPATH=os.pathsep.join([str(hook), env.get("PYTHONPATH", "")]))
+        env.update(kill_hook_env(logs.parent / "hook", kill_at, env.get("PYTHONPATH", "")))
     return subprocess.run([*cmd, "--run-id", run_id], cwd=PROJECT_ROOT, env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
 
