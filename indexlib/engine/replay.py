@@ -104,7 +104,9 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         log_epochs = recovered_leader_epochs([], [p.epoch_starts for p in plans])
         if epoch_unreadable is None:
             before = _last_offset_before(outcomes)
-            findings += leader_epoch_log_findings(epoch_path, epoch_text, log_epochs, log_start, before)
+            firsts = [(int(p.epoch_starts[0]["epoch"]), int(p.epoch_starts[0]["start_offset"])) for p in plans
+                      if len(p.epoch_starts)]  # fmt: skip
+            findings += leader_epoch_log_findings(epoch_path, epoch_text, log_epochs, log_start, before, firsts)
             if any(f.file == epoch_path and kind(f.kind).triggers == REWRITE_FROM_LOG for f in findings):
                 entries = repaired_leader_epochs(epoch_text, log_epochs, log_start)
                 rewrites[epoch_path] = format_leader_epoch_checkpoint(entries).encode()

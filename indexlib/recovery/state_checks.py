@@ -22,7 +22,7 @@ finding. Pure: the files' contents are read by :mod:`indexlib.storage.partition_
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -88,6 +88,7 @@ def leader_epoch_log_findings(
     log_epochs: list[EpochEntry],
     log_start: int,
     last_offset_before: Callable[[int], int | None] | None = None,
+    segment_starts: Collection[tuple[int, int]] = (),
 ) -> list[Finding]:
     """The findings of a readable ``leader-epoch-checkpoint`` against the epochs its partition's batches start
     (``log_epochs``: each epoch's first batch, as the cache's ``assign`` keeps them over the whole log). For every
@@ -97,8 +98,12 @@ def leader_epoch_log_findings(
     past the last offset of the batch just before (``last_offset_before(first batch's offset)``, asked only
     then): the cleaner may have removed the batches in between, but an offset a batch still holds is that
     batch's epoch's. Entries of epochs with no batch left are allowed (a leader
-    assigns its epoch at the log end before it writes; compaction removes batches)."""
-    if text is None:
+    assigns its epoch at the log end before it writes; compaction removes batches). The file's first entry may
+    start later than its epoch's first batch at the first batch of a segment (``segment_starts``: each segment's
+    first batch as (epoch, offset)): what Kafka's unclean start leaves after it loaded an empty cache (a missing or
+    0-byte file, which it reads alike and this checks alike: not at all) and assigned the epochs of the batches it
+    recovered, from the segment holding its recovery point on."""
+    if not text:
         return []
     try:
         entries = load_leader_epochs(parse_leader_epoch_checkpoint(text, path))
@@ -107,11 +112,16 @@ def leader_epoch_log_findings(
     starts = {e.epoch: e.start_offset for e in entries}
     missing, moved = [], []
     previous = None
+    earliest = entries[0].epoch if entries else None
+    restarts = set(segment_starts)
     for epoch in log_epochs:
         if epoch.start_offset >= log_start:
             found = starts.get(epoch.epoch)
+            rebuilt_from_recovery = epoch.epoch == earliest and (epoch.epoch, found) in restarts
             if found is None:
                 missing.append(epoch)
+            elif found > epoch.start_offset and rebuilt_from_recovery:
+                pass
             elif found > epoch.start_offset or (previous is not None and found <= previous.start_offset):
                 moved.append((epoch, found))
             elif found < epoch.start_offset and last_offset_before is not None:

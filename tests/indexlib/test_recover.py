@@ -655,3 +655,25 @@ def test_a_damaged_snapshot_recover_rewrites_is_not_a_remaining_finding(tmp_path
     assert done.returncode == 0 and "bad_producer_snapshot" in done.stdout, done.stdout + done.stderr
     assert Path(snapshot).read_bytes() != bytes(data)
     assert main(["verify", str(logs), "-q"]) == 0
+
+
+@requires_kafka_real
+@pytest.mark.parametrize("epochs", ["missing", "0 bytes"])
+def test_a_missing_or_empty_leader_epoch_file_is_read_as_kafka_reads_it_before_and_after_recover(tmp_path, epochs):
+    """Kafka reads a missing and a 0-byte ``leader-epoch-checkpoint`` alike (an empty cache); its unclean start then
+    assigns the epochs of the batches it recovers, so the file starts at the first recovered batch, not at the
+    epoch's first batch in the log. verify says the same of both files (nothing), and of what recover writes then
+    (what Kafka writes): healthy."""
+    logs = tmp_path / "logs"
+    copy_fixture(KAFKA_REAL / "local-apache-kafka-4.1.0", logs)
+    (logs / ".kafka_cleanshutdown").unlink(missing_ok=True)
+    part = logs / "plain-0"
+    if epochs == "missing":
+        (part / "leader-epoch-checkpoint").unlink()
+    else:
+        (part / "leader-epoch-checkpoint").write_bytes(b"")
+    assert main(["verify", str(part), "-q"]) == 0
+    first = segments_to_recover(bases(part), recovery_points(logs)[("plain", 0)])[0]
+    assert main(["recover", str(logs), "--topics", "plain", "--backup-dir", str(tmp_path / "b"), "-q"]) == 0
+    assert (part / "leader-epoch-checkpoint").read_text() == f"0\n1\n0 {first}\n" and first > 0
+    assert main(["verify", str(part), "-q"]) == 0
