@@ -42,6 +42,7 @@ from ..format.producer_snapshot import ProducerSnapshotEntry, SnapshotError, for
 from ..recovery.findings import Finding
 from ..recovery.log_loader import left_to_broker, log_end_offset, segments_to_recover
 from ..recovery.producer_state import apply_segment, recovered_leader_epochs, snapshot_entries, state_from_snapshot
+from ..recovery.state_checks import recovery_point_findings
 from ..storage.discovery import Discovery, LogDirError, Partition, discover, discover_partition_dir
 from ..storage.partition_files import (
     file_exists,
@@ -100,10 +101,8 @@ def plan_recovery(discovery: Discovery) -> tuple[dict[str, PartitionRecovery], d
     for log_dir in sorted({p.log_dir for p in discovery.partitions}):
         try:
             points[log_dir] = read_offset_checkpoint(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)[1]
-        except (OSError, CheckpointError) as exc:
-            path = os.path.join(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
-            detail = f"{exc}; the broker recovers every segment of this log dir, and so does this run"
-            findings[log_dir] = [Finding("bad_recovery_point_checkpoint", path, detail=detail)]
+        except (OSError, CheckpointError) as exc:  # so does this run
+            findings[log_dir] = recovery_point_findings(log_dir, exc)
             points[log_dir] = {}
     plans = {}
     clean = {d for d in points if file_exists(os.path.join(d, CLEAN_SHUTDOWN_FILE))}
@@ -117,6 +116,19 @@ def plan_recovery(discovery: Discovery) -> tuple[dict[str, PartitionRecovery], d
         if left:
             findings.setdefault(p.path, []).append(Finding("left_to_broker", p.path, detail=left))
     return plans, findings
+
+
+def unreadable_recovery_points(discovery: Discovery) -> dict[str, list[Finding]]:
+    """Per log dir of the partitions, ``bad_recovery_point_checkpoint`` when Kafka cannot read its
+    ``recovery-point-offset-checkpoint`` (an absent or 0-byte one it reads as empty): verify's and repair's check
+    (recover's :func:`plan_recovery` reads the file and reports it itself)."""
+    findings: dict[str, list[Finding]] = {}
+    for log_dir in sorted({p.log_dir for p in discovery.partitions}):
+        try:
+            read_offset_checkpoint(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
+        except (OSError, CheckpointError) as exc:
+            findings[log_dir] = recovery_point_findings(log_dir, exc)
+    return findings
 
 
 def recover_decisions(

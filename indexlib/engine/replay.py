@@ -30,6 +30,7 @@ from ..recovery.producer_state import recovered_leader_epochs, relevant_events, 
 from ..recovery.state_checks import (
     leader_epoch_findings,
     leader_epoch_log_findings,
+    log_start_findings,
     readable_snapshots,
     repaired_leader_epochs,
     replay_snapshots,
@@ -98,6 +99,8 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         log_start = 0
     bases = [o.task.base_offset for o in outcomes]
     plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]
+    if check:
+        findings += log_start_findings(partition.log_dir, partition.name, log_start, bases[-1], plans[-1])
     replays = replay_partition(partition.path, bases, plans, log_start)
     rewrites: dict[str, bytes] = {}
     if check and all(p.fatal is None for p in plans):  # epochs past a refused batch are not known

@@ -69,6 +69,7 @@ from .recover import (
     partition_files_to_write,
     plan_recovery,
     recover_decisions,
+    unreadable_recovery_points,
     with_interrupted_partitions,
     write_recovery_points,
     writes_partition_files,
@@ -238,6 +239,8 @@ def run(
         phases: dict[str, float] = {}
         brokers, log_dir_findings = identities(discovery, options.broker_id)
         recovery, recovery_findings = plan_recovery(discovery) if options.mode == "recover" else ({}, {})
+        if options.checks and options.mode != "recover":  # recover's plan reads the file and reports it itself
+            recovery_findings = unreadable_recovery_points(discovery)
         only = {path: plan.bases for path, plan in recovery.items()} if options.mode == "recover" else None
         tasks = plan_tasks(discovery, options, run_id, index_settings, brokers, only)
         outcomes: list[SegmentOutcome] = []

@@ -18,7 +18,8 @@ Invariants checked (a violation is a :class:`Finding` with severity ``"error"``)
   segment, each an ABORT marker of that producer; the (producer, first, last) set equals the rebuild's,
   and each such record's last stable offset equals the replay's. A 0-byte ``.txnindex`` is the same as
   an absent one.
-* missing ``.index`` / ``.timeindex``; an untrimmed zero tail on an inactive segment's index; a corrupt
+* missing ``.index`` / ``.timeindex``; a 0-byte ``.index`` on an inactive segment whose rebuild holds entries (an
+  empty ``.timeindex`` there lacks its final entry); an untrimmed zero tail on an inactive segment's index; a corrupt
   or incomplete tail of the ``.log`` (where it starts, how many bytes Kafka's recovery would cut);
   segments whose rebuild Kafka's recovery would refuse; index files without a ``.log``.
 
@@ -178,6 +179,8 @@ def check_segment_files(
         )
         findings += length_findings(path, length, cls.ENTRY_SIZE)
         findings += check(path, base, summary, entries, len(entries) + index.sparse_entries, active, rebuilt)
+        if suffix == ".index" and not active and length == 0 and expected:
+            findings.append(empty_index_finding(path, len(expected) // cls.ENTRY_SIZE))
         identical[suffix] = (
             (length == len(entries) * cls.ENTRY_SIZE and entries.tobytes() == expected)
             if expected is not None
@@ -187,6 +190,20 @@ def check_segment_files(
 
 
 REBUILT_BYTES = {".index": offset_index_bytes, ".timeindex": time_index_bytes}
+
+
+def empty_index_finding(path: str, rebuilt_entries: int) -> Finding:
+    """``index_empty``: an inactive segment's 0-byte ``.index`` whose rebuild holds ``rebuilt_entries`` (> 0).
+    Kafka's load accepts it (no sanity check since 2.3.0), so nothing but a rebuild restores the entries. A 0-byte
+    ``.timeindex`` there is ``time_index_missing_final_entry`` already."""
+    return Finding(
+        "index_empty",
+        path,
+        expected=rebuilt_entries,
+        found=0,
+        detail=f"{os.path.basename(path)} is 0 bytes on an inactive segment whose rebuild holds {rebuilt_entries} "
+        "entries (every lookup there scans the segment's batches from its start)",
+    )
 
 
 def holds_only_the_rebuild(index: ExistingIndex, plan: SegmentPlan, suffix: str, expected: bytes | None = None) -> bool:

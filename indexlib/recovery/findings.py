@@ -70,6 +70,12 @@ KINDS: dict[str, FindingKind] = _kinds(
         ".txnindex",
         "the segment has aborted transactions but no .txnindex (a 0-byte or absent one is otherwise fine)",
     ),
+    _index(
+        "index_empty",
+        ".index",
+        "an inactive segment's .index is 0 bytes while its rebuild holds entries: Kafka accepts it, but every lookup "
+        "in the segment then scans its batches from the start, and its own recovery would write those entries",
+    ),
     _index("bad_length", "index file", "the file is not a whole number of entries (8, 12 or 34 bytes): a torn write"),
     _index("unreadable_file", "index file", "the index file cannot be read (permissions, not a regular file)"),
     _index(
@@ -176,6 +182,14 @@ KINDS: dict[str, FindingKind] = _kinds(
         "log dir",
         NOTHING,
         "the log dir's log-start-offset-checkpoint is malformed; the replay assumes log start offset 0",
+    ),
+    FindingKind(
+        "log_start_beyond_log_end",
+        ERROR,
+        "log dir",
+        NOTHING,
+        "the log dir's log-start-offset-checkpoint gives a partition a log start offset beyond its log end: the "
+        "broker's next start deletes every segment of that partition",
     ),
     FindingKind(
         "bad_recovery_point_checkpoint",

@@ -1,5 +1,6 @@
 """Verify of the two files Kafka's recovery derives beside the segments: the producer-state snapshots
-(``<offset>.snapshot``) and ``leader-epoch-checkpoint``.
+(``<offset>.snapshot``) and ``leader-epoch-checkpoint``; and of what the log dir's checkpoints say of a partition
+(:func:`recovery_point_findings`, :func:`log_start_findings`).
 
 Each file on its own, as Kafka reads it at its next start:
 
@@ -29,7 +30,12 @@ import numpy as np
 import numpy.typing as npt
 
 from ..format.checkpoint import CheckpointError
-from ..format.layout import SNAPSHOT_SUFFIX, parse_segment_name
+from ..format.layout import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_OFFSET_CHECKPOINT,
+    SNAPSHOT_SUFFIX,
+    parse_segment_name,
+)
 from ..format.leader_epoch_checkpoint import (
     EpochEntry,
     check_leader_epoch_checkpoint,
@@ -37,7 +43,9 @@ from ..format.leader_epoch_checkpoint import (
     parse_leader_epoch_checkpoint,
 )
 from ..format.producer_snapshot import ProducerSnapshotEntry, SnapshotError, format_snapshot, parse_snapshot_entries
+from .entry_plan import PlanSummary, SegmentPlan
 from .findings import Finding
+from .log_loader import log_end_offset
 from .producer_state import apply_segment, snapshot_entries, state_from_snapshot
 
 
@@ -154,6 +162,52 @@ def leader_epoch_log_findings(
             )
         )
     return findings
+
+
+# ------------------------------------------------------------------------------------ the log dir's checkpoints
+def recovery_point_findings(log_dir: str, problem: Exception | str | None) -> list[Finding]:
+    """The finding on ``<log_dir>/recovery-point-offset-checkpoint``: ``problem`` is why Kafka cannot read it (what
+    :func:`~indexlib.storage.partition_files.read_offset_checkpoint` raised, naming the file), None when it reads.
+    Kafka's ``LogManager`` takes such a file as empty (a warning): every recovery point 0. An absent or 0-byte file
+    (a broker killed in its first minute) reads as empty without one, and is no finding (that reader raises nothing)."""
+    if problem is None:
+        return []
+    path = os.path.join(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
+    return [
+        Finding(
+            "bad_recovery_point_checkpoint",
+            path,
+            detail=f"{problem}; Kafka reads every recovery point of this log dir as 0, so its next unclean start "
+            "recovers every segment of every partition here",
+        )
+    ]
+
+
+def log_start_findings(
+    log_dir: str, partition: str, log_start: int, last_base: int, last: SegmentPlan | PlanSummary
+) -> list[Finding]:
+    """The finding on ``<log_dir>/log-start-offset-checkpoint`` when it gives ``partition`` (``<topic>-<n>``) a log
+    start offset beyond its log end (``last``: the plan of its last segment, at ``last_base``): Kafka's
+    ``LogLoader`` then deletes every segment of the partition at its next start, clean or not
+    (``deleteSegmentsIfLogStartGreaterThanLogEnd``). A log start at the log end is Kafka's own (DeleteRecords up
+    to the end, a roll); a last segment Kafka's recovery would refuse has no known end, and gets no finding. The
+    log end is the last segment's valid end: an unclean start that cuts an earlier segment ends the log lower."""
+    if last.fatal is not None:
+        return []
+    log_end = log_end_offset(last_base, last.batch_count, last.last_offset)
+    if log_start <= log_end:
+        return []
+    path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
+    return [
+        Finding(
+            "log_start_beyond_log_end",
+            path,
+            expected=f"<= {log_end}",
+            found=log_start,
+            detail=f"{partition}: log start offset {log_start} is beyond its log end {log_end}: the broker's next "
+            f"start deletes every segment of {partition}",
+        )
+    ]
 
 
 # ------------------------------------------------------------------------------- snapshots against the log

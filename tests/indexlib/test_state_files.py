@@ -272,3 +272,144 @@ def test_a_leader_epoch_checkpoint_that_disagrees_with_the_log_is_repaired(tmp_p
     assert repair(part, tmp_path).exit_code == 0
     assert (part / "leader-epoch-checkpoint").read_text() == expected
     assert kinds(part) == {}
+
+
+# ---------------------------------------------------------------------------------- the log dir's checkpoints
+def verify_log_dir(logs: Path, mode: str = "verify"):
+    """A run over every partition of the log dir ``logs`` (repair: in place, its backups beside ``logs``)."""
+    from indexlib.engine import RunOptions, map_locally, run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+
+    options = RunOptions(mode, backup_root=str(logs.parent / "backups") if mode == "repair" else None)
+    return run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally())
+
+
+def log_dir_findings(report) -> list[tuple[str, str, str]]:
+    """(kind, file, severity) of every finding of the run but on the log dir's ``meta.properties``."""
+    return [(f.kind, f.file, f.severity) for f in report.findings if f.kind != "no_meta_properties"]
+
+
+def test_the_log_dir_checkpoint_findings_from_what_was_read():
+    """The pure half of the two checks below (``recovery.state_checks``): a recovery-point file that could not be
+    read is one error naming it; a log start above the last segment's end (its base when empty) is one error naming
+    the log-start file and the partition; at the end, or where the last segment is refused, none."""
+    from types import SimpleNamespace
+
+    from indexlib.recovery.state_checks import log_start_findings, recovery_point_findings
+
+    assert recovery_point_findings("/d", None) == []
+    (bad,) = recovery_point_findings("/d", "/d/recovery-point-offset-checkpoint: expected 2 entries, found 1")
+    assert (bad.kind, bad.severity) == ("bad_recovery_point_checkpoint", "error")
+    assert bad.file == "/d/recovery-point-offset-checkpoint" and bad.detail.startswith(f"{bad.file}: expected 2")
+    full = SimpleNamespace(fatal=None, batch_count=3, last_offset=140)  # offsets 100..140 at base 100
+    empty = SimpleNamespace(fatal=None, batch_count=0, last_offset=99)
+    refused = SimpleNamespace(fatal=object(), batch_count=0, last_offset=99)
+    assert log_start_findings("/d", "t-0", 141, 100, full) == log_start_findings("/d", "t-0", 100, 100, empty) == []
+    assert log_start_findings("/d", "t-0", 10**6, 100, refused) == []
+    (beyond,) = log_start_findings("/d", "t-0", 142, 100, full)
+    assert (beyond.kind, beyond.found, beyond.expected) == ("log_start_beyond_log_end", 142, "<= 141")
+    assert beyond.file == "/d/log-start-offset-checkpoint" and beyond.severity == "error"
+    assert [f.found for f in log_start_findings("/d", "t-0", 101, 100, empty)] == [101]
+
+
+MALFORMED_RECOVERY_POINTS = {
+    "one-entry-of-two": b"0\n2\nplain 0 6000\n",
+    "count-with-no-entry": b"0\n1\n",
+    "entries-beyond-count": b"0\n0\nplain 0 6000\n",
+    "negative-count": b"0\n-1\n",
+    "version-1": b"1\n1\nplain 0 6000\n",
+    "version-not-a-number": b"zero\n1\nplain 0 6000\n",
+    "version-with-blank": b" 0\n1\nplain 0 6000\n",
+    "count-not-a-number": b"0\none\nplain 0 6000\n",
+    "offset-not-a-number": b"0\n1\nplain 0 6k\n",
+    "partition-not-a-number": b"0\n1\nplain p0 6000\n",
+    "partition-beyond-int": b"0\n1\nplain 2147483648 6000\n",
+    "offset-beyond-long": b"0\n1\nplain 0 9223372036854775808\n",
+    "two-fields": b"0\n1\nplain 6000\n",
+    "four-fields": b"0\n1\nplain 0 6000 7\n",
+    "empty-entry-line": b"0\n1\n\n",
+    "not-utf8": b"0\n1\nplain\xff 0 6000\n",
+    "binary-garbage": bytes(range(256)),
+}
+
+
+@pytest.mark.parametrize("damage", list(MALFORMED_RECOVERY_POINTS))
+def test_a_recovery_point_file_kafka_cannot_read_is_one_error_naming_it(tmp_path, damage):
+    """Kafka reads a ``recovery-point-offset-checkpoint`` it cannot parse (``CheckpointReadBuffer``: version 0, a
+    count, exactly that many ``topic partition offset`` lines, UTF-8) as empty, so its next unclean start recovers
+    every segment of every partition in the log dir: verify and repair report it once per log dir, as an error
+    naming the file (repair leaves it: exit 1)."""
+    logs = copy_log_dir(tmp_path, "plain-0", "txn-0")
+    checkpoint = logs / "recovery-point-offset-checkpoint"
+    checkpoint.write_bytes(MALFORMED_RECOVERY_POINTS[damage])
+    for mode in ("verify", "repair"):
+        report = verify_log_dir(logs, mode)
+        assert log_dir_findings(report) == [("bad_recovery_point_checkpoint", str(checkpoint), "error")], mode
+        (finding,) = [f for f in report.findings if f.kind == "bad_recovery_point_checkpoint"]
+        assert finding.detail.startswith(f"{checkpoint}: ") and "recovers every segment" in finding.detail
+        assert report.exit_code == 1, mode
+    assert checkpoint.read_bytes() == MALFORMED_RECOVERY_POINTS[damage]
+
+
+@pytest.mark.parametrize(
+    "content",
+    [None, b"", b"0\n", b"0\n0\n", b"0\n1\nplain 0 6000\n", b"0\r\n1\r\nplain 0 6000\r\n", b"0\n1\nplain  0\t6000\n"],
+    ids=["absent", "0 bytes", "version only", "no entries", "one entry", "CRLF", "runs of whitespace"],
+)
+def test_a_recovery_point_file_kafka_reads_is_no_finding(tmp_path, content):
+    """Absent or 0 bytes (a broker killed in its first minute), a version line alone, no entries, and the line
+    endings and whitespace Java's ``readLine``/``split("\\\\s+")`` accept: Kafka reads them all, no finding."""
+    logs = copy_log_dir(tmp_path, "plain-0", "txn-0")
+    checkpoint = logs / "recovery-point-offset-checkpoint"
+    checkpoint.unlink()
+    if content is not None:
+        checkpoint.write_bytes(content)
+    report = verify_log_dir(logs)
+    assert log_dir_findings(report) == [] and report.exit_code == 0
+
+
+def with_log_start(logs: Path, offsets: dict[tuple[str, int], int]) -> Path:
+    from indexlib.format.checkpoint import format_offset_checkpoint
+
+    checkpoint = logs / "log-start-offset-checkpoint"
+    checkpoint.write_text(format_offset_checkpoint(offsets))
+    return checkpoint
+
+
+@pytest.mark.parametrize("beyond", [1, 10**9])
+def test_a_log_start_beyond_the_log_end_is_an_error_naming_the_checkpoint(tmp_path, beyond):
+    """plain-0's log ends at 6000: a ``log-start-offset-checkpoint`` entry above that makes Kafka's ``LogLoader``
+    delete every segment of the partition at its next start, clean or not. One error naming the checkpoint and the
+    partition, for that partition only; repair writes nothing for it (exit 1)."""
+    logs = copy_log_dir(tmp_path, "plain-0", "txn-0")
+    checkpoint = with_log_start(logs, {("plain", 0): 6000 + beyond, ("txn", 0): 5})
+    for mode in ("verify", "repair"):
+        report = verify_log_dir(logs, mode)
+        assert log_dir_findings(report) == [("log_start_beyond_log_end", str(checkpoint), "error")], mode
+        assert report.partition_findings[str(logs / "plain-0")][0].kind == "log_start_beyond_log_end"
+        (finding,) = [f for f in report.findings if f.kind == "log_start_beyond_log_end"]
+        assert (finding.found, finding.expected) == (6000 + beyond, "<= 6000")
+        assert finding.detail.startswith("plain-0: ") and "deletes every segment of plain-0" in finding.detail
+        assert report.exit_code == 1, mode
+    assert checkpoint.read_text().startswith("0\n2\nplain 0 ")
+
+
+@pytest.mark.parametrize("start", [0, 2658, 3000, 6000])
+def test_a_log_start_at_or_below_the_log_end_is_no_finding(tmp_path, start):
+    """From the first segment's base to the log end itself (DeleteRecords up to the end): Kafka keeps the log."""
+    logs = copy_log_dir(tmp_path, "plain-0")
+    with_log_start(logs, {("plain", 0): start})
+    assert log_dir_findings(verify_log_dir(logs)) == []
+
+
+def test_the_log_end_of_an_empty_last_segment_is_its_base(tmp_path):
+    """An empty segment rolled at 6000 (a roll, or what recover leaves): the log ends at its base, so a log start
+    of 6000 is Kafka's own and 6001 deletes every segment."""
+    logs = copy_log_dir(tmp_path, "plain-0")
+    for suffix in (".log", ".index", ".timeindex"):
+        (logs / "plain-0" / f"{6000:020d}{suffix}").write_bytes(b"")
+    with_log_start(logs, {("plain", 0): 6000})
+    assert log_dir_findings(verify_log_dir(logs)) == []
+    checkpoint = with_log_start(logs, {("plain", 0): 6001})
+    assert log_dir_findings(verify_log_dir(logs)) == [("log_start_beyond_log_end", str(checkpoint), "error")]

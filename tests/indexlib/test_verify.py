@@ -167,6 +167,42 @@ def test_truncated_index_files(tmp_path):
 
 
 @requires_kafka_real
+@pytest.mark.parametrize("suffix, kind", [(".index", "index_empty"), (".timeindex", "time_index_missing_final_entry")])
+def test_a_zero_byte_index_of_a_large_inactive_segment_is_an_error_that_repair_rebuilds(tmp_path, suffix, kind):
+    """Kafka's load accepts a 0-byte ``.index`` or ``.timeindex`` (it sanity-checks neither since 2.3.0), but its
+    rebuild of this 1 MiB segment holds entries: verify reports one error naming the file (for the ``.timeindex``,
+    the final entry it lacks), and repair writes the rebuild's bytes."""
+    from indexlib.engine import RunOptions, map_locally, run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover_partition_dir
+
+    part = copy_partition("plain-0", tmp_path)
+    expected = rebuilt_bytes(part, tmp_path / "expected")
+    target = segment_file(str(part), 0, suffix)
+    assert os.path.getsize(segment_file(str(part), 0, ".log")) > 10**6 and expected[os.path.basename(target)]
+    Path(target).write_bytes(b"")
+    report = verify_partition(part)
+    assert [(f.kind, f.file, f.severity) for f in file_findings(report)] == [(kind, target, "error")]
+    assert [s.damaged_files for s in report.segments] == [[suffix], [], []]
+    options = RunOptions("repair", backup_root=str(tmp_path / "backups"))
+    repaired = run(discover_partition_dir(str(part)), options, lambda topic: IndexSettings(), map_locally())
+    assert repaired.exit_code == 0 and Path(target).read_bytes() == expected[os.path.basename(target)]
+    assert verify_partition(part).healthy
+
+
+@requires_kafka_real
+def test_a_zero_byte_index_whose_rebuild_is_empty_too_or_of_the_active_segment_is_no_finding(tmp_path):
+    """An empty ``.index`` is right where the rebuild holds no entry (an interval above the segment's size), and
+    is the active segment's to grow (a running broker's, not yet written)."""
+    part = copy_partition("plain-0", tmp_path)
+    Path(segment_file(str(part), 0, ".index")).write_bytes(b"")
+    assert verify_partition(part, index_interval_bytes=2**31 - 1).healthy
+    shutil.copy(LOCAL / "plain-0" / f"{0:020d}.index", segment_file(str(part), 0, ".index"))
+    Path(segment_file(str(part), 5336, ".index")).write_bytes(b"")
+    assert file_findings(verify_partition(part)) == []
+
+
+@requires_kafka_real
 def test_zero_tail_on_inactive_and_active_segments(tmp_path):
     part = copy_partition("plain-0", tmp_path)
     inactive = segment_file(str(part), 0, ".index")
