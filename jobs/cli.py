@@ -73,7 +73,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         "--audit-journal",
         metavar="DIR",
         help="local dir where the run's audit rows wait (fsynced) until the table has them "
-        "(default: ./kafka-index-audit-journal)",
+        "(default: the state dir's kafka-index-audit-journal: $KAFKA_INDEX_HOME, else ~/.local/state/kafka-index-rebuild)",
     )
     add_json_report(p)
     p.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
@@ -188,7 +188,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
     """A job's settings, partitions and run options from its arguments, everything checked before Spark starts:
     ``UsageError`` or a ``ValueError`` (a config, log dir or run option error) with the one line to print."""
     from indexlib.cli import check_json_target
-    from indexlib.engine import RunOptions, check_run, log_dir_identities, new_run_id
+    from indexlib.engine import RunOptions, check_outside_log_dirs, check_run, log_dir_identities, new_run_id
     from indexlib.storage import discover, is_partition_dir, parse_partition_filter, parse_topic_filter
 
     from .config import resolve_settings
@@ -232,6 +232,10 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         if args.strict:
             raise UsageError(message + " (--strict)")
         print(f"{PROG}: warning: {message}; their settings are not used", file=sys.stderr)
+    local_table = settings.audit_table if settings.audit_table and "://" not in settings.audit_table else None
+    journal = settings.audit_journal if settings.audit_table else None
+    json_file = args.json_file if args.json_file not in (None, "-") else None
+    check_outside_log_dirs(found, [("--audit-table", local_table), ("--audit-journal", journal), ("--json", json_file)])
     if settings.audit_table is not None and "://" not in settings.audit_table:
         _check_dir_can_exist(settings.audit_table, "--audit-table")
     if settings.audit_table is not None:

@@ -157,6 +157,18 @@ def load_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]
         return read_topic_config(path)
 
 
+def _in_state_dir(path: str | None) -> str | None:
+    """A config file's path as the run uses it: a relative one lies under the state dir
+    (:func:`indexlib.engine.state_dir`), never in the working directory (which may be a broker's log dir); an
+    absolute path, a URI and ``none`` as written. The command line's paths are the user's, relative to where
+    they run it."""
+    from indexlib.engine import state_dir
+
+    if path is None or "://" in path or os.path.isabs(path) or path.strip().lower() == "none":
+        return path
+    return os.path.join(state_dir(), os.path.expanduser(path))
+
+
 def parse_storage_options(pairs: list[str] | None) -> dict[str, str]:
     """``--audit-storage-option KEY=VALUE`` (repeatable) as a mapping; ConfigError for one without ``=``."""
     options = {}
@@ -195,7 +207,7 @@ def resolve_settings(
     for name, value in (("index_interval_bytes", index_interval_bytes), ("segment_index_bytes", segment_index_bytes)):
         if value is not None:
             cli[name] = _index_setting(f"command line --{name.replace('_', '-')}", name, value)
-    table = audit_table if audit_table is not None else conf["audit_table"]
+    table = audit_table if audit_table is not None else _in_state_dir(conf["audit_table"])
     if table is not None and table.strip().lower() == "none":
         table = None
     return Settings(
@@ -204,9 +216,9 @@ def resolve_settings(
         topic_overrides=load_topic_config(topic_config) if topic_config else {},
         cli_overrides=cli,
         audit_table=table,
-        audit_journal=audit_journal if audit_journal is not None else conf["audit_journal"],
+        audit_journal=audit_journal if audit_journal is not None else str(_in_state_dir(conf["audit_journal"])),
         audit_storage_options={**conf["audit_storage_options"], **parse_storage_options(audit_storage_options)},
-        backup_dir=backup_dir if backup_dir is not None else conf["backup_dir"],
+        backup_dir=backup_dir if backup_dir is not None else _in_state_dir(conf["backup_dir"]),
         bytes_per_task=conf["bytes_per_task"],
         spark_master=conf["spark"]["master"],
         spark_app_name=conf["spark"]["app_name"],

@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -22,6 +23,10 @@ KAFKA_REAL = PROJECT_ROOT.parent / "shared" / "fixtures" / "kafka-real"
 # SIGINT at its default.
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# What the tool keeps by default (backups, the jobs' audit table and journal: indexlib.engine.state_dir) goes to
+# a dir of the test session's own, never the user's ~/.local/state; every command a test starts inherits it.
+os.environ["KAFKA_INDEX_HOME"] = tempfile.mkdtemp(prefix="kafka-index-home-")
 
 requires_kafka_real = pytest.mark.skipif(
     not KAFKA_REAL.is_dir(),

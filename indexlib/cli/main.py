@@ -222,6 +222,7 @@ def discover_paths(paths: list[str], topics: str | None = None, partitions: str 
             and (partition_filter is None or p.partition in partition_filter)
         ]
         found.skipped += one.skipped
+        found.foreign += one.foreign
         found.log_dirs += [d for d in one.log_dirs if d not in found.log_dirs]
     if not found.partitions:  # every path held partitions: the selection chose none
         chosen = " and ".join(

@@ -16,18 +16,27 @@ from ..storage.locks import LockedLogDirError, RunInUseError
 from .commit import Decision, SegmentResult, files_to_replace
 from .identity import log_dir_identities
 from .interrupts import received, stdout_closed, stop_on_signals, stopped_by
-from .options import MODES, RunOptionError, RunOptions, TargetDirError, check_run, new_run_id
+from .options import (
+    MODES,
+    RunOptionError,
+    RunOptions,
+    TargetDirError,
+    check_outside_log_dirs,
+    check_run,
+    new_run_id,
+    state_dir,
+)
 from .partition import rebuild_partition, verify_partition
 from .pool import map_locally
 from .runner import CommitObserver, RunReport, run, summary_rows
 from .segment_task import Arrived, MapSegments, SegmentOutcome, SegmentTask, process_segment, process_segments
 
 __all__ = [
-    "MODES",
     "Arrived",
     "CommitObserver",
     "Decision",
     "LockedLogDirError",
+    "MODES",
     "MapSegments",
     "RunInUseError",
     "RunOptionError",
@@ -37,6 +46,7 @@ __all__ = [
     "SegmentResult",
     "SegmentTask",
     "TargetDirError",
+    "check_outside_log_dirs",
     "check_run",
     "files_to_replace",
     "log_dir_identities",
@@ -47,6 +57,7 @@ __all__ = [
     "rebuild_partition",
     "received",
     "run",
+    "state_dir",
     "stdout_closed",
     "stop_on_signals",
     "stopped_by",

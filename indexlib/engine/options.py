@@ -126,12 +126,24 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     check_backups_unused(options)
 
 
+def state_dir() -> str:
+    """Where the tool keeps what it writes by default (a repair's and a recover's backups; the jobs' audit table
+    and journal): ``$KAFKA_INDEX_HOME``, else ``$XDG_STATE_HOME/kafka-index-rebuild``, else
+    ``~/.local/state/kafka-index-rebuild``. Never the working directory, which may be a broker's log dir (a dir
+    there that is not a partition stops the broker)."""
+    if home := os.environ.get("KAFKA_INDEX_HOME"):
+        return os.path.abspath(home)
+    xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(os.path.abspath(xdg), "kafka-index-rebuild")
+
+
 def backup_root(options: RunOptions) -> str | None:
-    """The root a writing run keeps replaced files under (``./kafka-index-backups`` for a repair when none
-    is given); None when it keeps none (a read-only run, a rebuild without a backup root)."""
+    """The root a writing run keeps replaced files under (``<state dir>/kafka-index-backups`` for a repair or
+    recover when none is given: :func:`state_dir`); None when it keeps none (a read-only run, a rebuild without a
+    backup root)."""
     if options.read_only or not (options.backup_root or options.mode in ("repair", "recover")):
         return None
-    return options.backup_root or os.path.join(os.getcwd(), "kafka-index-backups")
+    return options.backup_root or os.path.join(state_dir(), "kafka-index-backups")
 
 
 def check_backups_unused(options: RunOptions) -> None:
@@ -153,11 +165,16 @@ def check_backups_unused(options: RunOptions) -> None:
 
 
 def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> None:
-    """``--output-dir`` and the backup root must lie outside every log dir the run reads (and so outside its
-    partition dirs): there they would replace the broker's files with no backup, or add dirs the broker
-    reads as partitions. :class:`TargetDirError` naming both paths."""
+    """``--output-dir`` and the backup root must lie outside every log dir the run reads (:func:`check_outside_log_dirs`)."""
+    check_outside_log_dirs(discovery, [("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))])
+
+
+def check_outside_log_dirs(discovery: Discovery, targets: list[tuple[str, str | None]]) -> None:
+    """Each ``(option, path)`` a run writes (a dir or a file; None: not used) must lie outside every log dir the
+    run reads (and so outside its partition dirs): there it would replace the broker's files with no backup, or
+    add a dir the broker refuses to start with. :class:`TargetDirError` naming both paths."""
     log_dirs = {os.path.realpath(d): d for d in {*discovery.log_dirs, *(p.log_dir for p in discovery.partitions)}}
-    for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
+    for option, directory in targets:
         if directory is None:
             continue
         real = os.path.realpath(directory)
@@ -166,7 +183,7 @@ def _refuse_writes_under_log_dirs(discovery: Discovery, options: RunOptions) -> 
                 where = "is the log dir" if real == real_log_dir else "lies inside the log dir"
                 raise TargetDirError(
                     f"{option} {directory} {where} {log_dir}: the broker's own files would be replaced or its dir "
-                    f"filled; choose a dir outside every log dir"
+                    f"filled; choose a path outside every log dir"
                 )
 
 

@@ -205,7 +205,7 @@ def with_interrupted_partitions(discovery: Discovery, marks: dict[str, Recoverin
                 added.append(p)
     if not added:
         return discovery
-    return Discovery(discovery.partitions + added, discovery.log_dirs, discovery.skipped)
+    return Discovery(discovery.partitions + added, discovery.log_dirs, discovery.skipped, discovery.foreign)
 
 
 def mark_log_dirs(plans: dict[str, PartitionRecovery], marks: dict[str, RecoveringMark], run_id: str) -> list[str]:

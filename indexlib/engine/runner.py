@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from ..format.layout import partition_name, run_lock_run_id
 from ..format.meta_properties import BrokerIdentity
+from ..recovery.checks import foreign_dir_findings
 from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
@@ -248,6 +249,8 @@ def run(
         partition_findings: dict[str, list[Finding]] = dict(log_dir_findings)
         for path, found in [*interrupted_recovery_findings(marks).items(), *recovery_findings.items()]:
             partition_findings.setdefault(path, []).extend(found)
+        for path in discovery.foreign:
+            partition_findings.setdefault(os.path.dirname(path), []).extend(foreign_dir_findings([path]))
         checkpoints: list[str] = []
         errors: list[str] = []  # failures after work began that no segment's row holds
         cleared: list[str] = []

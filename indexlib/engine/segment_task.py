@@ -117,7 +117,7 @@ def plan_tasks(
 
 def partition_backup_dir(options: RunOptions, run_id: str, p: Partition) -> str | None:
     """``<backup root>/<run id>/<topic>-<partition>``: always for repair (default root
-    ``./kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
+    ``<state dir>/kafka-index-backups``); for an in-place rebuild only when a root is set; never for a read-only
     run or an ``--output-dir`` elsewhere."""
     root = backup_root(options)
     if root is not None and (options.mode in ("repair", "recover") or options.in_place(p)):

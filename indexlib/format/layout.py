@@ -74,6 +74,10 @@ def skipped_dir_kind(name: str) -> str | None:
     return match.group("kind") if match else None
 
 
+#: the one dir in a log dir that is not a partition and that Kafka's start accepts (tiered storage's index cache)
+REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
+
+
 def partition_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 

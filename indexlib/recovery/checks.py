@@ -125,6 +125,20 @@ def directory_findings(partition_dir: str, names: list[str]) -> list[Finding]:
     return findings
 
 
+def foreign_dir_findings(paths: list[str]) -> list[Finding]:
+    """``not_a_partition_dir`` for each dir of a log dir that is not a partition (``paths``, from discovery): Kafka
+    4.1's ``LogManager`` fails on the log dir ("... is not in the form of topic-partition")."""
+    return [
+        Finding(
+            "not_a_partition_dir",
+            path,
+            detail=f"{os.path.basename(path)} is not in the form <topic>-<partition>: the broker's start fails on this "
+            "log dir (move it out of the log dir)",
+        )
+        for path in paths
+    ]
+
+
 def check_segment_files(
     log_path: str,
     base: int,

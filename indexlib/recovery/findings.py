@@ -200,6 +200,14 @@ KINDS: dict[str, FindingKind] = _kinds(
         "recovers every segment of every partition there",
     ),
     FindingKind(
+        "not_a_partition_dir",
+        ERROR,
+        "log dir",
+        NOTHING,
+        "a dir in the log dir that is not <topic>-<partition> (nor Kafka's -delete/-future/-stray dirs or its "
+        "remote-log-index-cache): the broker's start refuses it and fails on this log dir",
+    ),
+    FindingKind(
         "interrupted_recovery",
         ERROR,
         "log dir",

@@ -15,6 +15,7 @@ from ..format.abstract_index import INT32_MAX
 from ..format.errors import KafkaIndexError, describe_error
 from ..format.layout import (
     LOG_SUFFIX,
+    REMOTE_INDEX_CACHE_DIR,
     is_kafka_transient,
     log_base_offsets,
     parse_partition_dir_name,
@@ -70,6 +71,7 @@ class Discovery:
     partitions: list[Partition] = field(default_factory=list)
     log_dirs: list[str] = field(default_factory=list)  # where they were looked for
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
+    foreign: list[str] = field(default_factory=list)  # dirs in a log dir Kafka's start refuses (not partitions)
 
 
 @dataclass(frozen=True)
@@ -176,6 +178,8 @@ def discover(
             parsed = parse_partition_dir_name(name)
             if parsed is None:
                 found.skipped.append((path, "not a <topic>-<partition> dir"))
+                if name != REMOTE_INDEX_CACHE_DIR:
+                    found.foreign.append(path)
                 continue
             topic, number = parsed
             if topics is not None and not topics.fullmatch(topic):

@@ -67,3 +67,34 @@ def test_a_broker_started_while_recover_runs_fails_to_lock_and_exits(tmp_path):
     out, err = recover.communicate(timeout=120)
     assert recover.returncode == 0, out + err
     assert "recover orders-0: recovery point 0 ->" in out
+
+
+def test_verify_from_inside_a_log_dir_leaves_it_startable_and_a_foreign_dir_is_what_stops_the_broker(tmp_path):
+    """Issue 37: ``kafka-index verify --log-dir .`` run from inside a broker's log dir with default options writes
+    nothing there (its audit table and journal go to the state dir), and the broker starts on it; a dir that is
+    not a partition is what stops the broker, and verify names it first."""
+    logs = tmp_path / "logs"
+    broker = KafkaBroker(tmp_path / "broker", logs)
+    broker.format()
+    generate_partition(logs / "orders-0", segments=2, batches_per_segment=30, seed=5)
+    env = {k: v for k, v in python_env().items() if k != "KAFKA_INDEX_HOME"}
+    env["HOME"] = str(tmp_path / "home")
+    before = sorted(p.name for p in logs.iterdir())
+    verify = [sys.executable, "-m", "jobs.cli", "verify", "--log-dir", "."]
+    done = subprocess.run(verify, cwd=logs, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert sorted(p.name for p in logs.iterdir()) == before
+    try:
+        broker.start(timeout=120)
+        broker.stop()
+    finally:
+        broker.close()
+    (logs / "kafka-index-audit-journal").mkdir()  # what an older default left here
+    done = subprocess.run(verify, cwd=logs, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1 and "not_a_partition_dir" in done.stdout, done.stdout + done.stderr
+    try:
+        with pytest.raises(BrokerError, match="exited with"):
+            broker.start(timeout=120)
+        assert "is not in the form of topic-partition" in broker.tail(400)
+    finally:
+        broker.close()
