@@ -12,7 +12,11 @@ AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=
 
 .PHONY: demo test bench package package-full clean
 
+# The Python every venv is made with, said once and checked: 3.11 or later (Debian 12's 3.11.2 included).
+CHECK_PYTHON = @$(PYTHON) -c 'import sys; v = sys.version_info; print(f"using {sys.executable} (Python {v.major}.{v.minor}.{v.micro})"); sys.exit(0 if v >= (3, 11) else "kafka-index-rebuild needs Python 3.11 or later: make PYTHON=/path/to/python3.11")'
+
 $(VENV)/.stamp-base: pyproject.toml setup.py indexlib/format/_kernel.c indexlib/format/_crc32c.h
+	$(CHECK_PYTHON)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e .
@@ -39,6 +43,7 @@ demo: $(VENV)/.stamp-spark
 	$(PY) -m jobs.demo
 
 $(AIRFLOW_VENV)/.stamp: Makefile
+	$(CHECK_PYTHON)
 	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
 	$(AIRFLOW_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(AIRFLOW_VENV)/bin/python -m pip install --quiet $(AIRFLOW_PKGS)
