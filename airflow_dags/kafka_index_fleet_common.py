@@ -304,7 +304,8 @@ def judge(
     brokers: list[dict[str, Any]], records: list[dict[str, Any]], fail_on_findings: bool
 ) -> tuple[list[str], list[str]]:
     """The summary of a fleet run from the table's records (``kafka-index audit --run ID --json``): lines to
-    print (one per broker of the inventory: segments checked, with findings, findings by kind, exit code) and
+    print (one per broker of the inventory: segments checked, with findings, findings by kind, exit code; a
+    partition's or log dir's finding kind counted once, named without a count) and
     the problems that fail the run: a broker with no rows (unreachable, or its run failed before it wrote
     any), a broker whose run failed (exit code > 1), findings (when ``fail_on_findings``)."""
     by_broker: dict[int, list[dict[str, Any]]] = {}
@@ -323,13 +324,16 @@ def judge(
             missing.append(b)
             continue
         segments = sum(int(r.get("segments") or 0) for r in rows)
-        found = sum(int(r.get("with_findings") or 0) for r in rows)
         codes = sorted({r.get("exit_code") for r in rows}, key=lambda c: -1 if c is None else c)
-        kinds: dict[str, int] = {}
+        kinds: dict[str, int] = {}  # segment findings: kind -> segments
         for r in rows:
             for kind, n in (r.get("findings") or {}).items():
                 kinds[kind] = kinds.get(kind, 0) + int(n)
-        text = ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())) or "-"
+        # the run row's kinds also hold what no segment row does: a partition's (a snapshot, the leader epochs) and
+        # a log dir's (its checkpoints, a dir that is not a partition), counted once each
+        beyond = sorted({k for r in rows for k in (r.get("finding_kinds") or [])} - set(kinds))
+        found = sum(int(r.get("with_findings") or 0) for r in rows) + len(beyond)
+        text = ", ".join([*(f"{k} {n}" for k, n in sorted(kinds.items())), *beyond]) or "-"
         code = ",".join("?" if c is None else str(c) for c in codes)
         lines.append(f"{b['id']:>6}  {b['host']:<20} {segments:>8} {found:>8}  {code:>4}  {text}")
         if any(c is not None and c > 1 for c in codes) or any(r.get("status") == "failed" for r in rows):

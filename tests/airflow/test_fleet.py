@@ -289,11 +289,16 @@ def index_files(data: Path) -> dict[str, bytes]:
 
 
 def test_the_fleet_verifies_every_broker_once_into_one_table_on_s3(fleet):
-    """Damage on brokers 1 and 2: the brokers' tasks run at once and succeed (findings are the summary's to
-    judge), every broker's rows are there exactly once with its identity, the summary names the damage per
-    broker and fails the run; a re-run under the same run id adds no row."""
+    """Damage on brokers 1 and 2 (segments' index files) and 3 (only a producer snapshot, a partition's finding):
+    the brokers' tasks run at once and succeed (findings are the summary's to judge), every broker's rows are there
+    exactly once with its identity, the summary names the damage per broker and fails the run; a re-run under the
+    same run id adds no row."""
     os.unlink(fleet.brokers[1] / "plain-0" / "00000000000000000000.index")
     os.truncate(fleet.brokers[2] / "txn-0" / "00000000000000000000.timeindex", 5)
+    snapshot = fleet.brokers[3] / "txn-0" / "00000000000000000011.snapshot"  # broker 3: only a partition's finding
+    data = bytearray(snapshot.read_bytes())
+    data[3] ^= 0x01  # its CRC
+    snapshot.write_bytes(bytes(data))
     state = fleet.run("kafka_index_fleet", {"fleet_run_id": "fleet-a"}, "fleet-a-1")
     tasks = fleet.tasks("kafka_index_fleet", "fleet-a-1")
     assert state == "failed", fleet.log("kafka_index_fleet", "fleet-a-1", "summary")
@@ -327,7 +332,8 @@ def test_the_fleet_verifies_every_broker_once_into_one_table_on_s3(fleet):
     assert damaged == {(1, "plain"), (2, "txn")}
     summary = fleet.log("kafka_index_fleet", "fleet-a-1", "summary")
     assert "findings on broker 1 (" in summary and "broker 2 (" in summary.split("findings on", 1)[1], summary
-    assert "broker 3 (" not in summary.split("findings on", 1)[1] and "no rows from" not in summary, summary
+    assert "broker 3 (bad_producer_snapshot)" in summary.split("findings on", 1)[1], summary
+    assert "no rows from" not in summary, summary
 
     state = fleet.run("kafka_index_fleet", {"fleet_run_id": "fleet-a"}, "fleet-a-2")
     assert state == "failed"  # the same damage, the same verdict
