@@ -13,6 +13,7 @@ Imports ``format``, ``recovery`` and ``storage``; every file it reads or writes 
 lines and the Spark job."""
 
 from ..storage.locks import LockedLogDirError, RunInUseError
+from ..storage.state import state_dir
 from .commit import Decision, SegmentResult, files_to_replace
 from .identity import log_dir_identities
 from .interrupts import received, stdout_closed, stop_on_signals, stopped_by
@@ -24,7 +25,6 @@ from .options import (
     check_outside_log_dirs,
     check_run,
     new_run_id,
-    state_dir,
 )
 from .partition import rebuild_partition, verify_partition
 from .pool import map_locally

@@ -14,6 +14,7 @@ from ..format.errors import KafkaIndexError
 from ..storage.discovery import Discovery, Partition, directory_key
 from ..storage.file_system_sync import check_available as check_syncfs_available
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
+from ..storage.state import state_dir
 from .identity import BROKER_ID_MAX, broker_id_conflicts
 
 MODES = ("verify", "rebuild", "repair", "recover")
@@ -124,17 +125,6 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
                 f"named by partition, so {options.mode} these log dirs in separate runs"
             )
     check_backups_unused(options)
-
-
-def state_dir() -> str:
-    """Where the tool keeps what it writes by default (a repair's and a recover's backups; the jobs' audit table
-    and journal): ``$KAFKA_INDEX_HOME``, else ``$XDG_STATE_HOME/kafka-index-rebuild``, else
-    ``~/.local/state/kafka-index-rebuild``. Never the working directory, which may be a broker's log dir (a dir
-    there that is not a partition stops the broker)."""
-    if home := os.environ.get("KAFKA_INDEX_HOME"):
-        return os.path.abspath(home)
-    xdg = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return os.path.join(os.path.abspath(xdg), "kafka-index-rebuild")
 
 
 def backup_root(options: RunOptions) -> str | None:

@@ -296,8 +296,9 @@ def test_the_fleet_verifies_every_broker_once_into_one_table_on_s3(fleet):
     os.unlink(fleet.brokers[1] / "plain-0" / "00000000000000000000.index")
     os.truncate(fleet.brokers[2] / "txn-0" / "00000000000000000000.timeindex", 5)
     snapshot = fleet.brokers[3] / "txn-0" / "00000000000000000011.snapshot"  # broker 3: only a partition's finding
-    data = bytearray(snapshot.read_bytes())
-    data[3] ^= 0x01  # its CRC
+    original = snapshot.read_bytes()
+    data = bytearray(original)
+    data[3] ^= 0x01  # its CRC (put back at the end: the fleet is the module's)
     snapshot.write_bytes(bytes(data))
     state = fleet.run("kafka_index_fleet", {"fleet_run_id": "fleet-a"}, "fleet-a-1")
     tasks = fleet.tasks("kafka_index_fleet", "fleet-a-1")
@@ -339,6 +340,7 @@ def test_the_fleet_verifies_every_broker_once_into_one_table_on_s3(fleet):
     assert state == "failed"  # the same damage, the same verdict
     again = fleet.rows("fleet-a")
     assert sorted(map(str, again)) == sorted(map(str, rows))  # no row added, none changed
+    snapshot.write_bytes(original)
 
 
 def test_an_unreachable_broker_fails_only_its_own_task_and_the_summary_names_it(fleet):
