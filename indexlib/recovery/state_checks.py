@@ -128,9 +128,9 @@ def leader_epoch_log_findings(
             rebuilt_from_recovery = epoch.epoch == earliest and (epoch.epoch, found) in restarts
             if found is None:
                 missing.append(epoch)
-            elif found > epoch.start_offset and rebuilt_from_recovery:
-                pass
-            elif found > epoch.start_offset or (previous is not None and found <= previous.start_offset):
+            elif (found > epoch.start_offset and not rebuilt_from_recovery) or (
+                previous is not None and found <= previous.start_offset
+            ):
                 moved.append((epoch, found))
             elif found < epoch.start_offset and last_offset_before is not None:
                 before = last_offset_before(epoch.start_offset)
