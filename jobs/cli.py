@@ -360,7 +360,7 @@ def run_local(
 ) -> int:
     """``--engine local``: the engine's map step in a pool of processes on this machine (``--jobs``), no JVM and
     no pyspark import; the report, ``--json`` and audit rows are those of a Spark run (:func:`finish_run`)."""
-    from indexlib.engine import LockedLogDirError, map_locally
+    from indexlib.engine import LockedLogDirError, WorkerDiedError, map_locally
     from indexlib.engine import run as run_engine
 
     try:  # main's stop_on_signals is in place (no Spark replaced its handler)
@@ -370,6 +370,9 @@ def run_local(
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except WorkerDiedError as exc:  # as a killed Spark executor: the map stopped, the run swept what it staged
+        print(f"{PROG}: error: {exc} (run it again)", file=sys.stderr)
+        return 1
     except OSError as exc:  # a run lock or the journal could not be written: nothing more was replaced
         print(
             f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr

@@ -17,7 +17,8 @@ segment engine (:mod:`indexlib.engine`) with a local process pool of ``--jobs`` 
 cores), as the Spark jobs run it on a cluster.
 
 Exit codes: 0 healthy / done; 1 verify found errors, a rebuild could not rebuild a segment (Kafka's
-recovery would fail on it), or a dumped file has problems (listed); 2 bad usage or bad input (a missing
+recovery would fail on it), a dumped file has problems (listed), or a worker process of ``--jobs`` died (killed,
+out of memory: one line; the run stopped before replacing any file); 2 bad usage or bad input (a missing
 or unreadable path, a file where a directory is expected, a directory holding no partition or no segment,
 a bad setting, a lookup target no segment can hold, a file that cannot be dumped, a log dir held by a
 running broker, a ``--run-id`` whose backup dir already holds an earlier run's backups); 128 + N stopped by
@@ -38,7 +39,7 @@ import sys
 from typing import TextIO
 
 from .. import __version__
-from ..engine import RunOptions, RunReport, SegmentResult, check_run, map_locally, run
+from ..engine import RunOptions, RunReport, SegmentResult, WorkerDiedError, check_run, map_locally, run
 from ..engine.interrupts import stdout_closed, stop_on_signals, stopped_by
 from ..format.errors import KafkaIndexError, error_line
 from ..format.layout import (
@@ -432,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, LockedLogDirError) as exc:  # refused before any work
         _error(str(exc))
         return EXIT_BAD_INPUT
+    except WorkerDiedError as exc:  # the run stopped before its commit and swept what it staged
+        _error(f"{exc} (run it again)")
+        return EXIT_FINDINGS
     except (OSError, ValueError) as exc:  # unreadable, not a regular file, garbage, bad name, ...
         _error(error_line(exc, subject))
         return EXIT_BAD_INPUT

@@ -27,7 +27,7 @@ from .options import (
     new_run_id,
 )
 from .partition import rebuild_partition, verify_partition
-from .pool import map_locally
+from .pool import WorkerDiedError, map_locally
 from .runner import CommitObserver, RunReport, run, summary_rows
 from .segment_task import Arrived, MapSegments, SegmentOutcome, SegmentTask, process_segment, process_segments
 
@@ -46,6 +46,7 @@ __all__ = [
     "SegmentResult",
     "SegmentTask",
     "TargetDirError",
+    "WorkerDiedError",
     "check_outside_log_dirs",
     "check_run",
     "files_to_replace",

@@ -8,12 +8,24 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from ..format import scan_kernel
+from ..format.errors import KafkaIndexError
 from ..storage import file_system_sync
 from .segment_task import Arrived, MapSegments, SegmentOutcome, SegmentTask, process_segments
+
+
+class WorkerDiedError(KafkaIndexError, RuntimeError):
+    """A pool worker died under the map (killed, or out of memory): the map stopped before any commit, so no file
+    was replaced; what the workers staged is swept by the run."""
+
+
+#: seconds a pool's workers have to exit once the pool is shut down, before they are killed: a worker that waits
+#: on the call queue's lock that a killed sibling held, or one that was stopped, never would
+EXIT_GRACE = 10.0
 
 
 def map_locally(jobs: int = 1) -> MapSegments:
@@ -21,13 +33,14 @@ def map_locally(jobs: int = 1) -> MapSegments:
     staged files' tag is the run id (each segment is staged by exactly one process). If the map is
     interrupted (SIGINT, SIGTERM) or fails (``arrived`` too: it is handed each batch's outcomes as they come back,
     see :data:`MapSegments`), the pool's workers are stopped before the error goes on, so nothing stages a file
-    after the run has swept its own."""
+    after the run has swept its own. A worker that dies raises :class:`WorkerDiedError`; the pool's workers are gone
+    when the map returns or raises, whatever state a dead worker left its queues in."""
 
     def map_segments(tasks: list[SegmentTask], run_id: str, arrived: Arrived | None = None) -> list[SegmentOutcome]:
         if jobs <= 1 or len(tasks) <= 1:
             return [o for batch in batches(tasks, 1) for o in _handed(process_segments(batch, run_id), arrived)]
         ordered = sorted(tasks, key=lambda t: -t.size)  # big segments first: the pool ends together
-        from concurrent.futures import ProcessPoolExecutor  # here: a pool is rare, its import costs ~10 ms
+        from concurrent.futures import BrokenExecutor, ProcessPoolExecutor  # here: a pool is rare, ~10 ms
 
         workers = min(jobs, len(tasks))
         chosen = batches(ordered, workers * BATCHES_PER_WORKER)
@@ -40,13 +53,16 @@ def map_locally(jobs: int = 1) -> MapSegments:
         try:
             results = pool.map(process_segments, chosen, [run_id] * len(chosen))
             return [o for out in results for o in _handed(out, arrived)]
-        except BaseException:
+        except BaseException as exc:
             stopping.enter_context(_quiet_threads())
+            died = _death_of_a_worker(pool) if isinstance(exc, BrokenExecutor) else None
             _stop_workers(pool)
+            if died is not None:
+                raise WorkerDiedError(f"{died} while the run read the segments; no file was replaced") from None
             raise
         finally:
             with stopping:
-                pool.shutdown(wait=True, cancel_futures=True)
+                _shut_down(pool)
 
     return map_segments
 
@@ -91,6 +107,40 @@ def _quiet_threads() -> Iterator[None]:
         yield
     finally:
         threading.excepthook = previous
+
+
+def _death_of_a_worker(pool: Any) -> str:
+    """How a broken pool's worker died, in words ("a worker process was killed by SIGKILL"): the first worker that
+    did not end by the SIGTERM the pool sends its survivors."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    deadline = time.monotonic() + 1.0  # the pool's manager thread may not have collected the dead one yet
+    while not any(p.exitcode is not None for p in processes) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for p in processes:
+        code = p.exitcode
+        if code is not None and code < 0 and code != -signal.SIGTERM:
+            return f"a worker process was killed by {signal.Signals(-code).name}"
+        if code is not None and code > 0:
+            return f"a worker process exited with status {code}"
+    return "a worker process died"
+
+
+def _shut_down(pool: Any) -> None:
+    """Shut the pool down, its workers gone at the end: each has :data:`EXIT_GRACE` seconds to exit, then is
+    killed (``shutdown(wait=True)`` alone joins a worker that can never exit, and the run would hold its locks
+    forever)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    manager = getattr(pool, "_executor_manager_thread", None)
+    pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + EXIT_GRACE
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.kill()  # SIGKILL: it also ends a stopped process
+            process.join()
+    if manager is not None:
+        manager.join(EXIT_GRACE)
 
 
 def _stop_workers(pool: Any) -> None:

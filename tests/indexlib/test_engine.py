@@ -584,3 +584,75 @@ def test_a_replay_that_fails_while_the_map_goes_on_leaves_no_backup_of_a_file_it
         run_engine(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(jobs))
     assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
     assert [p for p in backups.rglob("*") if p.is_file()] == []
+
+
+def _killed_on_first_batch(batch, run_id):
+    """A pool task that dies as an out-of-memory kill would (a real SIGKILL), in the worker given the biggest batch."""
+    import signal
+
+    if any(t.base_offset == 0 and t.partition_dir.endswith("t-0") for t in batch):
+        os.kill(os.getpid(), signal.SIGKILL)
+    return process_segments(batch, run_id)
+
+
+def test_a_worker_killed_under_the_map_stops_the_run_with_one_named_error_and_nothing_replaced(tmp_path, monkeypatch):
+    """A pool worker SIGKILLed while it maps (the kernel's OOM killer, an operator): the run raises
+    :class:`WorkerDiedError` saying how it died, every file is as it was, nothing staged or backed up is left, and
+    no worker outlives the run (its locks are free)."""
+    import multiprocessing
+
+    from indexlib.engine import pool as pool_module
+    from indexlib.engine import run as run_engine
+    from indexlib.engine.pool import WorkerDiedError, map_locally
+
+    logs = tmp_path / "logs"
+    for n in range(3):
+        generate_partition(logs / f"t-{n}", segments=3, batches_per_segment=40, seed=40 + n)
+        rebuild_partition(logs / f"t-{n}")
+        index = Path(segment_file(str(logs / f"t-{n}"), 0, ".index"))
+        index.write_bytes(b"\x7f" * 8 + index.read_bytes()[8:])  # repaired by the run: staged and backed up
+    before = {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    monkeypatch.setattr(pool_module, "process_segments", _killed_on_first_batch)
+    backups = tmp_path / "backups"
+    options = RunOptions("repair", run_id="r1", backup_root=str(backups))
+    with pytest.raises(WorkerDiedError, match="a worker process was killed by SIGKILL .*no file was replaced"):
+        run_engine(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(2))
+    assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
+    assert [p for p in backups.rglob("*") if p.is_file()] == []
+    assert multiprocessing.active_children() == []
+
+
+def test_a_pool_whose_worker_cannot_exit_still_ends_and_leaves_no_worker():
+    """A worker that can never exit once the map is done (stopped here; in life, one waiting on the call queue's lock
+    that a SIGKILLed sibling held) does not hold the run forever: the pool is shut down, the worker killed after the
+    grace, and the map's results are returned. (In a child process, with a short grace: without it the child hangs,
+    and the timeout fails the test.)"""
+    import subprocess
+    import sys
+
+    from ..conftest import PROJECT_ROOT
+
+    script = """if True:
+        import os, signal, time
+        from types import SimpleNamespace
+        from indexlib.engine import pool
+
+        def stop_the_others(batch, run_id):
+            if batch[0].size == 2:  # the bigger task: the other worker is idle by the time it stops it
+                time.sleep(1.0)
+                children = open(f"/proc/{os.getppid()}/task/{os.getppid()}/children").read().split()
+                for child in map(int, children):
+                    if child != os.getpid():
+                        os.kill(child, signal.SIGSTOP)
+            return [batch[0].size]
+
+        pool.process_segments = stop_the_others
+        pool.EXIT_GRACE = 0.5
+        started = time.monotonic()
+        out = pool.map_locally(2)([SimpleNamespace(size=2), SimpleNamespace(size=1)], "r1")
+        left = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
+        print(sorted(out), left, time.monotonic() - started < 30)
+    """
+    child = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split("\n")[0] == "[1, 2] [] True"

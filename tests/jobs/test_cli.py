@@ -468,3 +468,38 @@ def test_the_audit_run_row_names_the_files_a_run_wrote_beside_the_segments(tmp_p
         if r["run_id"] == "rec" and r["record_type"] == "partition"
     ]
     assert rolled <= {os.path.relpath(w, crashed) for w in partition_row["files_written"]}
+
+
+def _killed_in_the_map(batch, run_id):
+    """A pool task whose worker is SIGKILLed (as by the OOM killer) before it stages anything."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+@pytest.mark.parametrize("command_line", ["kafka-index", "python -m indexlib"])
+def test_a_killed_pool_worker_is_one_line_and_exit_1_on_both_command_lines(capsys, tmp_path, monkeypatch, command_line):
+    """Issue 36: a worker of the local pool killed under the map is one line naming how it died, exit 1 (as a killed
+    Spark executor), every file as it was, no traceback, and no worker left holding the log dir's locks."""
+    import multiprocessing
+
+    from indexlib.cli.main import main as indexlib_main
+    from indexlib.engine import pool
+
+    logs = tmp_path / "logs"
+    for n in range(2):
+        generate_partition(logs / f"t-{n}", segments=2, batches_per_segment=30, seed=50 + n)
+    before = {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    monkeypatch.setattr(pool, "process_segments", _killed_in_the_map)
+    if command_line == "kafka-index":
+        code = main(["rebuild", "--log-dir", str(logs), "--engine", "local", "--jobs", "2", "--audit-table", "none",
+                     "--force", "--backup-dir", str(tmp_path / "bk"), "--no-progress"])  # fmt: skip
+    else:
+        code = indexlib_main(["rebuild", str(logs), "--jobs", "2", "--force", "--backup-dir", str(tmp_path / "bk")])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 1 and len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"{command_line}: error: a worker process was killed by SIGKILL"), err
+    assert "no file was replaced" in lines[0]
+    assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
+    assert multiprocessing.active_children() == []
