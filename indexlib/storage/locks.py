@@ -183,14 +183,21 @@ def sweep_dead_runs(partition_dirs: list[str], run_id: str) -> list[str]:
     return removed
 
 
+#: what a ``.lock`` that a run created holds (:func:`broker_locks`)
+CREATED_LOCK = b"created by kafka-index-rebuild; removed by its next run\n"
+
+
 @contextlib.contextmanager
 def broker_locks(log_dirs: list[str], force: bool, advice: str) -> Iterator[list[str]]:
     """Hold each log dir's ``.lock`` for the block as a broker holds it: an exclusive POSIX record lock
     (``fcntl``, what Java's ``FileChannel.tryLock`` takes), and an exclusive ``flock`` beside it (what other
     tools take). A broker that starts meanwhile fails to lock the dir and exits; a second writing run is
     refused. A ``.lock`` this run creates (a copied log dir has none) is given the log dir's owner (a broker
-    running as that user must still open it) and removed on release; a killed run leaves it, as a broker does. A dir another process holds: :class:`LockedLogDirError` (its line ends with ``advice``),
-    unless ``force``, when it is left unheld and yielded (the caller warns).
+    running as that user must still open it), holds :data:`CREATED_LOCK` and is removed on release; a killed run
+    leaves it, and the next run that holds it removes it as its own, so the log dir ends as an uninterrupted run
+    leaves it (Kafka reads no byte of a ``.lock``; a broker's own is empty). A dir another process holds:
+    :class:`LockedLogDirError` (its line ends with ``advice``), unless ``force``, when it is left unheld and
+    yielded (the caller warns).
 
     Invariant: while held, nothing else in this process opens and closes a ``.lock`` (closing any descriptor
     of the file would drop the POSIX lock); forked children close their copies (:func:`_close_run_locks_in_child`)."""
@@ -217,6 +224,9 @@ def broker_locks(log_dirs: list[str], force: bool, advice: str) -> Iterator[list
                 with contextlib.suppress(OSError):  # not root: the file is the run user's, as the dir must be
                     owner = os.stat(log_dir)
                     os.fchown(fd, owner.st_uid, owner.st_gid)
+                os.write(fd, CREATED_LOCK)
+            elif os.pread(fd, len(CREATED_LOCK) + 1, 0) == CREATED_LOCK:  # a killed run's: removed as its own
+                created = True
             held.append((fd, path if created else None))
             _HELD_RUN_LOCKS.add(fd)
         yield unheld

@@ -248,10 +248,11 @@ def test_two_writing_runs_on_one_log_dir_the_second_is_refused(tmp_path):
 
 def test_a_lock_file_recover_creates_belongs_to_the_log_dirs_owner_and_goes_at_the_end(tmp_path):
     """A log dir without ``.lock`` (a copy): the run creates it as Kafka would, with the dir's owner (a broker
-    running as that user must still open it), holds it, and removes it at the end."""
+    running as that user must still open it) and a line saying who made it, holds it, and removes it at the end."""
     from indexlib.engine import RunOptions, map_locally, run
     from indexlib.recovery.settings import IndexSettings
     from indexlib.storage.discovery import discover
+    from indexlib.storage.locks import CREATED_LOCK
 
     logs = crashed_log_dir(tmp_path, partitions=1)
     assert not (logs / ".lock").exists()
@@ -260,7 +261,7 @@ def test_a_lock_file_recover_creates_belongs_to_the_log_dirs_owner_and_goes_at_t
     class Look:
         def before_commit(self, outcome, decision):
             st, owner = (logs / ".lock").stat(), logs.stat()
-            seen.append(((st.st_uid, st.st_gid, st.st_size), (owner.st_uid, owner.st_gid, 0)))
+            seen.append(((st.st_uid, st.st_gid, st.st_size), (owner.st_uid, owner.st_gid, len(CREATED_LOCK))))
             seen.append(try_lock_elsewhere(logs / ".lock").returncode)
 
         def after_commit(self, result): ...
@@ -271,6 +272,27 @@ def test_a_lock_file_recover_creates_belongs_to_the_log_dirs_owner_and_goes_at_t
         map_locally(1), Look())  # fmt: skip
     assert seen and seen[0][0] == seen[0][1] and seen[1] == 1
     assert not (logs / ".lock").exists()
+
+
+@pytest.mark.parametrize(
+    ("left", "stays"),
+    [(None, False), (b"", True), (b"other tool\n", True)],
+    ids=["a-killed-runs", "a-brokers", "other"],
+)
+def test_a_lock_file_a_killed_run_created_goes_with_the_next_run_and_no_other(tmp_path, left, stays):
+    """A ``.lock`` that a killed run created (it says so) is removed by the next writing run as its own, so the log
+    dir ends as one run leaves it; a broker's (empty) or anyone else's ``.lock`` stays as it was."""
+    from indexlib.storage.locks import CREATED_LOCK, broker_locks
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    content = CREATED_LOCK if left is None else left
+    (logs / ".lock").write_bytes(content)
+    with broker_locks([str(logs)], False, "stop the broker"):
+        assert try_lock_elsewhere(logs / ".lock").returncode == 1  # held meanwhile
+    assert (logs / ".lock").exists() == stays
+    if stays:
+        assert (logs / ".lock").read_bytes() == content
 
 
 @requires_kafka_real
