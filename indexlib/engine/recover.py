@@ -259,6 +259,7 @@ class _PendingFiles:
     unsynced: list[str] = field(default_factory=list)
     renames: list[tuple[str, str]] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
+    rolls: bool = False  # an empty segment is rolled at ``end``, after the renames
 
     def discard(self) -> None:
         """Remove what was written and not renamed: the staged files and the created empty segment."""
@@ -275,10 +276,12 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
     leader epochs the broker's recovery leaves and roll an empty segment at the log end; then set its
     ``new_recovery_point``. Every file is written first (the partitions concurrently where creating a file waits
     on the file system's journal), all of the group's fsynced together (concurrently:
-    a journaling file system commits them in a few journal commits), then renamed, then the partition dirs
-    fsynced together: a crash leaves each file old or whole, and the recovery points move (later, in the
-    checkpoint) only over durable files. A partition that fails keeps its recovery point, its staged and created
-    files removed, and says why in its ``error``; the others are finished."""
+    a journaling file system commits them in a few journal commits), then renamed, then the empty segments
+    rolled, then the partition dirs fsynced together: a crash leaves each file old or whole, and the recovery
+    points move (later, in the checkpoint) only over durable files. The roll comes last because it moves the
+    segment that holds the unchanged recovery point: a run killed before it recovers the same segments again, and
+    one killed after it finds every other file already written. A partition that fails keeps its recovery point,
+    its staged and created files removed, and says why in its ``error``; the others are finished."""
     written: dict[int, _PendingFiles] = {}
     refused: dict[int, Exception] = {}
 
@@ -300,6 +303,7 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
     pending = [written[i] for i in sorted(written)]
     failed = fsync_paths([path for files in pending for path in files.unsynced])
     named = []
+    rolled: list[str] = []
     for files in pending:
         lost = [failed[path] for path in files.unsynced if path in failed]
         try:
@@ -307,15 +311,18 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
                 raise lost[0]
             for staged, final in files.renames:
                 install(staged, final, sync_dir=False)
+            if files.rolls:  # its files fsynced with the partition dirs, below
+                files.created += create_empty_segment(files.plan.partition.path, files.end, rolled)
         except OSError as exc:
             files.discard()
             files.plan.error = f"{files.plan.partition.path}: {error_line(exc, None)}"
             continue
         named.append(files)
-    failed = fsync_paths([files.plan.partition.path for files in named])
+    failed = fsync_paths(rolled + [files.plan.partition.path for files in named])
     for files in named:
-        if files.plan.partition.path in failed:
-            files.plan.error = f"{files.plan.partition.path}: {error_line(failed[files.plan.partition.path], None)}"
+        lost = [failed[path] for path in [*files.created, files.plan.partition.path] if path in failed]
+        if lost:
+            files.plan.error = f"{files.plan.partition.path}: {error_line(lost[0], None)}"
             continue
         files.plan.created += files.created
         files.plan.new_recovery_point = files.end
@@ -362,8 +369,7 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     log_start = _log_start(plan.partition)
     _write_producer_snapshots(files, kept, log_start, backup_dir)
     _recover_leader_epochs(files, kept, log_start, backup_dir)
-    if end > last.task.base_offset:
-        files.created += create_empty_segment(directory, end, files.unsynced)
+    files.rolls = end > last.task.base_offset
 
 
 def _segment_base(name: str) -> int | None:

@@ -146,6 +146,7 @@ ERROR_CLASSES = [
     (engine.TargetDirError, ValueError),
     (engine.LockedLogDirError, RuntimeError),
     (engine.RunInUseError, RuntimeError),
+    (engine.WorkerDiedError, RuntimeError),
     (UnrebuildableSegmentError, ValueError),
     (UnrebuildableSegmentError, TypeError),
     (BackupExistsError, FileExistsError),
