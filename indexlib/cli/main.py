@@ -316,7 +316,8 @@ def print_recovery(report: RunReport, out: TextIO) -> None:
         if plan.left:
             print(f"recover {name}: left to the broker: {plan.left}", file=out)
         elif plan.new_recovery_point is None:
-            state = "would move" if report.options.dry_run else "kept (a segment could not be recovered)"
+            why = plan.error or "a segment could not be recovered"
+            state = "would move" if report.options.dry_run else f"kept ({why})"
             print(f"recover {name}: recovery point {plan.recovery_point} {state}", file=out)
         else:
             rolled = "; an empty segment rolled there" if any(p.endswith(".log") for p in plan.created) else ""

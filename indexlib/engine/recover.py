@@ -27,6 +27,7 @@ from ..format.errors import error_line
 from ..format.layout import (
     CLEAN_SHUTDOWN_FILE,
     LEADER_EPOCH_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
     SNAPSHOT_SUFFIX,
     parse_segment_name,
@@ -128,6 +129,20 @@ def unreadable_recovery_points(discovery: Discovery) -> dict[str, list[Finding]]
             read_offset_checkpoint(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
         except (OSError, CheckpointError) as exc:
             findings[log_dir] = recovery_point_findings(log_dir, exc)
+    return findings
+
+
+def unreadable_log_start_points(discovery: Discovery) -> dict[str, list[Finding]]:
+    """Per log dir of the partitions, ``bad_log_start_checkpoint`` when its ``log-start-offset-checkpoint`` cannot
+    be read (every mode: the replay of each of its partitions then assumes log start offset 0), once per log dir."""
+    findings: dict[str, list[Finding]] = {}
+    for log_dir in sorted({p.log_dir for p in discovery.partitions}):
+        try:
+            read_log_start_offset(log_dir, "", 0)
+        except (OSError, CheckpointError) as exc:
+            path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
+            detail = f"{error_line(exc, path)}; assuming log start offset 0 for every partition here"
+            findings[log_dir] = [Finding("bad_log_start_checkpoint", path, detail=detail)]
     return findings
 
 
@@ -475,7 +490,8 @@ def write_recovery_points(
 ) -> tuple[list[str], dict[str, str]]:
     """Per log dir with a moved recovery point: rewrite ``recovery-point-offset-checkpoint`` with the new points
     (every other entry as read), the old file kept under ``backup_root``. Returns the files written and, per log
-    dir whose file could not be written (left as it was: its partitions' points unmoved), why."""
+    dir whose file could not be written (left as it was: its partitions' points unmoved, their
+    ``new_recovery_point`` None again and their ``error`` saying why), why."""
     written = []
     failed: dict[str, str] = {}
     by_log_dir: dict[str, list[PartitionRecovery]] = {}
@@ -496,6 +512,9 @@ def write_recovery_points(
         except OSError as exc:
             line = error_line(exc, None)
             failed[log_dir] = f"{line if path in line else f'{path}: {line}'}; its recovery points were not moved"
+            for plan in moved:  # unchanged after all: its files are written, the broker recovers them again
+                plan.new_recovery_point = None
+                plan.error = plan.error or f"{line if path in line else f'{path}: {line}'}"
             continue
         written.append(path)
     return written, failed

@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..format.layout import (
-    LOG_START_OFFSET_CHECKPOINT,
     segment_file,
     staged_by_run,
 )
@@ -93,9 +92,7 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         return PartitionReplay(findings, [])
     try:
         log_start = read_log_start_offset(partition.log_dir, partition.topic, partition.partition)
-    except (OSError, ValueError) as exc:
-        checkpoint = os.path.join(partition.log_dir, LOG_START_OFFSET_CHECKPOINT)
-        findings.append(Finding("bad_log_start_checkpoint", checkpoint, detail=f"{exc}; assuming log start offset 0"))
+    except (OSError, ValueError):  # reported once for the log dir (unreadable_log_start_points)
         log_start = 0
     bases = [o.task.base_offset for o in outcomes]
     plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]

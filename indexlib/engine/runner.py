@@ -70,6 +70,7 @@ from .recover import (
     partition_files_to_write,
     plan_recovery,
     recover_decisions,
+    unreadable_log_start_points,
     unreadable_recovery_points,
     with_interrupted_partitions,
     write_recovery_points,
@@ -251,6 +252,8 @@ def run(
             partition_findings.setdefault(path, []).extend(found)
         for path in discovery.foreign:
             partition_findings.setdefault(os.path.dirname(path), []).extend(foreign_dir_findings([path]))
+        for path, found in unreadable_log_start_points(discovery).items():
+            partition_findings.setdefault(path, []).extend(found)
         checkpoints: list[str] = []
         errors: list[str] = []  # failures after work began that no segment's row holds
         cleared: list[str] = []

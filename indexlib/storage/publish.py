@@ -550,6 +550,10 @@ def _write_whole(path: str, data: bytes, flags: int, unsynced: list[str] | None)
             os.fsync(fd)
         else:
             unsynced.append(path)
+    except OSError as exc:  # a write or fsync error names no file (ENOSPC, EIO): this one
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror, path) from exc
     finally:
         os.close(fd)
 

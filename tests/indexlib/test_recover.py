@@ -622,6 +622,8 @@ def test_a_recovery_point_file_that_cannot_be_replaced_fails_the_run_after_its_w
     assert any(out.startswith(line) and out.endswith("its recovery points were not moved") for out in
                done.stdout.splitlines()), done.stdout  # fmt: skip
     assert done.stdout.splitlines()[-1].endswith("1 other write(s) failed") and "Traceback" not in done.stderr
+    assert f"recover orders-0: recovery point 0 kept ({logs / 'recovery-point-offset-checkpoint'}: Is a directory)" \
+        in done.stdout.splitlines()  # not "0 -> N": the point did not move  # fmt: skip
     assert (logs / ".kafka-index-recovering").is_file()
     assert main(["verify", str(logs), "-q"]) == 1
     (logs / "recovery-point-offset-checkpoint").rmdir()

@@ -262,3 +262,24 @@ def test_a_killed_recovers_mark_makes_the_next_recover_finish_its_partitions_fir
     verify = subprocess.run([sys.executable, "-m", "indexlib", "verify", str(logs)], cwd=PROJECT_ROOT,
                             capture_output=True, text=True, timeout=120)  # fmt: skip
     assert verify.returncode == 1 and "unreadable: not a mark this tool wrote" in verify.stdout
+
+
+def test_a_full_log_dir_file_system_stops_recover_before_any_change_naming_the_file(tmpfs):
+    """The log dir's own file system full: recover stops before its first change (the mark it writes first cannot
+    be written), exit 2, one line naming that file, nothing changed or left behind; with room, it ends as one run."""
+    fs, small = tmpfs(), tmpfs("4m")
+    expected_logs = crash_state(fs / "expected")
+    assert recover(expected_logs, fs / "backups-expected", "once").returncode == 0
+    expected = contents(expected_logs)
+    logs = crash_state(small / "state")
+    pristine = contents(logs)
+    fill(small / "filler")
+    done = recover(logs, fs / "backups", "full")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"python -m indexlib: error: {logs / '.kafka-index-recovering.tmp'}: No space left on device"
+    ]
+    assert contents(logs) == pristine
+    os.unlink(small / "filler")
+    assert recover(logs, fs / "backups", "again").returncode == 0
+    assert contents(logs) == expected

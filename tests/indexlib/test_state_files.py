@@ -395,6 +395,30 @@ def test_a_log_start_beyond_the_log_end_is_an_error_naming_the_checkpoint(tmp_pa
     assert checkpoint.read_text().startswith("0\n2\nplain 0 ")
 
 
+@pytest.mark.parametrize("mode", ["verify", "repair", "recover"])
+def test_a_malformed_log_start_checkpoint_is_one_error_for_its_log_dir(tmp_path, mode):
+    """A ``log-start-offset-checkpoint`` Kafka cannot read: one ``bad_log_start_checkpoint`` naming it and why, for
+    the log dir (not one per partition), in every mode; the file is left as it was (the broker's to rewrite)."""
+    logs = copy_log_dir(tmp_path, "plain-0", "txn-0", "comp-gzip-0")
+    checkpoint = logs / "log-start-offset-checkpoint"
+    checkpoint.write_bytes(b"0\n2\nplain 0 0\n")
+    report = verify_log_dir(logs, mode) if mode != "recover" else recover_log_dir(logs)
+    found = [f for f in report.findings if f.kind == "bad_log_start_checkpoint"]
+    assert [(f.file, f.severity) for f in found] == [(str(checkpoint), "error")]
+    assert found[0].detail.startswith(f"{checkpoint}: ") and "assuming log start offset 0" in found[0].detail
+    assert checkpoint.read_bytes() == b"0\n2\nplain 0 0\n" and report.exit_code == 1
+
+
+def recover_log_dir(logs: Path):
+    """A ``recover`` of every partition of ``logs`` (its backups beside it)."""
+    from indexlib.engine import RunOptions, map_locally, run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+
+    options = RunOptions("recover", backup_root=str(logs.parent / "backups"))
+    return run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally())
+
+
 @pytest.mark.parametrize("start", [0, 2658, 3000, 6000])
 def test_a_log_start_at_or_below_the_log_end_is_no_finding(tmp_path, start):
     """From the first segment's base to the log end itself (DeleteRecords up to the end): Kafka keeps the log."""
