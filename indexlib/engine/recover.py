@@ -201,6 +201,15 @@ def interrupted_recovery_findings(marks: dict[str, RecoveringMark]) -> dict[str,
     return findings
 
 
+def own_mark_findings(log_dir: str, run_id: str) -> list[Finding]:
+    """The mark this run leaves in ``log_dir`` (its recovery points there could not be written), as the finding a
+    later verify reports: still true after the run."""
+    detail = (
+        f"recover run {run_id} (this run) did not finish here: its recovery points were not written; run recover again"
+    )
+    return [Finding("interrupted_recovery", mark_path(log_dir), detail=detail)]
+
+
 def with_interrupted_partitions(discovery: Discovery, marks: dict[str, RecoveringMark]) -> Discovery:
     """``discovery`` with every partition a killed recover's mark names (all of its log dir's when the mark is
     unreadable) that the selection left out: the run finishes them too."""
@@ -315,7 +324,7 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
     concurrently([i for i, (_, results) in enumerate(group) if writes_partition_files(results)], write, 1e-3)
     for i, exc in refused.items():
         group[i][0].error = f"{group[i][0].partition.path}: {error_line(exc, None)}"
-    pending = [written[i] for i in sorted(written)]
+    pending = [written[i] for i in sorted(written) if written[i].plan.left is None]
     failed = fsync_paths([path for files in pending for path in files.unsynced])
     named = []
     rolled: list[str] = []
@@ -373,6 +382,10 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     kept = [r for r in results if r.action == "recovered"]
     last = kept[-1]
     files.end = end = _log_end(kept)
+    log_start = _log_start(plan.partition)
+    if log_start > end:  # LogLoader deletes every segment at the next start and begins again at the log start
+        plan.left = f"its log start offset {log_start} is beyond its log end {end}: the broker's next start deletes every segment"
+        return
     files.unsynced += [path for r in results for path in r.trimmed]  # durable before the recovery point moves
     directory = plan.partition.path
     backup_dir = last.task.backup_dir
@@ -381,7 +394,6 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     if stale:  # Kafka's truncateAndReload deletes snapshots past the log end
         plan.backups += move_to_backup(stale, _required(backup_dir, directory))
         plan.moved += stale
-    log_start = _log_start(plan.partition)
     _write_producer_snapshots(files, kept, log_start, backup_dir)
     _recover_leader_epochs(files, kept, log_start, backup_dir)
     files.rolls = end > last.task.base_offset

@@ -67,6 +67,7 @@ from .recover import (
     interrupted_recoveries,
     interrupted_recovery_findings,
     mark_log_dirs,
+    own_mark_findings,
     partition_files_to_write,
     plan_recovery,
     recover_decisions,
@@ -330,6 +331,8 @@ def run(
                     errors += [unmoved[d] for d in sorted(unmoved)]
                     # a stale mark too (its partitions are done); a log dir whose points did not move keeps its mark
                     cleared = clear_marks([d for d in marked + list(marks) if d not in unmoved])
+                    for log_dir in sorted(set(marked) - set(marks) - {os.path.dirname(m) for m in cleared}):
+                        partition_findings.setdefault(log_dir, []).extend(own_mark_findings(log_dir, run_id))
             phases["commit"] = time.perf_counter() - clock
         finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
             left = [t for t in trimmed if os.path.dirname(t) not in finished] + sorted(touched - finished)

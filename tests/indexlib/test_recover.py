@@ -5,6 +5,7 @@ the real-broker tests; these hold the decisions and the files on generated and r
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import sys
@@ -616,7 +617,7 @@ def test_a_recovery_point_file_that_cannot_be_replaced_fails_the_run_after_its_w
     again finishes and removes the mark."""
     logs = crashed_log_dir(tmp_path, partitions=1, point=None)
     (logs / "recovery-point-offset-checkpoint").mkdir()
-    done = recover_cli(logs, tmp_path / "b")
+    done = recover_cli(logs, tmp_path / "b", "--json", str(tmp_path / "report.json"))
     assert done.returncode == 1, done.stdout + done.stderr
     line = f"  {logs / 'recovery-point-offset-checkpoint'}: Is a directory"
     assert any(out.startswith(line) and out.endswith("its recovery points were not moved") for out in
@@ -625,6 +626,12 @@ def test_a_recovery_point_file_that_cannot_be_replaced_fails_the_run_after_its_w
     assert f"recover orders-0: recovery point 0 kept ({logs / 'recovery-point-offset-checkpoint'}: Is a directory)" \
         in done.stdout.splitlines()  # not "0 -> N": the point did not move  # fmt: skip
     assert (logs / ".kafka-index-recovering").is_file()
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert sorted((f["kind"], os.path.basename(f["file"])) for f in report["remaining_findings"]) == [
+        ("bad_recovery_point_checkpoint", "recovery-point-offset-checkpoint"),
+        ("interrupted_recovery", ".kafka-index-recovering"),  # the mark it left: still true after the run
+        ("not_a_partition_dir", "recovery-point-offset-checkpoint"),  # a dir Kafka would not start on
+    ]
     assert main(["verify", str(logs), "-q"]) == 1
     (logs / "recovery-point-offset-checkpoint").rmdir()
     done = recover_cli(logs, tmp_path / "b")

@@ -393,6 +393,16 @@ def test_a_log_start_beyond_the_log_end_is_an_error_naming_the_checkpoint(tmp_pa
         assert finding.detail.startswith("plain-0: ") and "deletes every segment of plain-0" in finding.detail
         assert report.exit_code == 1, mode
     assert checkpoint.read_text().startswith("0\n2\nplain 0 ")
+    (logs / ".kafka_cleanshutdown").unlink(missing_ok=True)  # after a crash: recover leaves plain-0 to the broker
+    (logs / "recovery-point-offset-checkpoint").write_text("0\n2\nplain 0 0\ntxn 0 0\n")
+    plain_files = sorted(p.name for p in (logs / "plain-0").iterdir())
+    report = recover_log_dir(logs)
+    assert "log_start_beyond_log_end" in {f.kind for f in report.remaining_findings} and report.exit_code == 1
+    plan = report.recovered[str(logs / "plain-0")]
+    assert plan.new_recovery_point is None and plan.left is not None and "deletes every segment" in plan.left
+    assert sorted(p.name for p in (logs / "plain-0").iterdir()) == plain_files  # nothing rolled or moved there
+    assert report.recovered[str(logs / "txn-0")].new_recovery_point is not None  # the other one recovered
+    assert "plain 0 0" in (logs / "recovery-point-offset-checkpoint").read_text()
 
 
 @pytest.mark.parametrize("mode", ["verify", "repair", "recover"])
