@@ -10,7 +10,7 @@ AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=
                 "apache-airflow-providers-ssh==7.0.1" "apache-airflow-providers-cncf-kubernetes==10.25.0" \
                 "types-pyyaml==6.0.12.20261113"
 
-.PHONY: demo test bench package package-full clean
+.PHONY: demo airflow test bench package package-full clean
 
 # The Python every venv is made with, said once and checked: 3.11 or later (Debian 12's 3.11.2 included).
 CHECK_PYTHON = @$(PYTHON) -c 'import sys; v = sys.version_info; print(f"using {sys.executable} (Python {v.major}.{v.minor}.{v.micro})"); sys.exit(0 if v >= (3, 11) else "kafka-index-rebuild needs Python 3.11 or later: make PYTHON=/path/to/python3.11")'
@@ -49,6 +49,9 @@ $(AIRFLOW_VENV)/.stamp: Makefile
 	$(AIRFLOW_VENV)/bin/python -m pip install --quiet $(AIRFLOW_PKGS)
 	touch $@
 
+# Airflow 3 in a venv of its own (.venv-airflow), beside the project's: README "Airflow", trying the DAGs here
+airflow: $(VENV)/.stamp-spark $(AIRFLOW_VENV)/.stamp
+
 test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
@@ -86,6 +89,7 @@ package-full: package
 	rm -rf build/pack-venv
 	$(PYTHON) -m venv build/pack-venv
 	build/pack-venv/bin/python -m pip install --quiet dist/kafka_index_rebuild-*.whl "pyarrow>=15" "pyyaml>=6" "deltalake>=1.0" "javaproperties>=0.8" venv-pack
+	install -m 755 tools/packed-kafka-index.sh build/pack-venv/bin/kafka-index  # runs without activation
 	build/pack-venv/bin/venv-pack --quiet -p build/pack-venv -o dist/kafka-index-env.tar.gz --force
 	@ls -l dist
 

@@ -263,6 +263,10 @@ def run_audit(args: argparse.Namespace) -> int:
         print(json.dumps(audit_queries.run_summary(table, args.run, storage_options), indent=2, default=str))
         return 0
     rows = result.to_pylist()
+    if args.run and not rows:  # a typo, or a run that wrote no row here (the JSON form's [] says the same)
+        print(f"{PROG}: error: audit table {table}: no rows of run {args.run!r} (`{PROG} audit` lists the latest runs)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if args.as_json:
         print(json.dumps(rows, indent=2, default=str))
     else:

@@ -35,7 +35,7 @@ from indexlib.format import error_line
 
 from .audit_commands import check_run_id_unused, recover_journals, run_audit, write_audit
 from .progress import ConsoleProgress
-from .session import spark_failure, spark_session
+from .session import java_hint, spark_failure, spark_session
 from .usage import EXIT_AUDIT_FAILED, PROG, UsageError
 
 if TYPE_CHECKING:
@@ -283,6 +283,8 @@ def _run_journaled(
     args: argparse.Namespace, settings: Settings, found: Discovery, options: RunOptions, journal: AuditJournal | None
 ) -> int:
     """The run on its engine, its report and audit rows (:func:`run_local` or the Spark job); its exit code."""
+    if args.engine == "local":  # before any Spark import: a host with no pyspark runs it (the packed env)
+        return run_local(args, settings, found, options, journal)
     from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 
@@ -290,8 +292,6 @@ def _run_journaled(
 
     from .pipeline import SparkJobError, run
 
-    if args.engine == "local":
-        return run_local(args, settings, found, options, journal)
     delta_writer = False
     try:
         spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
@@ -304,8 +304,8 @@ def _run_journaled(
     except (Py4JError, PySparkException, OSError) as exc:  # its JVM could not start, or died starting
         if (stop := received()) is not None:  # SIGINT/SIGTERM, then a call to the JVM failed
             return _stopped(stop)
-        print(f"{PROG}: error: the Spark session could not start, no file was changed: {spark_failure(exc)}",
-              file=sys.stderr)  # fmt: skip
+        print(f"{PROG}: error: the Spark session could not start, no file was changed: {spark_failure(exc)}"
+              f"{java_hint()}", file=sys.stderr)  # fmt: skip
         return 1
     progress = None if (args.no_progress or args.quiet) else ConsoleProgress()
     try:
@@ -430,14 +430,26 @@ def run_lookup(args: argparse.Namespace) -> int:
     return print_lookup(answer, args.as_json, sys.stdout)
 
 
+#: the commands that run the engine over log dirs
+JOB_COMMANDS = ("verify", "rebuild", "repair", "recover")
+
+
 def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     try:
-        args = build_parser().parse_args(argv)
+        known, extra = parser.parse_known_args(argv)
+        if extra and getattr(known, "command", None) in JOB_COMMANDS and not any(a.startswith("-") for a in extra):
+            # `kafka-index verify /var/lib/kafka/data`, as `python -m indexlib verify` takes it
+            paths = " ".join(f"--log-dir {a}" for a in extra)
+            print(f"{PROG}: error: unrecognized arguments: {' '.join(extra)} (log dirs are given as {paths})",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (2) or --help (0); argparse printed why
         return exc.code if isinstance(exc.code, int) else 2
     try:
         with stop_on_signals():
-            if args.command in ("verify", "rebuild", "repair", "recover"):
+            if args.command in JOB_COMMANDS:
                 code = run_job(args)
             elif args.command == "dump":
                 code = run_dump(args)

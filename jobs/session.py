@@ -112,3 +112,12 @@ def spark_failure(exc: BaseException) -> str:
             break
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)
     return line if len(line) <= 300 else line[:297] + "..."
+
+
+def java_hint() -> str:
+    """Why Spark's JVM cannot start when the cause is plain, else "": no ``java`` on PATH and no ``JAVA_HOME``."""
+    import shutil
+
+    if os.environ.get("JAVA_HOME") or shutil.which("java"):
+        return ""
+    return " (no java on PATH and JAVA_HOME is not set: install Java 17 or 21, or run with --engine local, no JVM)"

@@ -231,3 +231,44 @@ def fsynced(monkeypatch):
 
     monkeypatch.setattr(publish, "fsync_path", counting)
     return synced
+
+
+#: the kinds of damage :func:`damage_log_dir` makes
+DAMAGE_CASES = ["deleted", "torn", "scrambled", "zero-tailed", "corrupt-log-tail", "bad-checkpoint", "refused-segment"]
+
+
+def damage_log_dir(log_dir: Path, case: str) -> None:
+    """One kind of damage (:data:`DAMAGE_CASES`), as the other tests build it, on a generated log dir holding
+    ``orders-0``."""
+    from indexlib.testing.batch_encoder import encode_batch_v2
+
+    ts = 1_700_000_000_000
+    part = log_dir / "orders-0"
+    seg0 = part / "00000000000000000000"
+    if case == "deleted":
+        os.unlink(f"{seg0}.index")
+    elif case == "torn":
+        os.truncate(f"{seg0}.timeindex", os.path.getsize(f"{seg0}.timeindex") - 5)
+    elif case == "scrambled":
+        data = bytearray(Path(f"{seg0}.index").read_bytes())
+        data[16:40] = bytes(range(24))
+        Path(f"{seg0}.index").write_bytes(bytes(data))
+    elif case == "zero-tailed":
+        with open(f"{seg0}.index", "ab") as f:
+            f.write(b"\0" * 80)
+    elif case == "corrupt-log-tail":
+        log = Path(f"{seg0}.log")
+        data = bytearray(log.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        log.write_bytes(bytes(data))
+    elif case == "bad-checkpoint":
+        (log_dir / "log-start-offset-checkpoint").write_text("0\nnot a number\n")
+    elif case == "refused-segment":  # a plain batch of producer 5 inside its open transaction
+        refused = log_dir / "payments-0"
+        refused.mkdir()
+        data = b"".join(
+            encode_batch_v2(i, [(None, b"x" * 100, ts + i)], producer_id=5, producer_epoch=0, base_sequence=i,
+                            transactional=i < 3)
+            for i in range(6)
+        )  # fmt: skip
+        (refused / "00000000000000000000.log").write_bytes(data)

@@ -60,9 +60,13 @@ def relative_paths() -> Callable[[str], str]:
 
 def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
     """The findings table, failed writes, the per-partition summary and the verdict line. ``level``:
-    ``quiet`` prints only failed writes and the verdict line; ``verbose`` adds the time of each phase."""
+    ``quiet`` prints only failed writes, the error findings that remain (one line each) and the verdict line;
+    ``verbose`` adds the time of each phase."""
     if level == "quiet":
         _print_failures(report, out)
+        relative = relative_paths()
+        for f in report.remaining_findings:
+            print(f"{f.kind} {relative(f.file)}" + (f": {f.detail}" if f.detail else ""), file=out)
         print(_verdict_line(report).lstrip("\n"), file=out)
         return
     findings = [f for fs in report.partition_findings.values() for f in fs] + [
@@ -112,7 +116,8 @@ def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:
         ]
         for r in summary_rows(report)
     ]
-    headers = ["partition", "segments", "MiB", "findings", "kinds", "files written", "action"]
+    written = "files to write" if report.options.dry_run else "files written"
+    headers = ["partition", "segments", "MiB", "findings", "kinds", written, "action"]
     print(format_table(["broker", *headers] if several else headers, summary), file=out)
     if level == "verbose" and report.phase_seconds:
         phases = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in report.phase_seconds.items())
@@ -178,6 +183,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
         "skipped": [{"path": p, "reason": r} for p, r in report.skipped],
         "swept": list(report.swept),
         "partition_files_written": report.partition_files_written,
+        "partition_files_would_write": report.would_write,
         "partition_findings": {k: [finding(f) for f in v] for k, v in report.partition_findings.items() if v},
         "segments": [
             {
@@ -197,6 +203,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
                 "identical": s.identical,
                 "action": s.action,
                 "written": s.written,
+                "would_write": s.would_write,
                 "backups": s.backups,
                 "error": s.error,
                 "seconds": round(s.seconds, 4),

@@ -32,7 +32,15 @@ from ..storage.publish import (
 )
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
-from .segment_task import STAGED_BY_EXECUTORS, SegmentFacts, SegmentOutcome, SegmentTask, segment_facts
+from .segment_task import (
+    STAGE_BY_MODE,
+    STAGED_BY_EXECUTORS,
+    SegmentFacts,
+    SegmentOutcome,
+    SegmentTask,
+    segment_facts,
+    staged_suffixes,
+)
 
 
 # ------------------------------------------------------------------------------------------- decide
@@ -98,6 +106,8 @@ class SegmentResult(SegmentFacts):
     trimmed: list[str] = field(default_factory=list)
     # recover, the segment it cut: the later segments it moved away, base offset -> (their files, the backups)
     dropped: dict[int, tuple[list[str], list[str]]] = field(default_factory=dict)
+    # a dry run: the files the real run's commit would write (or, for a segment a cut drops, move away)
+    would_write: list[str] = field(default_factory=list)
 
     @property
     def damaged_files(self) -> list[str]:
@@ -200,6 +210,26 @@ def files_to_replace(outcome: SegmentOutcome, decision: Decision) -> list[str]:
         files.append(t.log_path)
     files += [path for _, dropped in decision.drop for path in dropped]
     return files
+
+
+def files_to_write(outcome: SegmentOutcome, replay: SegmentReplay, decision: Decision, mode: str) -> list[str]:
+    """What the ``written`` of a real run's commit of ``decision`` lists (a dry run's answer to "what would it
+    write?"): the index files its mode stages (:func:`~indexlib.engine.segment_task.staged_suffixes`, cut in
+    place or replaced), the ``.txnindex`` when it has aborted transactions or one exists, the ``.log`` it cuts. The
+    segments a cut drops are their own rows (:attr:`Decision.drop`)."""
+    if not decision.install:
+        return []
+    t = outcome.task
+    target = t.target_dir or t.partition_dir
+    suffixes = staged_suffixes(STAGE_BY_MODE[mode], t.partition_dir, t.base_offset, outcome.findings)
+    files = [segment_file(target, t.base_offset, s) for s in suffixes if outcome.plan.fatal is None]
+    if decision.write_txn and (
+        replay.aborted or file_exists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
+    ):
+        files.append(segment_file(target, t.base_offset, ".txnindex"))
+    if decision.cut_tail_at is not None:
+        files.append(t.log_path)
+    return sorted(files)
 
 
 # ------------------------------------------------------------------------------------ partition files

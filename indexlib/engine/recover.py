@@ -267,10 +267,15 @@ def dropped_result(
     return SegmentResult(**facts, aborted=[], action=action, written=list(written), backups=list(backups))
 
 
-def writes_partition_files(results: list[SegmentResult]) -> bool:
-    """Whether :func:`finish_partitions` writes anything after these committed segments: every one recovered or
-    dropped (not a dry run, no segment Kafka's recovery would refuse)."""
-    return bool(results) and all(r.action in ("recovered", "dropped") for r in results)
+#: the actions of a segment recovered (or that a dry run would recover)
+RECOVERED = ("recovered", "would_recover")
+
+
+def writes_partition_files(results: list[SegmentResult], dry_run: bool = False) -> bool:
+    """Whether :func:`finish_partitions` writes anything after these committed segments (with ``dry_run``: would):
+    every one recovered or dropped (no segment Kafka's recovery would refuse)."""
+    done = ("would_recover", "would_drop") if dry_run else ("recovered", "dropped")
+    return bool(results) and all(r.action in done for r in results)
 
 
 @dataclass
@@ -284,6 +289,7 @@ class _PendingFiles:
     renames: list[tuple[str, str]] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     rolls: bool = False  # an empty segment is rolled at ``end``, after the renames
+    dry: bool = False  # only list in ``created`` what would be written: nothing staged, moved or copied
 
     def discard(self) -> None:
         """Remove what was written and not renamed: the staged files and the created empty segment."""
@@ -370,6 +376,17 @@ def partition_files_to_write(plan: PartitionRecovery, results: list[SegmentResul
     return sorted(set(files))
 
 
+def partition_files_a_dry_run_lists(plan: PartitionRecovery, results: list[SegmentResult]) -> list[str]:
+    """A dry run's answer for one partition whose segments would all be recovered or dropped: the files
+    :func:`finish_partitions` would write there (as its ``created``), computed the same way, nothing written."""
+    files = _PendingFiles(plan, 0, dry=True)
+    _write_partition_files(results, files)
+    if plan.left is not None:
+        return []
+    rolled = [segment_file(plan.partition.path, files.end, s) for s in ROLLED_SEGMENT_SUFFIXES] if files.rolls else []
+    return sorted(files.created + rolled)
+
+
 def _log_end(kept: list[SegmentResult]) -> int:
     last = kept[-1]
     return log_end_offset(last.task.base_offset, last.plan.batch_count, last.plan.last_offset)
@@ -379,7 +396,7 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     """One partition's (``files.plan``) share of :func:`finish_partitions` up to the fsyncs: the stale snapshots
     moved into the backup dir (durable there), the new files written into ``files``, ``files.end`` set."""
     plan = files.plan
-    kept = [r for r in results if r.action == "recovered"]
+    kept = [r for r in results if r.action in RECOVERED]
     last = kept[-1]
     files.end = end = _log_end(kept)
     log_start = _log_start(plan.partition)
@@ -391,7 +408,7 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     backup_dir = last.task.backup_dir
     names = partition_file_names(directory)  # the segments after a cut are gone: moved away before the cut
     stale = [os.path.join(directory, n) for n in names if _snapshot_after(n, end)]
-    if stale:  # Kafka's truncateAndReload deletes snapshots past the log end
+    if stale and not files.dry:  # Kafka's truncateAndReload deletes snapshots past the log end
         plan.backups += move_to_backup(stale, _required(backup_dir, directory))
         plan.moved += stale
     _write_producer_snapshots(files, kept, log_start, backup_dir)
@@ -460,6 +477,9 @@ def _write_producer_snapshots(
         if map_end is None or map_end not in bases or map_end <= r.task.base_offset:
             continue  # Kafka writes no snapshot there, or one its load deletes again (not a segment base)
         final = segment_file(directory, map_end, SNAPSHOT_SUFFIX)
+        if files.dry:
+            files.created.append(final)
+            continue
         staged = stage_file(final, format_snapshot(snapshot_entries(state)), r.task.run_id or "recover", files.unsynced)
         files.renames.append((staged, final))
         files.created.append(final)
@@ -490,6 +510,9 @@ def _recover_leader_epochs(
     if entries == cache and text is not None:
         return
     if text is None and not entries:
+        return
+    if files.dry:
+        files.created.append(path)
         return
     if backup_dir is not None and (kept_copy := keep_backup(path, backup_dir, files.unsynced)) is not None:
         plan.backups.append(kept_copy)

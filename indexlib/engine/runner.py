@@ -33,11 +33,11 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from ..format.layout import partition_name, run_lock_run_id
+from ..format.layout import RECOVERY_POINT_OFFSET_CHECKPOINT, partition_name, run_lock_run_id
 from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import foreign_dir_findings
 from ..recovery.findings import Finding
@@ -53,6 +53,7 @@ from .commit import (
     commit_partition_files,
     commit_segment,
     decide,
+    files_to_write,
     sweep_map_backups,
     sweep_staged,
 )
@@ -68,6 +69,7 @@ from .recover import (
     interrupted_recovery_findings,
     mark_log_dirs,
     own_mark_findings,
+    partition_files_a_dry_run_lists,
     partition_files_to_write,
     plan_recovery,
     recover_decisions,
@@ -77,7 +79,7 @@ from .recover import (
     write_recovery_points,
     writes_partition_files,
 )
-from .replay import PartitionReplay, replay_outcomes
+from .replay import PartitionReplay, SegmentReplay, replay_outcomes
 from .segment_task import MapSegments, SegmentOutcome, SegmentTask, partition_backup_dir, plan_tasks
 
 
@@ -104,6 +106,8 @@ class RunReport:
     interrupted: dict[str, RecoveringMark] = field(default_factory=dict)  # log dir -> an unfinished recover's mark
     cleared: list[str] = field(default_factory=list)  # recover: the marks it removed once it had finished
     errors: list[str] = field(default_factory=list)  # writes that failed outside any segment's commit (recover's)
+    # a dry run: the files beside the segments the real run would write (as its partition_files_written)
+    would_write: list[str] = field(default_factory=list)
 
     def broker_of(self, path: str) -> BrokerIdentity:
         """The identity of the log dir ``path`` is in (or is): the longest log dir that holds it."""
@@ -261,6 +265,7 @@ def run(
         rewritten: list[str] = []
         rewrite_backups: dict[str, list[str]] = {}
         unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]] = []  # recover's, in order
+        would_write: list[str] = []  # a dry run's files beside the segments
         touched: set[str] = set()  # dirs with a name changed by this run: fsynced at its end
         trimmed: list[str] = []  # files cut in place (commit_segment): fsynced at its end
         finished: set[str] = set()  # recover: partition dirs whose files (trimmed ones too) are fsynced already
@@ -282,12 +287,16 @@ def run(
                 cut = None
                 if options.mode == "recover":
                     decisions, cut = recover_decisions(p, pairs, decisions)
+                real = _real_decisions(p, pairs, options) if options.dry_run else decisions  # what it would do
                 for i in ([cut] if cut is not None else []) + [i for i in range(len(pairs)) if i != cut]:
                     outcome, replay = pairs[i]
                     decision = decisions[i]
                     if cut is not None and i != cut:  # the cut segment's commit came first (mine[0])
                         if mine[0].action != "failed" and i > cut:  # moved away with that commit
                             mine.append(dropped_result(outcome, replay, options.dry_run, mine[0].dropped))
+                            if options.dry_run:  # the files the cut's commit would move away
+                                base = outcome.task.base_offset
+                                mine[-1].would_write = sorted(f for b, fs in real[cut].drop if b == base for f in fs)
                             continue
                         if mine[0].action == "failed" and decision.install:
                             decision = Decision("kept")  # the cut failed: the partition stops unchanged
@@ -303,6 +312,8 @@ def run(
                             if decision.install:
                                 touched.add(target)
                             raise
+                        if options.dry_run:
+                            result.would_write = files_to_write(outcome, replay, real[i], options.mode)
                         if len(result.written) > len(result.trimmed):  # a name in the dir changed
                             touched.add(target)
                         trimmed += result.trimmed
@@ -316,6 +327,12 @@ def run(
                         finished |= _finish_partitions(unfinished, brokers, observer)
                         unfinished = []
                 rewrites = replays[p.path].rewrites
+                if options.dry_run and p.path in recovery and writes_partition_files(mine, dry_run=True):
+                    would_write += partition_files_a_dry_run_lists(recovery[p.path], mine)
+                    if recovery[p.path].left is None:
+                        would_write.append(os.path.join(p.log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT))
+                if options.mode == "repair" and options.dry_run:
+                    would_write += [os.path.join(options.target_dir(p), os.path.basename(f)) for f in rewrites]
                 if options.mode == "repair" and not options.dry_run and rewrites:
                     touched.add(options.target_dir(p))
                     who = brokers.get(p.log_dir, BrokerIdentity())
@@ -348,7 +365,7 @@ def run(
     return RunReport(
         run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
         discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints, rewritten,
-        rewrite_backups, marks, cleared, errors,
+        rewrite_backups, marks, cleared, errors, sorted(set(would_write)),
     )  # fmt: skip
 
 
@@ -406,6 +423,17 @@ class _Replayer:
 FINISHED_TOGETHER = 256
 
 
+def _real_decisions(
+    p: Partition, pairs: list[tuple[SegmentOutcome, SegmentReplay]], options: RunOptions
+) -> list[Decision]:
+    """A dry run's segments as the real run would decide them (:func:`decide`, and a recover's cut and drops)."""
+    writing = replace(options, dry_run=False)
+    decisions = [decide(outcome, replay, writing) for outcome, replay in pairs]
+    if options.mode == "recover":
+        decisions, _ = recover_decisions(p, pairs, decisions)
+    return decisions
+
+
 def _finish_partitions(
     unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]],
     brokers: dict[str, BrokerIdentity],
@@ -457,6 +485,18 @@ def _rewrite_partition_files(
     return written, copies
 
 
+def _files_beside_segments_by_partition(report: RunReport) -> dict[str, int]:
+    """Partition dir -> how many files the run wrote beside its segments (a dry run: would write)."""
+    if not report.options.dry_run:
+        return {p.path: len(written) for p, written, _ in report.files_beside_segments()}
+    by_target = {report.options.target_dir(p): p.path for p in report.partitions}
+    counts: dict[str, int] = {}
+    for path in report.would_write:
+        if (partition := by_target.get(os.path.dirname(path))) is not None:
+            counts[partition] = counts.get(partition, 0) + 1
+    return counts
+
+
 def summary_rows(report: RunReport) -> list[dict[str, Any]]:
     """One dict per partition: the final summary table."""
     rows: dict[str, dict[str, Any]] = {}
@@ -472,9 +512,12 @@ def summary_rows(report: RunReport) -> list[dict[str, Any]]:
         row["bytes"] += s.file_size
         row["findings"] += len(errors)
         row["kinds"].update(f.kind for f in errors)
-        row["written"] += len(s.written)
+        row["written"] += len(s.written) + len(s.would_write)  # a dry run: what it would write
         if s.action != "none":
             row["actions"].add(s.action)
+    for path, count in _files_beside_segments_by_partition(report).items():
+        if path in rows:
+            rows[path]["written"] += count
     for path, findings in report.partition_findings.items():
         errors = [f for f in findings if f.severity == "error"]
         if errors and path not in rows:  # a partition with no segment read (an unreadable dir), or a log dir

@@ -70,6 +70,19 @@ class SegmentTask:
     may_cut: bool = True
 
 
+#: what a writing mode stages of each segment (:attr:`SegmentTask.stage`)
+STAGE_BY_MODE = {"rebuild": "all", "repair": "damaged", "recover": "all"}
+
+
+def staged_suffixes(stage: str, partition_dir: str, base_offset: int, findings: list[Finding]) -> tuple[str, ...]:
+    """The index files a task with ``stage`` stages of its segment, given the map's ``findings`` of it."""
+    if stage == "all":
+        return STAGED_BY_EXECUTORS
+    if stage == "damaged":
+        return tuple(s for s in files_to_rebuild(partition_dir, base_offset, findings) if s in STAGED_BY_EXECUTORS)
+    return ()
+
+
 def plan_tasks(
     discovery: Discovery,
     options: RunOptions,
@@ -81,7 +94,7 @@ def plan_tasks(
     """One task per segment, with what to check and stage for this run's mode (``index_settings``: a
     topic's settings; ``brokers``: each log dir's identity; ``only``: partition dir -> the base offsets to
     take, all when absent)."""
-    stage = "none" if options.read_only else {"rebuild": "all", "repair": "damaged", "recover": "all"}[options.mode]
+    stage = "none" if options.read_only else STAGE_BY_MODE[options.mode]
     tasks = []
     for p in discovery.partitions:
         settings = index_settings(p.topic)
@@ -209,14 +222,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
         task, plan.summary(), summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
         identical, index_file_sizes(task.partition_dir, task.base_offset, existing), 0.0,
     )  # fmt: skip
-    if task.stage == "all":
-        suffixes: tuple[str, ...] = STAGED_BY_EXECUTORS
-    elif task.stage == "damaged":
-        suffixes = tuple(
-            s for s in files_to_rebuild(task.partition_dir, task.base_offset, findings) if s in STAGED_BY_EXECUTORS
-        )
-    else:
-        suffixes = ()
+    suffixes = staged_suffixes(task.stage, task.partition_dir, task.base_offset, findings)
     if suffixes and plan.fatal is None:
         if existing is not None and target_dir == task.partition_dir and task.may_cut:
             outcome.trims = _trims(task, plan, existing, suffixes)

@@ -224,7 +224,8 @@ def broker_locks(log_dirs: list[str], force: bool, advice: str) -> Iterator[list
                 with contextlib.suppress(OSError):  # not root: the file is the run user's, as the dir must be
                     owner = os.stat(log_dir)
                     os.fchown(fd, owner.st_uid, owner.st_gid)
-                os.write(fd, CREATED_LOCK)
+                with contextlib.suppress(OSError):  # a full disk: an empty .lock, removed at the end all the same
+                    os.write(fd, CREATED_LOCK)
             elif os.pread(fd, len(CREATED_LOCK) + 1, 0) == CREATED_LOCK:  # a killed run's: removed as its own
                 created = True
             held.append((fd, path if created else None))

@@ -646,11 +646,18 @@ def test_without_the_kernel_one_warning_names_why_and_the_pure_scan_gives_the_sa
 
 
 def test_quiet_prints_the_verdict_and_verbose_the_phases(capsys, partition):
-    """``-q``/``-v`` as ``kafka-index`` has them (one declaration, indexlib.cli.options): quiet is the verdict line
-    alone, verbose adds the time of each phase, and both at once is a usage error."""
+    """``-q``/``-v`` as ``kafka-index`` has them (one declaration, indexlib.cli.options): quiet is the findings that
+    remain, one line each, and the verdict line; verbose adds the time of each phase; both at once is a usage
+    error."""
     code, out, _ = run(capsys, "verify", partition.parent, "--jobs", "1", "-q")  # no index files yet: findings
     lines = [line for line in out.splitlines() if line.strip()]
-    assert code == 1 and len(lines) == 1 and lines[0].startswith("verify ") and "finding(s) remain" in lines[0]
+    segments = len(list(partition.glob("*.log")))
+    assert code == 1 and lines[-1].startswith("verify ") and f"{len(lines) - 1} finding(s) remain" in lines[-1]
+    kinds = [line.split(" ")[0] for line in lines[:-1]]  # every index file of every segment is missing
+    assert sorted(set(kinds)) == ["index_missing", "timeindex_missing", "txnindex_missing"]
+    assert kinds.count("index_missing") == segments
+    assert all(f"/{partition.name}/" in line and line.endswith("does not exist") for line in lines[:-1]
+               if not line.startswith("txnindex"))  # fmt: skip
     code, out, _ = run(capsys, "verify", partition.parent, "--jobs", "1", "-v")
     assert code == 1 and "index_missing" in out and re.search(r"^phases: scan \d+\.\d\d s, replay", out, flags=re.M)
     code, _, err = run(capsys, "verify", partition.parent, "-q", "-v")

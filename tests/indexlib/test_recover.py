@@ -711,3 +711,19 @@ def test_a_missing_or_empty_leader_epoch_file_is_read_as_kafka_reads_it_before_a
     assert main(["recover", str(logs), "--topics", "plain", "--backup-dir", str(tmp_path / "b"), "-q"]) == 0
     assert (part / "leader-epoch-checkpoint").read_text() == f"0\n1\n0 {first}\n" and first > 0
     assert main(["verify", str(part), "-q"]) == 0
+
+
+def test_a_lock_file_created_on_a_full_disk_is_held_and_goes_at_the_end(small_fs):
+    """No room for the line saying who made it: the ``.lock`` is still created and held (a broker that starts
+    meanwhile cannot lock it), left empty, and removed at the end all the same."""
+    from indexlib.storage.locks import broker_locks
+
+    from ..conftest import fill
+
+    logs = small_fs / "logs"
+    logs.mkdir()
+    fill(small_fs / "filler")
+    with broker_locks([str(logs)], False, "stop the broker"):
+        assert (logs / ".lock").stat().st_size == 0  # (not opened here: closing it would drop this process's lock)
+        assert try_lock_elsewhere(logs / ".lock").returncode == 1
+    assert not (logs / ".lock").exists()

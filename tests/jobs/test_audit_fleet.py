@@ -205,6 +205,14 @@ def test_runs_of_three_brokers_then_the_audit_queries_by_broker(spark, tmp_path,
     assert main(["audit", "--audit-table", str(table), "--run", "fleet-1"]) == 0
     out = capsys.readouterr().out
     assert "findings by broker and kind:" in out and "(3 rows)" in out
+    assert main(["audit", "--audit-table", str(table), "--run", "fleet-l"]) == 2  # a typo: one line, not "no findings"
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"kafka-index: error: audit table {table}: no rows of run 'fleet-l' (`kafka-index audit` lists the latest "
+        "runs)\n"
+    )
+    assert main(["audit", "--audit-table", str(table), "--run", "fleet-l", "--json"]) == 0  # the fleet summary's form
+    assert json.loads(capsys.readouterr().out) == []
     assert main(["audit", "--audit-table", str(table), "--brokers", "--json"]) == 0
     latest = json.loads(capsys.readouterr().out)
     assert [(r["broker_id"], r["status"]) for r in latest] == [(1, "ok"), (2, "findings"), (3, "ok")]

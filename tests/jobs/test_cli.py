@@ -257,7 +257,8 @@ def test_quiet_prints_the_verdict_and_verbose_the_phases(spark, capsys, tmp_path
     base = ["verify", "--log-dir", str(logs), "--audit-table", str(tmp_path / "audit"), "--no-progress"]
     assert main([*base, "--quiet"]) == 1
     out = [line for line in capsys.readouterr().out.splitlines() if line.strip()]
-    assert len(out) == 1 and out[0].startswith("verify ") and "finding(s) remain" in out[0]
+    assert out[-1].startswith("verify ") and f"{len(out) - 1} finding(s) remain" in out[-1]  # one line each, then it
+    assert {line.split(" ")[0] for line in out[:-1]} == {"index_missing", "timeindex_missing"}
     assert main([*base, "-v"]) == 1
     out = capsys.readouterr().out
     assert "index_missing" in out and re.search(r"^phases: scan \d+\.\d\d s, replay", out, flags=re.M)
@@ -281,7 +282,8 @@ def test_quiet_is_quiet_from_the_jvms_start_as_a_whole_process(tmp_path):
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 1, done.stderr
-    assert len(done.stdout.splitlines()) == 1 and "finding(s) remain" in done.stdout, done.stdout
+    lines = done.stdout.splitlines()  # the findings that remain, one line each, and the verdict: nothing of Spark's
+    assert "2 finding(s) remain" in lines[-1] and len(lines) == 3, done.stdout
     assert done.stderr == "", done.stderr
 
 
@@ -503,3 +505,29 @@ def test_a_killed_pool_worker_is_one_line_and_exit_1_on_both_command_lines(capsy
     assert "no file was replaced" in lines[0]
     assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
     assert multiprocessing.active_children() == []
+
+
+def test_a_log_dir_given_as_an_argument_gets_a_hint_and_nothing_runs(capsys, tmp_path):
+    """``kafka-index verify PATH`` (``python -m indexlib``'s form): one line saying how log dirs are given, exit 2."""
+    assert main(["verify", str(tmp_path), "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"kafka-index: error: unrecognized arguments: {tmp_path} (log dirs are given as --log-dir {tmp_path})\n"
+    )
+    assert main(["verify", "--log-dir", str(tmp_path), "--bogus"]) == 2  # any other usage error: argparse's own
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+def test_no_java_anywhere_is_named_with_what_to_do(monkeypatch, tmp_path):
+    """Spark's JVM cannot start without java: the one line it fails with says so, and that --engine local needs
+    none; with java on PATH or JAVA_HOME set, nothing is added (the JVM's own reason stands)."""
+    from jobs.session import java_hint
+
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "no java on PATH and JAVA_HOME is not set" in java_hint() and "--engine local" in java_hint()
+    monkeypatch.setenv("JAVA_HOME", "/opt/jdk")
+    assert java_hint() == ""
+    monkeypatch.delenv("JAVA_HOME")
+    (tmp_path / "java").write_text("#!/bin/sh\n")
+    (tmp_path / "java").chmod(0o755)
+    assert java_hint() == ""

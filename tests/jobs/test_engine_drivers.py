@@ -5,7 +5,6 @@ and the same exit code, over every real fixture set and over each kind of damage
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -13,14 +12,12 @@ import pytest
 
 from indexlib.cli.main import main as indexlib_main
 from indexlib.engine import rebuild_partition
-from indexlib.testing.batch_encoder import encode_batch_v2
 from indexlib.testing.generate import generate_partition
 from jobs.cli import main as kafka_index_main
 
-from ..conftest import KAFKA_REAL, copy_fixture, requires_kafka_real
+from ..conftest import DAMAGE_CASES, KAFKA_REAL, copy_fixture, damage_log_dir, requires_kafka_real
 
 ORACLE = "_rebuilt_by_kafka_4.1.0"
-TS = 1_700_000_000_000
 
 
 def fixture_sets() -> list[Path]:
@@ -91,49 +88,13 @@ def test_the_drivers_agree_on_every_real_fixture_set(spark, tmp_path, fixture_se
     assert report["exit_code"] == 0 and report["remaining_findings"] == []
 
 
-def damage(log_dir: Path, case: str) -> None:
-    """One kind of damage, as the other tests build it, on a generated log dir."""
-    part = log_dir / "orders-0"
-    seg0 = part / "00000000000000000000"
-    if case == "deleted":
-        os.unlink(f"{seg0}.index")
-    elif case == "torn":
-        os.truncate(f"{seg0}.timeindex", os.path.getsize(f"{seg0}.timeindex") - 5)
-    elif case == "scrambled":
-        data = bytearray(Path(f"{seg0}.index").read_bytes())
-        data[16:40] = bytes(range(24))
-        Path(f"{seg0}.index").write_bytes(bytes(data))
-    elif case == "zero-tailed":
-        with open(f"{seg0}.index", "ab") as f:
-            f.write(b"\0" * 80)
-    elif case == "corrupt-log-tail":
-        log = Path(f"{seg0}.log")
-        data = bytearray(log.read_bytes())
-        data[len(data) // 2] ^= 0xFF
-        log.write_bytes(bytes(data))
-    elif case == "bad-checkpoint":
-        (log_dir / "log-start-offset-checkpoint").write_text("0\nnot a number\n")
-    elif case == "refused-segment":  # a plain batch of producer 5 inside its open transaction
-        refused = log_dir / "payments-0"
-        refused.mkdir()
-        data = b"".join(
-            encode_batch_v2(i, [(None, b"x" * 100, TS + i)], producer_id=5, producer_epoch=0, base_sequence=i,
-                            transactional=i < 3)
-            for i in range(6)
-        )  # fmt: skip
-        (refused / "00000000000000000000.log").write_bytes(data)
-
-
-@pytest.mark.parametrize(
-    "case",
-    ["deleted", "torn", "scrambled", "zero-tailed", "corrupt-log-tail", "bad-checkpoint", "refused-segment"],
-)
+@pytest.mark.parametrize("case", DAMAGE_CASES)
 def test_the_drivers_agree_on_each_kind_of_damage(spark, tmp_path, case):
     logs = tmp_path / "logs"
     for i, name in enumerate(("orders-0", "orders-1")):
         generate_partition(logs / name, segments=2, batches_per_segment=50, transactional_producers=2, seed=20 + i)
         rebuild_partition(logs / name)
-    damage(logs, case)
+    damage_log_dir(logs, case)
     report = assert_same_verify_and_rebuild(logs, tmp_path)
     assert report["exit_code"] == 1 and report["remaining_findings"]  # the damage is seen
 
