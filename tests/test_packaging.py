@@ -75,4 +75,3 @@ def test_make_package_full_verifies_a_log_dir_from_a_bare_environment_without_ac
     report = json.loads((tmp_path / "report.json").read_text())
     assert [f["kind"] for f in report["remaining_findings"]] == ["index_missing"]
     assert (home / ".local/state/kafka-index-rebuild/kafka-index-audit/_delta_log").is_dir()
-

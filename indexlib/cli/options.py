@@ -60,7 +60,10 @@ def add_verbosity(parser: argparse.ArgumentParser) -> None:
     """``-q`` and ``-v`` (``quiet``, ``verbose``), one at most: :func:`report_level` turns them into the report's level."""
     loud = parser.add_mutually_exclusive_group()
     loud.add_argument(
-        "-q", "--quiet", action="store_true", help="print only failures, the error findings that remain (one line each) and the verdict line; no progress"
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="print only failures, the error findings that remain (one line each) and the verdict line; no progress",
     )
     loud.add_argument(
         "-v",
