@@ -104,6 +104,16 @@ def fleet_settings(settings: dict[str, Any]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------- inventory
+#: a broker's node.id is a Java int
+MAX_BROKER_ID = 2**31 - 1
+
+
+def _short(value: Any) -> str:
+    """``repr(value)``, cut to 80 characters: an error line stays one line however big the value."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def parse_inventory(text: str, source: str) -> list[dict[str, Any]]:
     """The brokers of an inventory (YAML or JSON text): ``brokers:`` (or a bare list) of mappings with ``id``
     (the broker's node.id), ``host``, ``log_dirs`` (list) and/or ``server_properties`` (its path on the host),
@@ -112,10 +122,16 @@ def parse_inventory(text: str, source: str) -> list[dict[str, Any]]:
     import yaml
 
     try:
+        if any(isinstance(event, yaml.AliasEvent) for event in yaml.parse(text, Loader=yaml.SafeLoader)):
+            raise ValueError(f"{source}: YAML aliases (*name) are not taken in an inventory; write each broker out")
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ValueError(f"{source}: not YAML: {str(exc).splitlines()[0]}") from None
-    if isinstance(data, dict) and set(data) == {"brokers"}:
+    if isinstance(data, dict) and "brokers" in data:
+        if set(data) != {"brokers"}:
+            raise ValueError(
+                f"{source}: unknown top-level keys {sorted(map(str, set(data) - {'brokers'}))} beside brokers"
+            )
         data = data["brokers"]
     if not isinstance(data, list) or not data:
         raise ValueError(f"{source}: a list of brokers is needed (brokers: [...]), got {type(data).__name__}")
@@ -125,7 +141,7 @@ def parse_inventory(text: str, source: str) -> list[dict[str, Any]]:
     for n, entry in enumerate(data, 1):
         where = f"{source}: broker #{n}"
         if not isinstance(entry, dict):
-            errors.append(f"{where}: a mapping is needed, got {entry!r}")
+            errors.append(f"{where}: a mapping is needed, got {_short(entry)}")
             continue
         if isinstance(entry.get("id"), int) and not isinstance(entry.get("id"), bool):
             where += f" (id {entry['id']})"
@@ -134,30 +150,30 @@ def parse_inventory(text: str, source: str) -> list[dict[str, Any]]:
         if unknown:
             problems.append(f"unknown keys {unknown} (known: {sorted(BROKER_KEYS)})")
         broker_id = entry.get("id")
-        if not isinstance(broker_id, int) or isinstance(broker_id, bool) or broker_id < 0:
-            problems.append(f"id must be a broker id (an integer >= 0), got {broker_id!r}")
+        if not isinstance(broker_id, int) or isinstance(broker_id, bool) or not 0 <= broker_id <= MAX_BROKER_ID:
+            problems.append(f"id must be a broker id (an integer from 0 to {MAX_BROKER_ID}), got {_short(broker_id)}")
         elif broker_id in seen:
             problems.append(f"id {broker_id} repeats broker #{seen[broker_id]}")
         else:
             seen[broker_id] = n
         host = entry.get("host")
         if not isinstance(host, str) or not re.fullmatch(r"[A-Za-z0-9_.:\-\[\]]+", host):
-            problems.append(f"host must be a host name or address, got {host!r}")
+            problems.append(f"host must be a host name or address, got {_short(host)}")
         log_dirs = entry.get("log_dirs")
         if isinstance(log_dirs, str):
             log_dirs = [d for d in log_dirs.split(",") if d]
         if log_dirs is not None and (
             not isinstance(log_dirs, list) or not all(isinstance(d, str) and d.startswith("/") for d in log_dirs)
         ):
-            problems.append(f"log_dirs must be a list of absolute paths, got {entry.get('log_dirs')!r}")
+            problems.append(f"log_dirs must be a list of absolute paths, got {_short(entry.get('log_dirs'))}")
         properties = entry.get("server_properties")
         if properties is not None and not (isinstance(properties, str) and properties.startswith("/")):
-            problems.append(f"server_properties must be an absolute path, got {properties!r}")
+            problems.append(f"server_properties must be an absolute path, got {_short(properties)}")
         if not log_dirs and not properties:
             problems.append("give log_dirs or server_properties (where the broker's data is on its host)")
         for key in ("ssh_conn_id", "node"):
             if entry.get(key) is not None and not isinstance(entry[key], str):
-                problems.append(f"{key} must be a string, got {entry[key]!r}")
+                problems.append(f"{key} must be a string, got {_short(entry[key])}")
         if problems:
             errors.append(f"{where}: {'; '.join(problems)}")
             continue

@@ -242,7 +242,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         _check_dir_can_exist(settings.audit_journal, "--audit-journal")
     options = RunOptions(
         args.command,
-        args.run_id or new_run_id(args.command),
+        new_run_id(args.command) if args.run_id is None else args.run_id,  # '' is refused by check_run, as there
         output_dir,
         getattr(args, "dry_run", False),
         getattr(args, "truncate_corrupt_tail", False),
@@ -252,7 +252,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         getattr(args, "sync", "fsync"),
     )
     check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
-    if args.run_id and not options.read_only:
+    if args.run_id is not None and not options.read_only:
         check_run_id_unused(args.run_id, settings, log_dir_identities(found, options.broker_id))
     return settings, found, options
 

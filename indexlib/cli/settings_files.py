@@ -8,6 +8,7 @@ command line's ``--index-interval-bytes``/``--segment-index-bytes`` (:class:`Top
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass, field
@@ -100,6 +101,11 @@ def read_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dic
             raise
         raise SettingsFileError(f"{path}: malformed server properties: {exc}") from None
     log_dirs = [d.strip() for d in props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip()]
+    seen: set[str] = set()
+    for d in log_dirs:
+        if os.path.normpath(d) in seen:  # Kafka's LogManager refuses to start on it too
+            raise SettingsFileError(f"{path}: log.dirs names {d} twice; give each log dir once")
+        seen.add(os.path.normpath(d))
     settings = {}
     for prop, name in BROKER_KEYS.items():
         if prop in props:
@@ -122,6 +128,11 @@ def read_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]
             raise SettingsFileError(f"{path}: topic {topic!r} must map to a mapping of topic configs, got {configs!r}")
         out[str(topic)] = {}
         for key, value in configs.items():
+            near = difflib.get_close_matches(str(key), list(TOPIC_KEYS), n=1, cutoff=0.85)
+            if key not in TOPIC_KEYS and near:  # a misspelt index setting would silently give the default
+                raise SettingsFileError(
+                    f"{path}: topic {topic!r}: unknown topic config {key!r}; did you mean {near[0]!r}?"
+                )
             if key in TOPIC_KEYS:
                 if isinstance(value, str) and value.strip().lstrip("-").isdigit():
                     value = int(value)

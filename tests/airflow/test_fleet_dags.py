@@ -67,8 +67,8 @@ def test_the_inventory_names_every_bad_entry_on_a_line(facts):
     assert facts["inventory"][1]["node"] == "node-b" and facts["inventory"][0]["node"] == "kafka-1"
     assert facts["inventory_errors"] == [
         "brokers.yaml: broker #2 (id 1): id 1 repeats broker #1",
-        "brokers.yaml: broker #3: id must be a broker id (an integer >= 0), got 'x'; host must be a host name or "
-        "address, got 'a b'; log_dirs must be a list of absolute paths, got ['rel']",
+        "brokers.yaml: broker #3: id must be a broker id (an integer from 0 to 2147483647), got 'x'; host must be a "
+        "host name or address, got 'a b'; log_dirs must be a list of absolute paths, got ['rel']",
         "brokers.yaml: broker #4 (id 4): give log_dirs or server_properties (where the broker's data is on its host)",
         "brokers.yaml: broker #5 (id 5): unknown keys ['hots'] (known: ['host', 'id', 'log_dirs', 'node', "
         "'server_properties', 'ssh_conn_id']); host must be a host name or address, got None",

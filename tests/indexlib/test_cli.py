@@ -664,6 +664,26 @@ def test_quiet_prints_the_verdict_and_verbose_the_phases(capsys, partition):
     assert code == 2 and "not allowed with argument" in err
 
 
+def test_a_misspelt_index_setting_and_a_log_dir_given_twice_are_refused_by_name(capsys, tmp_path):
+    """Issue 37: a topic config key one typo away from an index setting would silently give Kafka's default: one
+    line naming the file, the topic, the key and what was meant, exit 2 (other Kafka topic configs are accepted); a
+    ``log.dirs`` naming one dir twice (Kafka refuses to start on it) is refused naming that dir."""
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=20, seed=3)
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"orders": {"index.interval.byte": 700, "retention.ms": 1000}}))
+    code, _, err = run(capsys, "verify", logs, "--topic-config", topics)
+    assert code == 2
+    assert_one_error_line(err, topics, "'orders'", "'index.interval.byte'", "did you mean 'index.interval.bytes'?")
+    topics.write_text(json.dumps({"orders": {"index.interval.bytes": 700, "retention.ms": 1000, "segment.bytes": 9}}))
+    assert run(capsys, "verify", logs, "--topic-config", topics, "-q")[0] == 1  # no index files yet: findings
+    server = tmp_path / "server.properties"
+    server.write_text(f"log.dirs={logs},{logs}/\n")
+    code, _, err = run(capsys, "verify", "--server-properties", server)
+    assert code == 2
+    assert_one_error_line(err, server, f"log.dirs names {logs}/ twice")
+
+
 def test_settings_come_from_server_properties_and_the_topic_config_as_kafka_index_layers_them(capsys, tmp_path):
     """``--server-properties`` gives the log dirs and the broker's index settings, ``--topic-config`` a topic's own,
     the command line wins over both (the layers and the readers are kafka-index's: indexlib.cli.settings_files)."""

@@ -531,3 +531,12 @@ def test_no_java_anywhere_is_named_with_what_to_do(monkeypatch, tmp_path):
     (tmp_path / "java").write_text("#!/bin/sh\n")
     (tmp_path / "java").chmod(0o755)
     assert java_hint() == ""
+
+
+def test_an_empty_run_id_is_refused_as_python_m_indexlib_refuses_it(capsys, tmp_path):
+    """``--run-id ''`` names no backup dir: refused in one line (it once ran under a generated id)."""
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=20, seed=3)
+    assert main(["repair", "--log-dir", str(logs), "--run-id", "", "--engine", "local", "--audit-table", "none"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kafka-index: error: run id '': it names backup dirs") and len(err.splitlines()) == 1
