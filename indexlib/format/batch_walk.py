@@ -80,15 +80,17 @@ def open_segment(path: str | os.PathLike[str]) -> int:
     return fd
 
 
-def open_log(path: str | os.PathLike[str]) -> tuple[int, mmap.mmap | None]:
-    """Open a ``.log`` read-only and map it (``None`` for an empty file). Returns (size, mapping)."""
+def open_log(path: str | os.PathLike[str], length: int | None = None) -> tuple[int, mmap.mmap | None]:
+    """Open a ``.log`` read-only and map it, or its first ``length`` bytes (``None`` for nothing to map). Returns
+    (the file's size, mapping)."""
     fd = open_segment(path)
     try:
         size = os.fstat(fd).st_size
-        if size == 0:
-            return 0, None
+        mapped = size if length is None else min(size, length)
+        if mapped == 0:
+            return size, None
         flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
-        mm = mmap.mmap(fd, size, flags=flags, prot=mmap.PROT_READ)
+        mm = mmap.mmap(fd, mapped, flags=flags, prot=mmap.PROT_READ)
     finally:
         os.close(fd)
     if hasattr(mm, "madvise"):

@@ -105,3 +105,55 @@ def test_both_command_lines_dump_alike(capsys, partition):
     assert capsys.readouterr().out == library
     assert jobs_main([*argv, "--check"]) == 2
     assert "kafka-index: error: --check" in capsys.readouterr().err
+
+
+#: ``python -m indexlib`` run as a whole process that prints its own peak resident memory (KiB) last on stderr
+PEAK_REPORTING_MAIN = """if True:
+    import resource, runpy, sys
+    sys.argv = ["python -m indexlib", *sys.argv[1:]]
+    try:
+        runpy.run_module("indexlib", run_name="__main__")
+    finally:
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)
+"""
+
+
+def _max_rss_mib(args: list[str]) -> tuple[int, str, str, float]:
+    """``python -m indexlib ARGS`` as a whole process: its exit code, stdout, stderr and peak resident MiB."""
+    import subprocess
+    import sys
+
+    from ..conftest import PROJECT_ROOT
+
+    done = subprocess.run([sys.executable, "-c", PEAK_REPORTING_MAIN, *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    *err, peak = done.stderr.rstrip("\n").split("\n")
+    return done.returncode, done.stdout, "\n".join(err), int(peak) / 1024
+
+
+def test_dump_memory_is_bounded_by_what_it_reads_on_huge_sparse_files(tmp_path):
+    """Issue 37: an 8 GiB ``.log`` with ``--max-bytes 100``, a 4 GiB ``.index`` and a 2 GiB ``.snapshot`` (sparse:
+    no disk used) are dumped in a few tens of MiB, not their size; the index that big fails ``--check`` (Kafka cannot
+    map more than 2^31 - 1 bytes); ``--max-bytes 0`` says the walk stopped there, not that the file is empty."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    base = part / "00000000000000000000"
+    for suffix, size in ((".log", 8 << 30), (".index", 4 << 30), (".snapshot", 2 << 30)):
+        with open(f"{base}{suffix}", "wb") as f:
+            f.truncate(size)
+    dump = ["dump"]
+    code, out, _, mib = _max_rss_mib([*dump, f"{base}.log", "--max-bytes", "100"])
+    assert code == 1 and "size_below_minimum" in out and mib < 300, (code, mib)
+    code, out, _, mib = _max_rss_mib([*dump, f"{base}.index"])
+    assert code == 0 and "1 entry" in out and mib < 300, (code, mib)
+    code, out, _, mib = _max_rss_mib([*dump, f"{base}.index", "--check"])
+    assert code == 1 and "more than the 2147483647 Kafka can map" in out and mib < 300, (code, out[-500:], mib)
+    code, _, err, mib = _max_rss_mib([*dump, f"{base}.snapshot"])
+    assert code == 2 and "snapshot version 0, expected 1" in err and mib < 300, (code, mib)
+    generate_partition(tmp_path / "g-0", segments=1, batches_per_segment=5, seed=1)
+    data = dump_file(tmp_path / "g-0" / "00000000000000000000.log")
+    assert data["end"]["stop"] == "end" and data["batch_count"] == 5
+    from indexlib.cli.dump import DumpOptions
+
+    cut = dump_file(tmp_path / "g-0" / "00000000000000000000.log", DumpOptions(max_bytes=0))
+    assert cut["batch_count"] == 0 and cut["end"]["stop"] == "max_bytes"

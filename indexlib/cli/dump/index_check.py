@@ -52,6 +52,10 @@ class CheckResult:
         return self.sanity is not None or any(kind(f.kind).severity == ERROR for f in self.findings)
 
 
+#: the largest index file Kafka maps (``FileChannel.map`` takes at most ``Integer.MAX_VALUE`` bytes)
+MAX_MAPPED_INDEX_BYTES = 2**31 - 1
+
+
 def sanity_problem(path: str, base_offset: int, suffix: str) -> str | None:
     """Why ``path`` fails Kafka's load-time sanity check, or ``None`` when it passes."""
     try:
@@ -59,6 +63,9 @@ def sanity_problem(path: str, base_offset: int, suffix: str) -> str | None:
             with TransactionIndex(path, base_offset, writable=False) as txn_index:
                 txn_index.sanity_check()  # also refuses a record version other than 0
         else:
+            size = os.path.getsize(path)
+            if size > MAX_MAPPED_INDEX_BYTES:  # Java's FileChannel.map refuses it: the broker cannot open the index
+                return f"{path}: {size} bytes, more than the {MAX_MAPPED_INDEX_BYTES} Kafka can map: it cannot load it"
             cls = OffsetIndex if suffix == ".index" else TimeIndex
             with cls(path, base_offset, writable=False) as index:
                 index.sanity_check()

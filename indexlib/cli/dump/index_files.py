@@ -6,6 +6,7 @@ Invariants: every file is opened read-only; rows carry absolute offsets.
 
 from __future__ import annotations
 
+import errno
 import os
 
 import numpy as np
@@ -16,26 +17,72 @@ from ...format.time_index import TimeIndex
 from ...format.transaction_index import ABORTED_TXN_VERSION, TransactionIndex
 from .model import FileDump, problem
 
+#: bytes read at a time while looking for an index's last entry that is not all zeros
+ZERO_TAIL_CHUNK = 8 << 20
+
+
+def entries_before_zero_tail(path: str, entry_size: int, slots: int) -> int:
+    """How many of the first ``slots`` entries come before the all-zero run at the end (slot 0 always counts):
+    read backwards ``ZERO_TAIL_CHUNK`` bytes at a time (memory bounded by that, whatever the file's size; a
+    preallocated index's zeros are read, not mapped)."""
+    per_chunk = max(1, ZERO_TAIL_CHUNK // entry_size)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        for first_slot, end in reversed(_data_slots(fd, entry_size, slots)):  # holes read as zeros: skipped
+            while end > max(first_slot, 1):
+                start = max(first_slot, 1, end - per_chunk)
+                data = os.pread(fd, (end - start) * entry_size, start * entry_size)
+                whole = len(data) // entry_size * entry_size
+                entries = np.frombuffer(data, np.uint8)[:whole].reshape(-1, entry_size)
+                nonzero = np.flatnonzero(entries.any(axis=1))
+                if len(nonzero):
+                    return start + int(nonzero[-1]) + 1
+                end = start
+        return min(slots, 1)
+    finally:
+        os.close(fd)
+
+
+def _data_slots(fd: int, entry_size: int, slots: int) -> list[tuple[int, int]]:
+    """The slot ranges ``[first, end)`` of the first ``slots`` that hold data (``SEEK_DATA``/``SEEK_HOLE``; where the
+    file system cannot tell, all of them)."""
+    size, ranges, offset = slots * entry_size, [], 0
+    try:
+        while offset < size:
+            start = os.lseek(fd, offset, os.SEEK_DATA)
+            if start >= size:
+                break
+            offset = min(os.lseek(fd, start, os.SEEK_HOLE), size)
+            ranges.append((start // entry_size, -(-offset // entry_size)))
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # no data after offset
+            return ranges
+        return [(0, slots)]  # SEEK_DATA unsupported: read it all
+    return ranges
+
 
 def dump_mmap_index(path: str, base_offset: int, cls: type[OffsetIndex] | type[TimeIndex], kind: str) -> FileDump:
-    with cls(path, base_offset, writable=False) as index:
-        raw = index.to_numpy()
-        length = index.length
-        changed = index.changed_while_read
-        entry_size = cls.ENTRY_SIZE
-        slots = len(raw)
-        if kind == "offset_index":
-            first = base_offset + raw["relative_offset"].astype(np.int64)
-            second = raw["position"].astype(np.int64)
-            zero = (raw["relative_offset"] == 0) & (raw["position"] == 0)
-        else:
-            first = raw["timestamp"].astype(np.int64)
-            second = base_offset + raw["relative_offset"].astype(np.int64)
-            zero = (raw["timestamp"] == 0) & (raw["relative_offset"] == 0)
-        del raw  # release the view of the mapping before the index closes
-    # Kafka's dump stops at the first all-zero slot after slot 0; we count the all-zero run at the end.
-    nonzero = np.flatnonzero(~zero[1:]) if slots > 1 else np.empty(0, np.int64)
-    shown = min(slots, int(nonzero[-1]) + 2 if len(nonzero) else 1)
+    """Memory bounded by the entries shown, whatever the file's size (Kafka's dump stops at the first all-zero slot
+    after slot 0; we count the all-zero run at the end, read in chunks): only those entries are read, then the file
+    is looked at again to tell whether a broker changed it meanwhile."""
+    from .state_files import read_whole
+
+    before = os.stat(path)
+    length = before.st_size
+    entry_size = cls.ENTRY_SIZE
+    slots = length // entry_size
+    shown = entries_before_zero_tail(path, entry_size, slots)
+    data = read_whole(path, shown * entry_size)
+    raw = np.frombuffer(data, cls.DTYPE, count=len(data) // entry_size)
+    if kind == "offset_index":
+        first = base_offset + raw["relative_offset"].astype(np.int64)
+        second = raw["position"].astype(np.int64)
+    else:
+        first = raw["timestamp"].astype(np.int64)
+        second = base_offset + raw["relative_offset"].astype(np.int64)
+    after = os.stat(path)
+    changed = len(raw) != shown or (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
+    shown = len(raw)
     zero_tail = slots - shown
     partial = length % entry_size
     problems = []
@@ -69,10 +116,10 @@ def dump_mmap_index(path: str, base_offset: int, cls: type[OffsetIndex] | type[T
         "problems": problems,
     }
     if kind == "offset_index":
-        columns = {"offset": first[:shown], "position": second[:shown]}
+        columns = {"offset": first, "position": second}
         row = lambda c: ({"offset": o, "position": p} for o, p in zip(*c, strict=True))  # noqa: E731
     else:
-        columns = {"timestamp": first[:shown], "offset": second[:shown]}
+        columns = {"timestamp": first, "offset": second}
         row = lambda c: ({"timestamp": t, "offset": o} for t, o in zip(*c, strict=True))  # noqa: E731
     return FileDump(summary, "entries", columns, row)
 

@@ -171,7 +171,9 @@ class _RecordRows:
 
 def _end_of_walk(scan: LogScan, cut_by_max_bytes: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """How the walk ended, and the problems that makes; a batch cut by ``--max-bytes`` is none."""
-    cut = cut_by_max_bytes and scan.stop in (StopReason.INCOMPLETE_BATCH, StopReason.SHORT_TAIL)
+    # the walk ended at --max-bytes with more of the file after it: a batch cut there, or none begun (0, or a batch
+    # boundary): the file was not read to its end
+    cut = cut_by_max_bytes and scan.stop in (StopReason.INCOMPLETE_BATCH, StopReason.SHORT_TAIL, StopReason.END)
     stop = "max_bytes" if cut else scan.stop.value
     found = None if cut else scan.problem
     end = {
@@ -200,7 +202,7 @@ def _end_of_walk(scan: LogScan, cut_by_max_bytes: bool) -> tuple[dict[str, Any],
 
 def dump_log(path: str, base_offset: int, options: DumpOptions = DEFAULT_OPTIONS) -> FileDump:
     """The dump of one ``.log`` (see the module docstring)."""
-    size, mm = open_log(path)
+    size, mm = open_log(path, options.max_bytes)  # only what is read is mapped: --max-bytes bounds the memory
     try:
         end = size if options.max_bytes is None else min(size, options.max_bytes)
         scan = scan_buffer(mm if mm is not None else b"", end, path)
@@ -227,7 +229,7 @@ def dump_log(path: str, base_offset: int, options: DumpOptions = DEFAULT_OPTIONS
         if not options.deep_iteration or not scan.batch_count:
             yield _plain_rows
             return
-        _, mapping = open_log(path)
+        _, mapping = open_log(path, options.max_bytes)
         try:
             yield _RecordRows(mapping if mapping is not None else b"", options, problems)
         finally:

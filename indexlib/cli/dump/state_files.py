@@ -37,13 +37,16 @@ EPOCH_FIELDS = tuple(f.name for f in fields(EpochEntry))
 OFFSET_CHECKPOINT_FIELDS = ("topic", "partition", "offset")
 
 
-def read_whole(path: str) -> bytes:
-    """The bytes of ``path``, opened read-only and non-blocking."""
+def read_whole(path: str, limit: int | None = None) -> bytes:
+    """The bytes of ``path`` (at most its first ``limit``), opened read-only and non-blocking."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        chunks, size = [], 0
+        while (limit is None or size < limit) and (
+            chunk := os.read(fd, 1 << 20 if limit is None else min(1 << 20, limit - size))
+        ):
             chunks.append(chunk)
+            size += len(chunk)
     finally:
         os.close(fd)
     return b"".join(chunks)
@@ -71,9 +74,13 @@ def _columns(names: Sequence[str], rows: Sequence[Sequence[Any]], strings: Seque
 
 def dump_snapshot(path: str, offset: int) -> FileDump:
     """A ``.snapshot``: one row per producer (:class:`ProducerSnapshotEntry`'s fields). Raises
-    :class:`SnapshotError` naming the file when Kafka would refuse it (version, length, count, CRC-32C)."""
-    data = read_whole(path)
+    :class:`SnapshotError` naming the file when Kafka would refuse it (version, length, count, CRC-32C); a version
+    it refuses is read from the first two bytes alone, however big the file."""
+    head = read_whole(path, 2)
     try:
+        if len(head) == 2 and int.from_bytes(head, "big", signed=True) != SNAPSHOT_VERSION:
+            parse_snapshot_entries(head, path)  # refuses the version, as for the whole file
+        data = read_whole(path)
         entries = parse_snapshot_entries(data, path)
     except SnapshotError as exc:
         raise SnapshotError(f"{exc} (Kafka refuses this snapshot and deletes it at its next start)") from None
