@@ -104,12 +104,15 @@ def _drain(fd: int, into: list[bytes]) -> None:
 
 #: a terminal colour code (delta-rs colours its chained errors)
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+#: where a Rust backtrace begins in an error's text (``   0: <frame>`` lines, then ``at <file>:<line>:<col>``)
+RUST_BACKTRACE = re.compile(r"\n\s*0: ")
 
 
 def first_line(exc: BaseException) -> str:
     """An error in one line: its first line, and for a chained message (delta-rs prints each cause on a line of
     its own, ``↳`` and colours included) the innermost cause after it, which says what went wrong."""
     text = describe_error(exc) if isinstance(exc, OSError) else str(exc)
+    text = RUST_BACKTRACE.split(text, maxsplit=1)[0]  # delta-rs may append one: frames, then source locations
     lines = [line for line in (ANSI.sub("", raw).strip().lstrip("↳").strip() for raw in text.splitlines()) if line]
     if not lines:
         return type(exc).__name__

@@ -264,6 +264,22 @@ def test_a_leader_epoch_checkpoint_kafka_cannot_read(capsys, tmp_path):
     assert code == 1 and "failed sanity check" in out and "error bad_leader_epoch_checkpoint" in out
 
 
+@pytest.mark.parametrize("name", ["leader-epoch-checkpoint", "recovery-point-offset-checkpoint"])
+def test_check_of_a_checkpoint_that_is_not_utf8_fails_as_a_malformed_one_does(capsys, tmp_path, name):
+    """Issue 37: a non-UTF-8 checkpoint is one Kafka cannot read: a plain dump refuses it (exit 2, one line), and
+    ``--check`` fails it (exit 1, as for a malformed ASCII line), where it once exited 2."""
+    path = tmp_path / name
+    path.write_bytes(b"0\n1\nt\xff 0 0\n" if name.startswith("recovery") else b"0\n1\n\xff 0\n")
+    code, out, err = run(capsys, path)
+    assert code == 2 and out == "" and "not UTF-8 text" in err and len(err.splitlines()) == 1
+    code, out, err = run(capsys, path, "--check")
+    assert code == 1 and err == "" and f"{path} failed sanity check: {path}: not UTF-8 text" in out
+    if name == "leader-epoch-checkpoint":
+        assert "error bad_leader_epoch_checkpoint" in out
+    else:
+        assert "verify's checks not run" in out and "passed" not in out
+
+
 def test_check_of_a_leader_epoch_checkpoint_against_its_partitions_log(capsys, tmp_path):
     """Beside the partition's .log files --check also reports what verify finds of its epochs against theirs."""
     part = tmp_path / "orders-0"

@@ -237,3 +237,15 @@ def test_runs_of_three_brokers_then_the_audit_queries_by_broker(spark, tmp_path,
     assert [(r["broker_id"], r["exit_code"]) for r in answers[0]] == [(1, 0), (2, 1), (3, 0)]
     assert answers[1] == [{"broker_id": 2, "kind": "index_missing", "segments": 1}]
     assert [(r["broker_id"], r["topic"], r["damaged"]) for r in answers[2] if r["damaged"]] == [(2, "orders", 1)]
+
+
+def test_a_garbage_delta_log_is_one_line_without_a_backtrace(capsys, tmp_path):
+    """Issue 37: a ``_delta_log`` that is not JSON: ``audit --brokers`` is one line naming the table and the reason,
+    exit 2; delta-rs's Rust backtrace (frames and C library source locations) is not printed."""
+    table = tmp_path / "audit"
+    (table / "_delta_log").mkdir(parents=True)
+    (table / "_delta_log" / "00000000000000000000.json").write_text("garbage\n")
+    assert main(["audit", "--audit-table", str(table), "--brokers"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kafka-index: error: audit table {table}: ") and len(err.splitlines()) == 1, err
+    assert "Json error" in err and ".S:" not in err and "<unknown>" not in err

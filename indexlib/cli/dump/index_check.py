@@ -113,6 +113,9 @@ def check_index_file(path: str) -> CheckResult:
     return result
 
 
+OFFSET_CHECKPOINT_VERIFY = "verify reads it only as each partition's log start or recovery point"
+
+
 def check_state_file(path: str, kind: str) -> CheckResult:
     """A producer snapshot or a checkpoint: whether Kafka reads it (``sanity``), then verify's findings on it."""
     check_regular(path)
@@ -126,13 +129,22 @@ def check_state_file(path: str, kind: str) -> CheckResult:
         result.findings = snapshot_findings({path: data})
         _add_partition_findings(result, path)
         return result
-    text = read_text(path)
+    try:
+        text = read_text(path)
+    except CheckpointError as exc:  # not UTF-8: Kafka cannot read it, a failed check as a malformed line is
+        result.sanity = str(exc)
+        if kind == "leader_epoch_checkpoint":
+            result.findings = leader_epoch_findings(path, None, str(exc))
+            _add_partition_findings(result, path)
+        else:
+            result.verify_skipped = OFFSET_CHECKPOINT_VERIFY
+        return result
     if kind == "offset_checkpoint":
         try:
             parse_offset_checkpoint(text, path)
         except CheckpointError as exc:
             result.sanity = str(exc)
-        result.verify_skipped = "verify reads it only as each partition's log start or recovery point"
+        result.verify_skipped = OFFSET_CHECKPOINT_VERIFY
         return result
     try:
         parse_leader_epoch_checkpoint(text, path)
