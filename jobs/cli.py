@@ -435,6 +435,9 @@ JOB_COMMANDS = ("verify", "rebuild", "repair", "recover")
 
 
 def main(argv: list[str] | None = None) -> int:
+    from indexlib.cli import keep_output_in_order
+
+    keep_output_in_order()
     parser = build_parser()
     try:
         known, extra = parser.parse_known_args(argv)

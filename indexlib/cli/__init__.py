@@ -23,7 +23,14 @@ if TYPE_CHECKING:
         add_write_options,
         report_level,
     )
-    from .report import JsonTargetError, check_json_target, format_table, print_report, write_json
+    from .report import (
+        JsonTargetError,
+        check_json_target,
+        format_table,
+        keep_output_in_order,
+        print_report,
+        write_json,
+    )
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
     from .settings_files import (
         SettingsFileError,
@@ -63,6 +70,7 @@ _PUBLIC = {
     "JsonTargetError": "report",
     "check_json_target": "report",
     "format_table": "report",
+    "keep_output_in_order": "report",
     "print_report": "report",
     "write_json": "report",
 }
@@ -89,6 +97,7 @@ __all__ = [
     "check_json_target",
     "check_target",
     "format_table",
+    "keep_output_in_order",
     "lookup",
     "main",
     "print_lookup",

@@ -78,7 +78,7 @@ from .options import (
     add_write_options,
     report_level,
 )
-from .report import check_json_target, print_report, write_json
+from .report import check_json_target, keep_output_in_order, print_report, write_json
 from .segment_lookup import check_target, lookup, print_lookup
 from .settings_files import SettingsFileError, TopicSettings, read_server_properties, read_topic_config
 
@@ -416,6 +416,7 @@ def run_lookup(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------- main
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (argparse's usage errors give 2, ``--help`` 0)."""
+    keep_output_in_order()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
@@ -56,6 +57,18 @@ def relative_paths() -> Callable[[str], str]:
         return os.path.join(base, name)
 
     return relative
+
+
+def keep_output_in_order() -> None:
+    """When stdout and stderr are one file (``cmd > log 2>&1``, a task log): stdout line-buffered, so that each
+    line lands where it was printed among stderr's (block-buffered, the report would follow every warning and
+    error printed after it). Elsewhere (a terminal: already line-buffered; a pipe of its own) nothing changes."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file behind one of them (a test's capture)
+        return
+    if (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino) and isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(line_buffering=True)
 
 
 def print_report(report: RunReport, out: TextIO, level: str = "normal") -> None:

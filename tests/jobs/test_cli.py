@@ -540,3 +540,28 @@ def test_an_empty_run_id_is_refused_as_python_m_indexlib_refuses_it(capsys, tmp_
     assert main(["repair", "--log-dir", str(logs), "--run-id", "", "--engine", "local", "--audit-table", "none"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("kafka-index: error: run id '': it names backup dirs") and len(err.splitlines()) == 1
+
+
+def test_stdout_and_stderr_merged_into_one_log_keep_their_order(tmp_path):
+    """Issue 37: ``kafka-index ... > log 2>&1`` (a task's log): the run's report (stdout) comes before the error
+    printed after it (stderr: here the audit table, whose ``_delta_log`` is garbage, cannot take the rows), as they
+    were printed; block-buffered, the whole report once came after that error."""
+    import subprocess
+    import sys
+
+    from ..conftest import PROJECT_ROOT
+
+    logs, table = tmp_path / "logs", tmp_path / "audit"
+    generate_partition(logs / "orders-0", segments=1, batches_per_segment=10, seed=2)
+    (table / "_delta_log").mkdir(parents=True)
+    (table / "_delta_log" / "00000000000000000000.json").write_text("garbage\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as a scheduler's worker runs it
+    argv = [sys.executable, "-m", "jobs.cli", "verify", "--log-dir", str(logs), "--engine", "local",
+            "--audit-table", str(table), "--no-progress"]  # fmt: skip
+    with open(tmp_path / "log", "w") as log:
+        done = subprocess.run(argv, cwd=PROJECT_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, timeout=300)
+    lines = (tmp_path / "log").read_text().splitlines()
+    assert done.returncode == 3
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("verify verify-"))
+    error = next(i for i, line in enumerate(lines) if line.startswith("kafka-index: error: audit table"))
+    assert verdict < error, lines
