@@ -216,8 +216,11 @@ class JobSubmitOperator(SparkSubmitOperator):
         self.job_run_id = job_run_id
 
     def execute(self, context: Context) -> None:
+        """Submit the job; push the outcome its ``--json`` report states (:func:`job_outcome`) as the task's
+        return value in XCom (``operator.output``)."""
         self.application_args = [*(self.application_args or []), "--run-id", self.job_run_id]
         super().execute(context)
+        context["ti"].xcom_push(key="return_value", value=job_outcome(self.application_args))
 
 
 def safe_name(run_id: str) -> str:
@@ -231,7 +234,27 @@ def report_path(settings: dict[str, Any], dag_id: str, run_id: str, task: str) -
     return os.path.join(settings["report_dir"], dag_id, safe, f"{task}.json")
 
 
-def findings_in(report_file: str) -> int:
-    """Error findings left in a job's JSON report (a missing report is an error)."""
-    with open(report_file, encoding="utf-8") as f:
-        return len(json.load(f)["remaining_findings"])
+def job_outcome(application_args: list[str]) -> dict[str, Any] | None:
+    """What a finished job's ``--json`` report says, small enough for XCom: its run id, exit code and the kinds of
+    the error findings that remain (kind -> count). Read on the host that submitted the job, where its driver wrote
+    the report (client deploy mode, the DAGs' way); None where there is none here (cluster deploy mode)."""
+    args = list(application_args)
+    if "--json" not in args:
+        return None
+    path = args[args.index("--json") + 1]
+    try:
+        with open(path, encoding="utf-8") as f:
+            report = json.load(f)
+    except FileNotFoundError:
+        return None
+    kinds: dict[str, int] = {}
+    for finding in report["remaining_findings"]:
+        kinds[finding["kind"]] = kinds.get(finding["kind"], 0) + 1
+    return {"run_id": report["run_id"], "exit_code": report["exit_code"], "remaining": kinds, "report": path}
+
+
+def findings_in(outcome: dict[str, Any] | None) -> int:
+    """Error findings that remain after a job, from its outcome (:func:`job_outcome`, through XCom)."""
+    if outcome is None:
+        raise ValueError("the job's outcome is not known: its --json report was not on the host that submitted it")
+    return sum(outcome["remaining"].values())

@@ -1,5 +1,6 @@
 """Scheduled kafka-index DAG: a daily ``verify`` of the configured log dirs, then ``repair`` only when the
-verify report has findings and repair is enabled (a branch on the report, not a blind second job).
+verify report has findings and repair is enabled (a branch on the report, not a blind second job). The verify task
+returns its report's outcome through XCom (read where its driver wrote the report), so the branch runs anywhere.
 
 Settings: ``conf/airflow.yaml`` or the Airflow Variable ``kafka_index_rebuild`` (see kafka_index_common). The
 schedule and what shapes the operators are read when this file is parsed; the log dirs and the rest of a run's
@@ -86,19 +87,23 @@ with DAG(
     verify = submit("verify")
 
     @task.branch(task_id="decide")
-    def decide(report: str, repair_enabled: bool) -> str:
-        """repair when verify found problems and repair is enabled; else done or fail loudly."""
-        left = findings_in(report)
+    def decide(outcome: dict[str, Any] | None, repair_enabled: bool) -> str:
+        """repair when verify found problems and repair is enabled; else done or fail loudly. ``outcome``: the
+        verify task's (XCom), so this task may run on any worker."""
+        left = findings_in(outcome)
         if left == 0:
             return "healthy"
         return "repair" if repair_enabled else "findings_left"
 
     @task(task_id="findings_left")
-    def findings_left(report: str) -> None:
-        raise AirflowFailException(f"verify found {findings_in(report)} problems and repair is disabled; see {report}")
+    def findings_left(outcome: dict[str, Any]) -> None:
+        raise AirflowFailException(
+            f"verify found {findings_in(outcome)} problems ({outcome['remaining']}) and repair is disabled; see "
+            f"{outcome['report']} and the audit table's rows of run {outcome['run_id']}"
+        )
 
     repair = submit("repair")
     healthy = EmptyOperator(task_id="healthy")
 
-    branch = decide(arguments["verify_report"], arguments["repair_enabled"])
-    verify >> branch >> [repair, healthy, findings_left(arguments["verify_report"])]
+    branch = decide(verify.output, arguments["repair_enabled"])
+    verify >> branch >> [repair, healthy, findings_left(verify.output)]

@@ -112,13 +112,13 @@ def test_scheduled_dag_structure(facts):
     assert dag["tasks"] == ["build_arguments", "decide", "findings_left", "healthy", "repair", "verify"]
     assert dag["edges"] == [
         ["build_arguments", "decide"],
-        ["build_arguments", "findings_left"],
         ["build_arguments", "repair"],
         ["build_arguments", "verify"],
         ["decide", "findings_left"],
         ["decide", "healthy"],
         ["decide", "repair"],
         ["verify", "decide"],
+        ["verify", "findings_left"],  # the verify outcome through XCom: no report file shared between hosts
     ]
     assert dag["operators"]["verify"] == dag["operators"]["repair"] == "JobSubmitOperator"
     assert "Branch" in dag["operators"]["decide"]
@@ -343,6 +343,23 @@ def test_scheduled_dag_detects_and_repairs(tmp_path):
     assert modes == {("verify", "segment"), ("verify", "run"), ("repair", "segment"), ("repair", "run")}
     repaired = sorted((r["topic"], r["partition"], r["base_offset"]) for r in rows if r["action"] == "repaired")
     assert repaired == [("orders", 0, 0), ("orders", 1, 0), ("payments", 0, 0)]
+
+
+def test_scheduled_dag_with_repair_disabled_fails_naming_what_verify_found_through_xcom(tmp_path):
+    """Issue 37: the branch and ``findings_left`` read the verify task's outcome from XCom (they no longer open the
+    report file, which is on the host that ran verify): the run fails, naming the kinds found and the verify run;
+    nothing is repaired."""
+    logs, _ = damaged_log_dir(tmp_path)
+    before = {str(p.relative_to(logs)): p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    env = airflow_env(tmp_path / "home")
+    done = dags_test(env, "kafka_index_scheduled", variable=run_variable(tmp_path, log_dirs=[str(logs)],
+                                                                          repair_enabled=False))  # fmt: skip
+    out = done.stdout + done.stderr
+    assert state_of(done) == "failed", out[-4000:]
+    found = "verify found 4 problems ({'index_missing': 2, 'bad_length': 1, 'time_index_missing_final_entry': 1})"
+    assert f"{found} and repair is disabled" in out, out[-4000:]
+    assert "-verify-try1" in out.split("repair is disabled", 1)[1].splitlines()[0]  # the audit table's run id
+    assert {str(p.relative_to(logs)): p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
 
 
 def test_scheduled_dag_without_log_dirs_fails_with_one_clear_line(tmp_path):
