@@ -17,8 +17,9 @@ segment engine (:mod:`indexlib.engine`) with a local process pool of ``--jobs`` 
 cores), as the Spark jobs run it on a cluster.
 
 Exit codes: 0 healthy / done; 1 verify found errors, a rebuild could not rebuild a segment (Kafka's
-recovery would fail on it), a dumped file has problems (listed), or a worker process of ``--jobs`` died (killed,
-out of memory: one line; the run stopped before replacing any file); 2 bad usage or bad input (a missing
+recovery would fail on it), a dumped file has problems (listed), a worker process of ``--jobs`` died (killed,
+out of memory: one line; the run stopped before replacing any file), or a writing run could not go on (a full disk:
+one line naming the file; every file is the old one or the whole new one); 2 bad usage or bad input (a missing
 or unreadable path, a file where a directory is expected, a directory holding no partition or no segment,
 a bad setting, a lookup target no segment can hold, a file that cannot be dumped, a log dir held by a
 running broker, a ``--run-id`` whose backup dir already holds an earlier run's backups); 128 + N stopped by
@@ -296,7 +297,13 @@ def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settin
     except ValueError as exc:
         raise InputError(str(exc)) from None
     warn_unused_topic_configs(args, settings, found)
-    report = run(found, options, settings.for_topic, map_locally(args.jobs))
+    try:
+        report = run(found, options, settings.for_topic, map_locally(args.jobs))
+    except OSError as exc:  # a writing run that could not go on (a full disk, a lock file, a mark): as kafka-index
+        if options.read_only:
+            raise
+        _error(f"{error_line(exc, None)}; the run stopped before replacing any more files")
+        return EXIT_FINDINGS
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     if args.json_file is not None:
         write_json(report, args.json_file)

@@ -288,6 +288,10 @@ def run(
                 if options.mode == "recover":
                     decisions, cut = recover_decisions(p, pairs, decisions)
                 real = _real_decisions(p, pairs, options) if options.dry_run else decisions  # what it would do
+                if cut is not None and decisions[cut].drop:  # the segments it drops are moved whole, their files
+                    for outcome, _ in pairs[cut + 1 :]:  # as they are: nothing staged or copied for them stays in
+                        discard_staged(outcome.staged, outcome.backups)  # the way of those moves
+                        outcome.staged, outcome.backups = {}, []
                 for i in ([cut] if cut is not None else []) + [i for i in range(len(pairs)) if i != cut]:
                     outcome, replay = pairs[i]
                     decision = decisions[i]

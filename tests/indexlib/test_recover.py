@@ -126,6 +126,28 @@ def test_a_cut_in_a_middle_segment_drops_the_later_ones_into_the_backups(tmp_pat
     assert recovery_points(logs)[("orders", 0)] == end
 
 
+def test_a_dropped_segment_whose_index_differs_from_its_rebuild_is_moved_whole(tmp_path):
+    """Issue 36 (fault trial): a segment after the cut whose ``.index`` is not its rebuild's bytes had its old index
+    copied into the backups by the map, and the drop then refused to move the file over that copy ("a backup of that
+    name exists"), so the partition was never recovered. The drop moves the segment's files as they are: exit 0,
+    the dropped ``.index`` in the backups with its own bytes."""
+    logs = crashed_log_dir(tmp_path, partitions=1)
+    part = logs / "orders-0"
+    first, middle, last = bases(part)
+    with open(segment_file(str(part), middle, ".log"), "ab") as f:
+        f.write(b"\x00" * 80 + b"\x0b" * 45)
+    index = Path(segment_file(str(part), last, ".index"))
+    scrambled = bytearray(index.read_bytes())
+    scrambled[0:8] = (1).to_bytes(4, "big") + (7).to_bytes(4, "big")  # a wrong first entry, then the zero tail
+    index.write_bytes(bytes(scrambled))
+    backups = tmp_path / "backups"
+    assert main(["recover", str(logs), "--backup-dir", str(backups), "--run-id", "r1", "-q"]) == 0
+    saved = backups / "r1" / "orders-0"
+    assert (saved / index.name).read_bytes() == bytes(scrambled)
+    assert bases(part) == [first, middle, leo(part, middle)]
+    assert not [p for p in part.iterdir() if ".rebuild" in p.name or p.name.startswith(".")]
+
+
 def test_a_partition_kafka_would_refuse_keeps_its_recovery_point_and_files(tmp_path):
     logs = crashed_log_dir(tmp_path, partitions=2, point=0)
     part = logs / "orders-1"

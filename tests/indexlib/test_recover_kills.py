@@ -266,19 +266,28 @@ def test_a_killed_recovers_mark_makes_the_next_recover_finish_its_partitions_fir
 
 def test_a_full_log_dir_file_system_stops_recover_before_any_change_naming_the_file(tmpfs):
     """The log dir's own file system full: recover stops before its first change (the mark it writes first cannot
-    be written), exit 2, one line naming that file, nothing changed or left behind; with room, it ends as one run."""
+    be written), exit 1 as with kafka-index, one line naming that file, nothing changed or left behind; with room,
+    it ends as one run."""
     fs, small = tmpfs(), tmpfs("4m")
-    expected_logs = crash_state(fs / "expected")
-    assert recover(expected_logs, fs / "backups-expected", "once").returncode == 0
+    expected_logs = crash_state(fs / "expected", broker_lock=False)  # a copy: the runs create the .lock, on a
+    assert recover(expected_logs, fs / "backups-expected", "once").returncode == 0  # full disk too, and remove it
     expected = contents(expected_logs)
-    logs = crash_state(small / "state")
+    logs = crash_state(small / "state", broker_lock=False)
     pristine = contents(logs)
     fill(small / "filler")
     done = recover(logs, fs / "backups", "full")
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.splitlines() == [
-        f"python -m indexlib: error: {logs / '.kafka-index-recovering.tmp'}: No space left on device"
+        f"python -m indexlib: error: {logs / '.kafka-index-recovering.tmp'}: No space left on device; the run "
+        "stopped before replacing any more files"
     ]
+    assert contents(logs) == pristine
+    argv = [sys.executable, "-m", "jobs.cli", "recover", "--log-dir", str(logs), "--backup-dir", str(fs / "backups"),
+            "--engine", "local", "--audit-table", "none", "--no-progress"]  # fmt: skip
+    same = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    assert same.returncode == 1 and same.stderr.splitlines()[-1] == done.stderr.splitlines()[-1].replace(
+        "python -m indexlib", "kafka-index"
+    ), same.stderr  # the same exit code and line on both command lines
     assert contents(logs) == pristine
     os.unlink(small / "filler")
     assert recover(logs, fs / "backups", "again").returncode == 0
