@@ -283,11 +283,8 @@ def run(
             for p in discovery.partitions:
                 mine: list[SegmentResult] = []
                 pairs = list(zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True))
-                decisions = [decide(outcome, replay, options) for outcome, replay in pairs]
-                cut = None
-                if options.mode == "recover":
-                    decisions, cut = recover_decisions(p, pairs, decisions)
-                real = _real_decisions(p, pairs, options) if options.dry_run else decisions  # what it would do
+                decisions, cut = _decisions(p, pairs, options)
+                real = _decisions(p, pairs, replace(options, dry_run=False))[0] if options.dry_run else decisions
                 if cut is not None and decisions[cut].drop:  # the segments it drops are moved whole, their files
                     for outcome, _ in pairs[cut + 1 :]:  # as they are: nothing staged or copied for them stays in
                         discard_staged(outcome.staged, outcome.backups)  # the way of those moves
@@ -427,15 +424,15 @@ class _Replayer:
 FINISHED_TOGETHER = 256
 
 
-def _real_decisions(
+def _decisions(
     p: Partition, pairs: list[tuple[SegmentOutcome, SegmentReplay]], options: RunOptions
-) -> list[Decision]:
-    """A dry run's segments as the real run would decide them (:func:`decide`, and a recover's cut and drops)."""
-    writing = replace(options, dry_run=False)
-    decisions = [decide(outcome, replay, writing) for outcome, replay in pairs]
-    if options.mode == "recover":
-        decisions, _ = recover_decisions(p, pairs, decisions)
-    return decisions
+) -> tuple[list[Decision], int | None]:
+    """Each segment's decision (:func:`decide`) and, for a recover, the cut and its drops (:func:`recover_decisions`):
+    the index of the segment it cuts, None for none. A dry run asks it again with ``dry_run`` off: what it would do."""
+    decisions = [decide(outcome, replay, options) for outcome, replay in pairs]
+    if options.mode != "recover":
+        return decisions, None
+    return recover_decisions(p, pairs, decisions)
 
 
 def _finish_partitions(
