@@ -113,8 +113,9 @@ def _death_of_a_worker(pool: Any) -> str:
     """How a broken pool's worker died, in words ("a worker process was killed by SIGKILL"): the first worker that
     did not end by the SIGTERM the pool sends its survivors."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
-    deadline = time.monotonic() + 1.0  # the pool's manager thread may not have collected the dead one yet
-    while not any(p.exitcode is not None for p in processes) and time.monotonic() < deadline:
+    # the pool's manager thread terminates and reaps them all: until it has, a worker's exit code may read as None
+    deadline = time.monotonic() + 2.0
+    while not all(p.exitcode is not None for p in processes) and time.monotonic() < deadline:
         time.sleep(0.01)
     for p in processes:
         code = p.exitcode
