@@ -23,6 +23,9 @@ The fast loop accepts the common case only: a magic-2 batch whose whole header l
 anything wrong) falls through to the general step, which applies all of Kafka's rules to that same batch, so the
 result does not depend on which part accepted a batch.
 
+:func:`frame_batches` is the other walk, ``kafka-dump-log.sh``'s: batches framed by their size alone, a batch
+whose CRC fails shown and walked past; only a dump uses it, after the walk above stopped at such a batch.
+
 Invariants: the file is opened read-only and never modified; nothing of it is copied into Python bytes, and
 nothing at or past ``end`` is read (only Kafka's 17-byte header before a batch is known to fit); the compiled and
 the pure-Python walk accept the same batches.
@@ -35,6 +38,7 @@ import os
 import stat
 import struct
 import zlib
+from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING
 
@@ -215,3 +219,49 @@ def _problem_at(view: memoryview, pos: int, batch_index: int, code: int, a: int,
     the walk's ``batch_index``-th."""
     base_offset: int = struct.unpack_from(">q", view, pos)[0]
     return problem_from_code(code, pos, batch_index, base_offset, a, b, None)
+
+
+@dataclass(frozen=True)
+class FramedBatches:
+    """The batches of :func:`frame_batches`: their positions, whether each passes Kafka's ``isValid`` (its size
+    holds a header and its CRC matches), how the framing ended and the first byte after the last batch."""
+
+    positions: npt.NDArray[np.int64]
+    valid: npt.NDArray[np.bool_]
+    stop: StopReason
+    end: int
+
+
+def frame_batches(buf: Buffer, start: int, end: int) -> FramedBatches:
+    """The batches from byte ``start`` framed by their size field alone, as ``kafka-dump-log.sh`` walks a file
+    (``FileLogInputStream`` without ``ensureValid``): a batch whose CRC fails is listed (``valid`` false) and the
+    walk goes on after it. It stops where 17 or fewer bytes are left, at a size below 14, at a batch that runs
+    past ``end``, and at a v2 batch shorter than its 61-byte header (Kafka's dump cannot show one). Read-only."""
+    view = memoryview(buf)
+    crc_c, crc_ieee = crc32c_function(), zlib.crc32
+    positions: list[int] = []
+    valid: list[bool] = []
+    pos, stop = start, StopReason.END
+    try:
+        while True:
+            if pos >= end - HEADER_SIZE_UP_TO_MAGIC:
+                stop = StopReason.SHORT_TAIL if pos < end else StopReason.END
+                break
+            length, magic = _SIZE_MAGIC.unpack_from(view, pos + 8)
+            batch_end = pos + LOG_OVERHEAD + length
+            if length < MIN_SIZE_FIELD or (2 <= magic < 128 and length + LOG_OVERHEAD < V2_HEADER_SIZE):
+                stop = StopReason.CORRUPT_BATCH
+                break
+            if batch_end > end:
+                stop = StopReason.INCOMPLETE_BATCH
+                break
+            if 2 <= magic < 128:
+                ok = crc_c(view[pos + 21 : batch_end]) == _LEGACY_CRC.unpack_from(view, pos + 17)[0]
+            else:
+                ok = crc_ieee(view[pos + 16 : batch_end]) == _LEGACY_CRC.unpack_from(view, pos + 12)[0]
+            positions.append(pos)
+            valid.append(ok)
+            pos = batch_end
+    finally:
+        view.release()
+    return FramedBatches(np.asarray(positions, dtype=np.int64), np.asarray(valid, dtype=bool), stop, pos)

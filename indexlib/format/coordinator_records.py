@@ -1,175 +1,92 @@
-"""The records of Kafka's internal topics, decoded from Kafka's published message schemas
-(``group-coordinator/src/main/resources/common/message/*.json`` and
-``transaction-coordinator/src/main/resources/common/message/TransactionLog{Key,Value}.json``):
+"""The records of Kafka's internal topics as ``kafka-dump-log.sh`` decodes them (``--offsets-decoder``,
+``--transaction-log-decoder``), from the schemas of :mod:`.coordinator_schemas`:
 
-* ``__consumer_offsets``: a key's leading ``int16`` is its record type (0, 1 an offset commit, 2 a classic
-  group's metadata, 3..15 the new consumer and share groups' records), and a value's its version;
-* ``__transaction_state``: key version 0 (the transactional id), value versions 0..1.
+* a key ``{"type":"<record type>","data":{...}}`` and a value ``{"version":"<value version>","data":{...}}``, or
+  ``<DELETE>`` for a tombstone, in Kafka's compact JSON (:func:`~.message_schema.compact_json`), fields as
+  Kafka's JSON converters write them (:meth:`~.message_schema.Message.to_json`);
+* a classic group's members (``GroupMetadataValue`` of protocol type ``consumer``) with their ``subscription``
+  and ``assignment`` decoded (``ConsumerProtocolSubscription`` / ``Assignment`` at the version their first two
+  bytes name), kept as base64 where they do not decode, as Kafka's dump does.
 
-The result is what ``kafka-dump-log.sh --offsets-decoder`` / ``--transaction-log-decoder`` print: a key
-``{"type": "<key version>", "data": {...}}`` and a value ``{"version": "<value version>", "data": {...}}``, or
-``<DELETE>`` for a tombstone; field names are the schema's, first letter in lower case, as Kafka's JSON
-converters write them; ``bytes`` fields are base64. Values of the new groups' records (key types 3..15) are
-not decoded: their key is, and the value is reported by size.
-
-Invariants: a record that does not parse is reported as Kafka's parser reports it (``Error at offset N,
-skipping. <why>``), never raised; nothing is guessed about a version the schemas do not define.
+Invariants: a record that does not parse is reported as Kafka's parser reports it (``Unknown record type N at
+offset M, skipping.`` or ``Error at offset N, skipping. <why>``), never raised; nothing is guessed about a type
+or version the schemas do not define; keys and values are read as Kafka's generated readers read them (bytes after
+the last field are ignored).
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import struct
 from typing import Any
 
+from .coordinator_schemas import (
+    GROUP_RECORD_TYPES,
+    TRANSACTION_RECORD_TYPES,
+    ConsumerProtocolAssignment,
+    ConsumerProtocolSubscription,
+)
 from .errors import InvalidRecordError
-from .message_schema import Field, Message
-from .record_fields import FieldReader
+from .message_schema import Message, compact_json, versioned
 
-_S = "string"
-
-OFFSET_COMMIT_KEY = Message(
-    "OffsetCommitKey", (0, 1), None, (Field("group", _S), Field("topic", _S), Field("partition", "int32"))
-)
-GROUP_METADATA_KEY = Message("GroupMetadataKey", (2, 2), None, (Field("group", _S),))
-OFFSET_COMMIT_VALUE = Message(
-    "OffsetCommitValue",
-    (0, 4),
-    4,
-    (
-        Field("offset", "int64"),
-        Field("leaderEpoch", "int32", since=3, default=-1),
-        Field("metadata", _S),
-        Field("commitTimestamp", "int64"),
-        Field("expireTimestamp", "int64", since=1, until=1, default=-1),
-    ),
-)
-_MEMBER_METADATA = (
-    Field("memberId", _S),
-    Field("groupInstanceId", _S, since=3, nullable_since=3),
-    Field("clientId", _S),
-    Field("clientHost", _S),
-    Field("rebalanceTimeout", "int32", since=1, default=-1),
-    Field("sessionTimeout", "int32"),
-    Field("subscription", "bytes"),
-    Field("assignment", "bytes"),
-)
-GROUP_METADATA_VALUE = Message(
-    "GroupMetadataValue",
-    (0, 4),
-    4,
-    (
-        Field("protocolType", _S),
-        Field("generation", "int32"),
-        Field("protocol", _S, nullable_since=0),
-        Field("leader", _S, nullable_since=0),
-        Field("currentStateTimestamp", "int64", since=2, default=-1),
-        Field("members", "[]", struct=_MEMBER_METADATA),
-    ),
-)
-TRANSACTION_LOG_KEY = Message("TransactionLogKey", (0, 0), None, (Field("transactionalId", _S),))
-TRANSACTION_LOG_VALUE = Message(
-    "TransactionLogValue",
-    (0, 1),
-    1,
-    (
-        Field("producerId", "int64"),
-        Field("previousProducerId", "int64", tag=0, default=-1),
-        Field("nextProducerId", "int64", tag=1, default=-1),
-        Field("producerEpoch", "int16"),
-        Field("transactionTimeoutMs", "int32"),
-        Field("transactionStatus", "int8"),
-        Field(
-            "transactionPartitions",
-            "[]",
-            nullable_since=0,
-            struct=(Field("topic", _S), Field("partitionIds", "[]int32")),
-        ),
-        Field("transactionLastUpdateTimestampMs", "int64"),
-        Field("transactionStartTimestampMs", "int64"),
-        Field("clientTransactionVersion", "int16", tag=2, default=0),
-    ),
-)
-
-
-def _group_key(name: str, version: int, member: bool) -> Message:
-    fields = (Field("groupId", _S), Field("memberId", _S)) if member else (Field("groupId", _S),)
-    return Message(name, (version, version), None, fields)
-
-
-#: __consumer_offsets key type -> (key schema, value schema or None when this module does not decode the value)
-OFFSETS_RECORD_TYPES: dict[int, tuple[Message, Message | None]] = {
-    0: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
-    1: (OFFSET_COMMIT_KEY, OFFSET_COMMIT_VALUE),
-    2: (GROUP_METADATA_KEY, GROUP_METADATA_VALUE),
-    **{
-        version: (_group_key(name, version, member), None)
-        for version, name, member in (
-            (3, "ConsumerGroupMetadataKey", False),
-            (4, "ConsumerGroupPartitionMetadataKey", False),
-            (5, "ConsumerGroupMemberMetadataKey", True),
-            (6, "ConsumerGroupTargetAssignmentMetadataKey", False),
-            (7, "ConsumerGroupTargetAssignmentMemberKey", True),
-            (8, "ConsumerGroupCurrentMemberAssignmentKey", True),
-            (9, "ShareGroupPartitionMetadataKey", False),
-            (10, "ShareGroupMemberMetadataKey", True),
-            (11, "ShareGroupMetadataKey", False),
-            (12, "ShareGroupTargetAssignmentMetadataKey", False),
-            (13, "ShareGroupTargetAssignmentMemberKey", True),
-            (14, "ShareGroupCurrentMemberAssignmentKey", True),
-            (15, "ShareGroupStatePartitionMetadataKey", False),
-        )
-    },
-}
-#: __transaction_state key version -> (key schema, value schema)
-TRANSACTION_RECORD_TYPES: dict[int, tuple[Message, Message | None]] = {0: (TRANSACTION_LOG_KEY, TRANSACTION_LOG_VALUE)}
 TOMBSTONE = "<DELETE>"
+#: the protocol type of a classic group whose members embed the consumer protocol (``ConsumerProtocol.PROTOCOL_TYPE``)
+CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
-def _versioned(data: bytes, what: str) -> tuple[int, FieldReader]:
-    if len(data) < 2:
-        raise InvalidRecordError(f"{what} of {len(data)} bytes has no version")
-    return struct.unpack_from(">h", data)[0], FieldReader(data, 2)
+def _embedded(message: Message, raw: bytes | None) -> dict[str, Any] | None:
+    """A member's ``subscription`` or ``assignment`` bytes decoded as ``message`` (its JSON), or ``None`` when
+    they do not decode (Kafka's dump then keeps them as they are)."""
+    if raw is None:
+        return None
+    try:
+        version, reader = versioned(raw, message.name)
+        return message.to_json(message.read(reader, version, exact=False), version)
+    except InvalidRecordError:
+        return None
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    return value
+def _value_json(schema: Message, data: dict[str, Any], version: int) -> dict[str, Any]:
+    """A value as Kafka's dump writes it: its JSON, a classic consumer group's members' protocol decoded."""
+    out = schema.to_json(data, version)
+    if schema.name == "GroupMetadataValue" and data["protocolType"] == CONSUMER_PROTOCOL_TYPE:
+        for member, shown in zip(data["members"] or (), out["members"] or (), strict=True):
+            for name, embedded in (
+                ("subscription", ConsumerProtocolSubscription),
+                ("assignment", ConsumerProtocolAssignment),
+            ):
+                decoded = _embedded(embedded, member[name])
+                if decoded is not None:
+                    shown[name] = decoded
+    return out
 
 
 def decode_key_value(
-    types: dict[int, tuple[Message, Message | None]], key: bytes | None, value: bytes | None, offset: int
+    types: dict[int, tuple[Message, Message]], key: bytes | None, value: bytes | None, offset: int
 ) -> tuple[str, str | None]:
     """The decoded key and value of one internal-topic record as ``kafka-dump-log.sh`` prints them (see the module
-    docstring); ``types`` is :data:`OFFSETS_RECORD_TYPES` or :data:`TRANSACTION_RECORD_TYPES`."""
+    docstring); ``types`` is :data:`~.coordinator_schemas.GROUP_RECORD_TYPES` or
+    :data:`~.coordinator_schemas.TRANSACTION_RECORD_TYPES`."""
     if key is None:
         return f"Error at offset {offset}, skipping. the record has no key", None
     try:
-        key_type, reader = _versioned(key, "key")
+        key_type, reader = versioned(key, "key")
         if key_type not in types:
             return f"Unknown record type {key_type} at offset {offset}, skipping.", None
         key_schema, value_schema = types[key_type]
-        key_text = json.dumps({"type": str(key_type), "data": key_schema.read(reader, key_type)})
+        key_text = compact_json(
+            {"type": str(key_type), "data": key_schema.to_json(key_schema.read(reader, 0, exact=False), 0)}
+        )
         if value is None:
             return key_text, TOMBSTONE
-        value_version, reader = _versioned(value, "value")
-        if value_schema is None:
-            return key_text, json.dumps({"version": str(value_version), "bytes": len(value), "data": None})
-        data = _jsonable(value_schema.read(reader, value_version))
-        return key_text, json.dumps({"version": str(value_version), "data": data})
+        version, reader = versioned(value, "value")
+        data = value_schema.read(reader, version, exact=False)
+        return key_text, compact_json({"version": str(version), "data": _value_json(value_schema, data, version)})
     except InvalidRecordError as exc:
         return f"Error at offset {offset}, skipping. {exc}", None
 
 
 def decode_offsets_record(key: bytes | None, value: bytes | None, offset: int) -> tuple[str, str | None]:
     """A ``__consumer_offsets`` record: ``(key, value)`` as ``--offsets-decoder`` prints them."""
-    return decode_key_value(OFFSETS_RECORD_TYPES, key, value, offset)
+    return decode_key_value(GROUP_RECORD_TYPES, key, value, offset)
 
 
 def decode_transaction_log_record(key: bytes | None, value: bytes | None, offset: int) -> tuple[str, str | None]:

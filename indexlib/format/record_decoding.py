@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from .compression import decompress
 from .errors import InvalidRecordError
-from .record_fields import FieldReader
+from .record_fields import FieldReader, java_string
 from .records import ATTR_COMPRESSION_MASK, ATTR_LOG_APPEND_TIME, LOG_OVERHEAD, V2_HEADER_DTYPE, V2_HEADER_SIZE
 
 _INT32_MAX = 2**31 - 1
@@ -145,7 +145,7 @@ def _header(body: FieldReader) -> Header:
     key_length = body.varint("header key length")
     if key_length < 0:
         raise InvalidRecordError(f"invalid header key length {key_length}")
-    key = body.take(key_length, "header key").decode("utf-8", errors="replace")
+    key = java_string(body.take(key_length, "header key"))
     return Header(key, body.nullable_bytes(body.varint("header value length"), "header value"))
 
 

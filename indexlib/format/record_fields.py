@@ -8,11 +8,33 @@ copied until a caller asks for bytes (:meth:`FieldReader.take`).
 
 from __future__ import annotations
 
+import codecs
 import struct
 
 from .errors import InvalidRecordError
 
 _FIXED = {1: struct.Struct(">b"), 2: struct.Struct(">h"), 4: struct.Struct(">i"), 8: struct.Struct(">q")}
+
+
+def _java_replacement(exc: UnicodeError) -> tuple[str, int]:
+    """Java's replacement of malformed UTF-8 (``new String(bytes, UTF_8)``): one U+FFFD per maximal ill-formed
+    subpart, as Python's, except that Java reads ``ED A0..BF`` (an encoded surrogate) as the start of a three-byte
+    sequence: one U+FFFD for it and its continuation byte, where Python gives one per byte."""
+    assert isinstance(exc, UnicodeDecodeError)
+    data, start = exc.object, exc.start
+    if data[start] == 0xED and start + 1 < len(data) and 0xA0 <= data[start + 1] <= 0xBF:
+        continued = start + 2 < len(data) and data[start + 2] & 0xC0 == 0x80
+        return "\ufffd", start + (3 if continued else 2)
+    return "\ufffd", exc.end
+
+
+codecs.register_error("kafka-index-java-replace", _java_replacement)
+
+
+def java_string(data: bytes) -> str:
+    """``data`` decoded as Kafka's Java code decodes a UTF-8 string, malformed bytes replaced as Java replaces them
+    (so a dump prints what ``kafka-dump-log.sh`` prints)."""
+    return data.decode("utf-8", errors="kafka-index-java-replace")
 
 
 class FieldReader:

@@ -199,7 +199,7 @@ def test_legacy_entries_show_their_records(tmp_path):
         [{"offset": 1, "timestamp": 1234, "key_size": -1, "value_size": 2, "key": None, "value": "bb"}],
     ]
     lines = list(format_dump(dump))
-    assert lines[3] == "| offset: 0 NoTimestampType: -1 keySize: -1 valueSize: 1 key: null payload: a"
+    assert lines[3] == "| offset: 0 NoTimestampType: -1 keySize: -1 valueSize: 1 payload: a"  # no key: none shown
 
 
 def test_payload_formats_and_the_text_lines(tmp_path):
@@ -214,7 +214,7 @@ def test_payload_formats_and_the_text_lines(tmp_path):
         lines[3]
         == "| offset: 0 CreateTime: 5 keySize: 2 valueSize: 5 sequence: 3 headerKeys: [] key: 6bff payload: 68656c6c6f"
     )
-    assert lines[4].endswith("sequence: 4 headerKeys: [] key: null payload: null")
+    assert lines[4].endswith("sequence: 4 headerKeys: []")  # neither key nor value: Kafka's dump shows neither
     plain = list(format_dump(read_dump(log, DumpOptions(deep_iteration=True))))
     assert plain[3] == "| offset: 0 CreateTime: 5 keySize: 2 valueSize: 5 sequence: 3 headerKeys: []"
 
@@ -267,7 +267,7 @@ def test_offsets_decoder_reports_unknown_types_and_tombstones():
     key = struct.pack(">h", 99) + b"rest"
     assert decode_offsets_record(key, None, 7) == ("Unknown record type 99 at offset 7, skipping.", None)
     group_key = struct.pack(">hh", 2, 3) + b"grp"
-    assert decode_offsets_record(group_key, None, 1) == ('{"type": "2", "data": {"group": "grp"}}', "<DELETE>")
+    assert decode_offsets_record(group_key, None, 1) == ('{"type":"2","data":{"group":"grp"}}', "<DELETE>")
     assert decode_offsets_record(group_key[:-1], b"", 3)[0].startswith("Error at offset 3, skipping.")
     assert decode_offsets_record(None, b"x", 4)[1] is None
 

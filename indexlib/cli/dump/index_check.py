@@ -80,6 +80,8 @@ def check_index_file(path: str) -> CheckResult:
     _, kind = dump_kind(path)
     if kind in ("producer_snapshot", "leader_epoch_checkpoint", "offset_checkpoint"):
         return check_state_file(path, kind)
+    if kind == "kraft_snapshot":
+        raise DumpUsageError(f"{path}: --check takes an index file, a .snapshot or a checkpoint, not a KRaft snapshot")
     base_offset, suffix = parse_segment_file_name(path)
     result = CheckResult(path)
     if suffix == ".log":

@@ -10,6 +10,7 @@ rows are made (one per kind of trouble and codec), so a streamed dump lists them
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,8 +18,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ...format.batch_walk import open_log, scan_buffer
+from ...format.batch_headers import gather_headers
+from ...format.batch_walk import FramedBatches, frame_batches, open_log, scan_buffer
 from ...format.compression import CodecUnavailableError
+from ...format.control_records import marker_type_or_error
 from ...format.record_decoding import increment_sequence
 from ...format.records import (
     ATTR_COMPRESSION_MASK,
@@ -32,7 +35,7 @@ from ...format.records import (
     ScanProblem,
     StopReason,
 )
-from .model import DEFAULT_OPTIONS, DumpOptions, FileDump, RowMaker, problem
+from .model import DEFAULT_OPTIONS, KRAFT_SNAPSHOT_NAME, DumpOptions, FileDump, RowMaker, problem
 from .record_view import record_rows
 
 #: attribute bit 6: the batch's base timestamp is its delete horizon (a compacted topic's tombstones)
@@ -81,7 +84,10 @@ _LOG_COLUMNS = (
     "partition_leader_epochs",
     "base_timestamps",
     "crcs",
+    "is_valid",
 )
+#: the columns a walk's :class:`LogScan` holds (the others: :func:`_header_columns`)
+_SCAN_COLUMNS = _LOG_COLUMNS[:11]
 
 
 def _big_endian(raw: npt.NDArray[np.uint8], at: npt.NDArray[np.int64], dtype: str) -> npt.NDArray[np.int64]:
@@ -96,7 +102,7 @@ def _header_columns(buf: Any, scan: LogScan) -> dict[str, npt.NDArray[np.int64]]
     batch's stored CRC (a legacy entry's at byte 12)."""
     raw = np.frombuffer(buf, dtype=np.uint8, count=scan.file_size) if scan.batch_count else np.zeros(0, np.uint8)
     pos, v2 = scan.positions, scan.magic >= 2
-    columns = {name: np.zeros(len(pos), np.int64) for name in _LOG_COLUMNS[-4:]}
+    columns = {name: np.zeros(len(pos), np.int64) for name in _LOG_COLUMNS[11:15]}
     for name, at, dtype in (
         ("base_sequences", 53, ">i4"),
         ("partition_leader_epochs", 12, ">i4"),
@@ -109,9 +115,24 @@ def _header_columns(buf: Any, scan: LogScan) -> dict[str, npt.NDArray[np.int64]]
 
 
 def _batch_row(values: tuple[Any, ...]) -> dict[str, Any]:
-    pos, base, last, count, size, magic, attrs, max_ts, pid, epoch, marker, base_seq, leader_epoch, base_ts, crc = (
-        values
-    )
+    (
+        pos,
+        base,
+        last,
+        count,
+        size,
+        magic,
+        attrs,
+        max_ts,
+        pid,
+        epoch,
+        marker,
+        base_seq,
+        leader_epoch,
+        base_ts,
+        crc,
+        valid,
+    ) = values
     v2 = magic >= 2
     codec = attrs & ATTR_COMPRESSION_MASK
     row = {
@@ -134,7 +155,7 @@ def _batch_row(values: tuple[Any, ...]) -> dict[str, Any]:
         "partition_leader_epoch": leader_epoch if v2 else None,
         "delete_horizon_ms": base_ts if v2 and attrs & ATTR_DELETE_HORIZON else None,
         "crc": crc,
-        "is_valid": True,  # the walk checked its size and CRC; it stops at the first batch that fails
+        "is_valid": valid,  # Kafka's isValid: the batch's CRC matches (false only past where recovery stops)
     }
     return row
 
@@ -200,33 +221,70 @@ def _end_of_walk(scan: LogScan, cut_by_max_bytes: bool) -> tuple[dict[str, Any],
     return end, problems
 
 
-def dump_log(path: str, base_offset: int, options: DumpOptions = DEFAULT_OPTIONS) -> FileDump:
-    """The dump of one ``.log`` (see the module docstring)."""
+def _columns(buf: Any, scan: LogScan, past: FramedBatches) -> dict[str, npt.NDArray[Any]]:
+    """Every row's columns: the batches the walk accepted, then those ``kafka-dump-log.sh`` walks past its stop
+    (``past``: from a batch whose CRC fails, or after one recovery cannot read, on while sizes hold)."""
+    columns = _scan_columns(buf, scan, np.ones(scan.batch_count, dtype=bool))
+    if not len(past.positions):
+        return columns
+    magic = np.frombuffer(buf, dtype=np.int8, count=scan.file_size)[past.positions + 16]
+    with memoryview(buf) as view:
+        tail = gather_headers(view, scan.path, scan.file_size, past.positions, bool((magic < 2).any()), scan.stop, None)
+        markers = (tail.magic >= 2) & ((tail.attributes & ATTR_CONTROL) != 0) & (tail.producer_ids > -1)
+        for i in np.flatnonzero(markers & (tail.records_counts != 0)).tolist():
+            pos, size = int(tail.positions[i]), int(tail.sizes[i])
+            control_type = marker_type_or_error(view[pos : pos + size], int(tail.records_counts[i]))
+            if isinstance(control_type, int):
+                tail.marker_types[i] = control_type
+    more = _scan_columns(buf, tail, past.valid)
+    return {name: np.concatenate([columns[name], more[name]]) for name in _LOG_COLUMNS}
+
+
+def _scan_columns(buf: Any, scan: LogScan, valid: npt.NDArray[np.bool_]) -> dict[str, npt.NDArray[Any]]:
+    return {name: getattr(scan, name) for name in _SCAN_COLUMNS} | _header_columns(buf, scan) | {"is_valid": valid}
+
+
+def dump_log(
+    path: str, base_offset: int | None, options: DumpOptions = DEFAULT_OPTIONS, kraft_snapshot: bool = False
+) -> FileDump:
+    """The dump of one ``.log`` (see the module docstring), or of a KRaft snapshot (``kraft_snapshot``: the same
+    record batches; ``base_offset`` its end offset, ``None`` for the bootstrap snapshot)."""
     size, mm = open_log(path, options.max_bytes)  # only what is read is mapped: --max-bytes bounds the memory
     try:
         end = size if options.max_bytes is None else min(size, options.max_bytes)
-        scan = scan_buffer(mm if mm is not None else b"", end, path)
-        extra = _header_columns(mm, scan)
+        buf = mm if mm is not None else b""
+        scan = scan_buffer(buf, end, path)
+        past = frame_batches(buf, scan.valid_bytes, end)
+        columns = _columns(buf, scan, past)
     finally:
         if mm is not None:
             mm.close()
     end_of_walk, problems = _end_of_walk(scan, end < size)
+    if len(past.positions):
+        end_of_walk["walked_past"] = {
+            "batches": len(past.positions),
+            "invalid_batches": int((~past.valid).sum()),
+            "stop": past.stop.value,
+            "end": past.end,
+        }
     summary: dict[str, Any] = {
         "file": path,
         "kind": "log",
         "base_offset": base_offset,
         "file_size": size,
-        "batch_count": scan.batch_count,
+        "batch_count": scan.batch_count + len(past.positions),
         "end": end_of_walk,
         "problems": problems,
     }
+    if kraft_snapshot:
+        epoch = KRAFT_SNAPSHOT_NAME.match(os.path.basename(path))
+        summary["kraft_snapshot"] = {"end_offset": base_offset, "epoch": int(epoch.group(2)) if epoch else None}
     if options.max_bytes is not None:
         summary["max_bytes"] = options.max_bytes
-    columns = {name: getattr(scan, name) for name in _LOG_COLUMNS[:-4]} | extra
 
     @contextmanager
     def record_source() -> Iterator[RowMaker]:
-        if not options.deep_iteration or not scan.batch_count:
+        if not options.deep_iteration or not summary["batch_count"]:
             yield _plain_rows
             return
         _, mapping = open_log(path, options.max_bytes)

@@ -8,6 +8,7 @@ Invariants: a :class:`FileDump`'s rows come in file order, built lazily from its
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -85,13 +86,19 @@ NAMED_KINDS = {
     "cleaner-offset-checkpoint": "offset_checkpoint",
 }
 
+#: a KRaft snapshot of ``__cluster_metadata`` (record batches, read as a ``.log``): ``<end offset>-<epoch>.checkpoint``
+KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+#: the bootstrap snapshot a KRaft log dir's formatting writes (the same record batches)
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
+
 _ROW_CHUNK = 65536
 
 
 def _name_error(path: str | os.PathLike[str]) -> FileNameError:
     return FileNameError(
         f"{os.fspath(path)}: not a Kafka segment file name (expected <20-digit base offset> followed by one of "
-        f"{', '.join(KINDS)}, e.g. 00000000000000000000.index) nor a checkpoint ({', '.join(NAMED_KINDS)})"
+        f"{', '.join(KINDS)}, e.g. 00000000000000000000.index) nor a checkpoint ({', '.join(NAMED_KINDS)}, "
+        f"a KRaft snapshot <20-digit offset>-<10-digit epoch>.checkpoint, {BOOTSTRAP_CHECKPOINT})"
     )
 
 
@@ -105,11 +112,17 @@ def parse_segment_file_name(path: str | os.PathLike[str]) -> tuple[int, str]:
 
 
 def dump_kind(path: str | os.PathLike[str]) -> tuple[int | None, str]:
-    """``(base offset, kind)`` of a file dump reads, by its name (the offset is None for a checkpoint);
-    :class:`FileNameError` naming the file."""
-    kind = NAMED_KINDS.get(os.path.basename(os.fspath(path)))
+    """``(base offset, kind)`` of a file dump reads, by its name (the offset is None for a checkpoint, a KRaft
+    snapshot's is its end offset); :class:`FileNameError` naming the file."""
+    name = os.path.basename(os.fspath(path))
+    kind = NAMED_KINDS.get(name)
     if kind is not None:
         return None, kind
+    if name == BOOTSTRAP_CHECKPOINT:
+        return None, "kraft_snapshot"
+    snapshot = KRAFT_SNAPSHOT_NAME.match(name)
+    if snapshot is not None:
+        return int(snapshot.group(1)), "kraft_snapshot"
     base_offset, suffix = parse_segment_file_name(path)
     return base_offset, KINDS[suffix]
 

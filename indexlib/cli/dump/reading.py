@@ -38,6 +38,8 @@ def read_dump(path: str | os.PathLike[str], options: DumpOptions = DEFAULT_OPTIO
         return dump_leader_epoch_checkpoint(path)
     if kind == "offset_checkpoint":
         return dump_offset_checkpoint(path)
+    if kind == "kraft_snapshot":  # record batches, as in a .log (base offset: the snapshot's end offset, if named)
+        return dump_log(path, base_offset, options, kraft_snapshot=True)
     assert base_offset is not None  # every other kind has a <20-digit offset> name
     if kind == "producer_snapshot":
         return dump_snapshot(path, base_offset)

@@ -16,7 +16,10 @@ from typing import Any
 from ...format.compression import CodecUnavailableError
 from ...format.coordinator_records import decode_offsets_record, decode_transaction_log_record
 from ...format.errors import InvalidRecordError
+from ...format.message_schema import compact_json
+from ...format.raft_schemas import KRAFT_CONTROL_RECORDS
 from ...format.record_decoding import Record, batch_records
+from ...format.record_fields import FieldReader, java_string
 from ...format.records import MARKER_ABORT, MARKER_COMMIT
 from .model import DumpOptions
 
@@ -32,7 +35,7 @@ def show_payload(data: bytes | None, payload_format: str) -> str | None:
         return data.hex()
     if payload_format == "base64":
         return base64.b64encode(data).decode("ascii")
-    return data.decode("utf-8", errors="replace")
+    return java_string(data)
 
 
 def record_rows(
@@ -72,15 +75,35 @@ def _record_row(r: Record, v2: bool, is_control: bool, options: DumpOptions) -> 
     return row
 
 
+#: Kafka's ``ControlRecordType`` names, by type id (what ``controlType: NAME(id)`` prints; any other id is UNKNOWN)
+CONTROL_TYPE_NAMES = {
+    0: "ABORT",
+    1: "COMMIT",
+    2: "LEADER_CHANGE",
+    3: "SNAPSHOT_HEADER",
+    4: "SNAPSHOT_FOOTER",
+    5: "KRAFT_VERSION",
+    6: "KRAFT_VOTERS",
+}
+
+
 def _control(r: Record) -> dict[str, Any]:
-    """A control record's type and, for a transaction marker, its coordinator epoch (Kafka's dump line)."""
+    """A control record as Kafka's dump shows it: a transaction marker's type and coordinator epoch; a KRaft
+    record (:data:`~indexlib.format.raft_schemas.KRAFT_CONTROL_RECORDS`) as its name and JSON; else its type."""
     if r.key is None or len(r.key) < 4:
         return {"control_type": None}
     control_type = struct.unpack_from(">h", r.key, 2)[0]
-    if control_type not in (MARKER_ABORT, MARKER_COMMIT):
-        return {"control_type": control_type}
-    epoch = struct.unpack_from(">i", r.value, 2)[0] if r.value is not None and len(r.value) >= 6 else None
-    return {"marker": "ABORT" if control_type == MARKER_ABORT else "COMMIT", "coordinator_epoch": epoch}
+    if control_type in (MARKER_ABORT, MARKER_COMMIT):
+        epoch = struct.unpack_from(">i", r.value, 2)[0] if r.value is not None and len(r.value) >= 6 else None
+        return {"marker": "ABORT" if control_type == MARKER_ABORT else "COMMIT", "coordinator_epoch": epoch}
+    if control_type in KRAFT_CONTROL_RECORDS and r.value is not None:
+        title, schema = KRAFT_CONTROL_RECORDS[control_type]
+        try:  # read at version 0, printed at the version its own "version" field names, as Kafka does
+            data = schema.read(FieldReader(r.value), 0, exact=False)
+            return {"control_record": title, "control_data": schema.to_json(data, data["version"])}
+        except InvalidRecordError as exc:
+            return {"control_type": control_type, "control_error": str(exc)}
+    return {"control_type": control_type}
 
 
 def format_record(row: dict[str, Any], timestamp_type: str) -> str:
@@ -93,14 +116,15 @@ def format_record(row: dict[str, Any], timestamp_type: str) -> str:
         line += f" sequence: {row['sequence']} headerKeys: [{','.join(row['header_keys'])}]"
     if "marker" in row:
         line += f" endTxnMarker: {row['marker']} coordinatorEpoch: {row['coordinator_epoch']}"
+    elif "control_record" in row:
+        line += f" {row['control_record']} {compact_json(row['control_data'])}"
     elif "control_type" in row:
-        line += f" controlType: {row['control_type']}"
-    if "key" in row:
-        line += f" key: {_text(row['key'])}"
-    if "value" in row:
-        line += f" payload: {_text(row['value'])}"
+        t = row["control_type"]  # None: a key too short to hold a type (Kafka's dump fails there)
+        line += (
+            " controlType: unreadable" if t is None else f" controlType: {CONTROL_TYPE_NAMES.get(t, 'UNKNOWN')}({t})"
+        )
+    if row.get("key") is not None:  # Kafka's dump prints a key and a payload only when the record has them
+        line += f" key: {row['key']}"
+    if row.get("value") is not None:
+        line += f" payload: {row['value']}"
     return line
-
-
-def _text(value: str | None) -> str:
-    return "null" if value is None else value

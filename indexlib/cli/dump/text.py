@@ -35,7 +35,7 @@ def _bool(value: bool) -> str:
 
 def _format_batch(b: Mapping[str, Any]) -> str:
     """A batch as ``kafka-dump-log.sh`` prints it (its fields in its order; a legacy entry without the v2-only
-    ones), then our ``endTxnMarker`` for a marker batch."""
+    ones)."""
     v2 = b["count"] is not None
     horizon = b.get("delete_horizon_ms")
     line = f"baseOffset: {b['base_offset']} lastOffset: {b['last_offset']}"
@@ -52,8 +52,6 @@ def _format_batch(b: Mapping[str, Any]) -> str:
         f"magic: {b['magic']} compresscodec: {b['compression']} crc: {b.get('crc')} "
         f"isvalid: {_bool(b.get('is_valid', True))}"
     )
-    if b["marker"] is not None:
-        line += f" endTxnMarker: {b['marker']}"
     return line
 
 
@@ -79,7 +77,13 @@ def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
     kind = summary["kind"]
     yield f"Dumping {summary['file']}"
     if kind == "log":
-        yield f"Log starting offset: {summary['base_offset']}"
+        snapshot = summary.get("kraft_snapshot")
+        if snapshot is None:
+            yield f"Log starting offset: {summary['base_offset']}"
+        elif snapshot["end_offset"] is None:
+            yield "KRaft bootstrap snapshot"
+        else:
+            yield f"Snapshot end offset: {snapshot['end_offset']}, epoch: {snapshot['epoch']}"
         for batch in rows:
             yield from _format_batch_and_records(batch)
         end = summary["end"]
