@@ -47,7 +47,9 @@ _TOPIC = r"[A-Za-z0-9._-]+"
 _PARTITION_DIR = re.compile(rf"(?P<topic>{_TOPIC})-(?P<partition>\d+)")
 _SKIPPED_DIR = re.compile(r".+-(?P<kind>delete|future|stray)")
 _SEGMENT_FILE = re.compile(r"(?P<base>\d{20})(?P<suffix>\.log|\.index|\.timeindex|\.txnindex|\.snapshot)")
-_KRAFT_SNAPSHOT = re.compile(r"\d{20}-\d{10}\.checkpoint")  # __cluster_metadata snapshots
+_KRAFT_SNAPSHOT = re.compile(r"(?P<offset>\d{20})-(?P<epoch>\d{10})\.checkpoint")  # __cluster_metadata snapshots
+#: the bootstrap snapshot a KRaft log dir's formatting writes beside ``meta.properties``
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 _STAGED = re.compile(
     r"\.(?P<final>\d{20}(?:\.index|\.timeindex|\.txnindex|\.snapshot))\.(?P<tag>.+)" + re.escape(STAGED_SUFFIX)
 )
@@ -119,6 +121,12 @@ def is_kafka_metadata(name: str) -> bool:
 
 
 # ----------------------------------------------------------------------------- staged files
+def parse_kraft_snapshot_name(name: str) -> tuple[int, int] | None:
+    """``(end offset, epoch)`` of a KRaft snapshot's name (``<20-digit offset>-<10-digit epoch>.checkpoint``)."""
+    m = _KRAFT_SNAPSHOT.fullmatch(name)
+    return None if m is None else (int(m["offset"]), int(m["epoch"]))
+
+
 def run_lock_name(run_id: str) -> str:
     return f"{RUN_LOCK_PREFIX}{run_id}.lock"
 

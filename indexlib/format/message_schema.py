@@ -7,7 +7,8 @@ one (0 is null), and every struct ends with tagged fields (a count, then tag, si
 by tag where the schema knows it and skipped otherwise.
 
 :func:`to_json` gives what Kafka's generated ``*JsonConverter.write`` gives: the fields present in the version, in
-schema order, a tagged field only when it differs from its default; ``bytes`` as base64, a ``uuid`` as Kafka's
+schema order, a tagged field only when it differs from its default (a tagged struct's default is the struct of
+its fields' defaults, whatever the definition says, so a null one is written, as ``null``); ``bytes`` as base64, a ``uuid`` as Kafka's
 ``Uuid.toString`` (URL-safe base64, no padding). :func:`compact_json` prints it as Jackson's ``toString`` does.
 
 Invariants: a value is read wholly from the bytes given (or, with ``exact=False``, as Kafka's generated readers
@@ -164,7 +165,10 @@ def _read_value(reader: FieldReader, type_name: str, f: Field, version: int, fle
         data = reader.take(n, what)
         return java_string(data) if type_name == "string" else data
     if type_name == "struct":
-        if f.nullable(version) and reader.fixed(1, f"{what} presence") < 0:
+        # a nullable struct's presence: an unsigned varint (0: null) in flexible versions, else a byte (<0: null)
+        if f.nullable(version) and (
+            reader.unsigned_varint(f"{what} presence") == 0 if flexible else reader.fixed(1, f"{what} presence") < 0
+        ):
             return None
         return _read_struct(reader, f.struct, version, flexible, what)
     if type_name.startswith("[]"):
@@ -185,8 +189,9 @@ def _read_value(reader: FieldReader, type_name: str, f: Field, version: int, fle
 def _struct_json(fields: tuple[Field, ...], data: dict[str, Any], version: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in fields:
-        if f.tag is not None:
-            if not f.in_version(version) or data[f.name] == f.default_value():
+        if f.tag is not None:  # written when it differs from its default (a struct's: the struct of defaults)
+            default = _composite(f) if f.type_name == "struct" else f.default_value()
+            if not f.in_version(version) or data[f.name] == default:
                 continue
         elif not f.in_version(version):
             continue

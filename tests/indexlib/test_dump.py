@@ -224,7 +224,9 @@ def test_corrupt_and_short_tails_are_reported(tmp_path):
     log = tmp_path / "00000000000000000000.log"
     log.write_bytes(bytes(data))
     dump = dump_file(log)
-    assert dump["batch_count"] == 6 and [b["base_offset"] for b in dump["batches"]] == [0, 2, 4, 6, 8, 10]
+    # kafka-dump-log.sh's walk: every batch its size frames, the corrupt one invalid (test_dump_parity holds it)
+    assert dump["batch_count"] == 10 and [b["base_offset"] for b in dump["batches"]] == list(range(0, 20, 2))
+    assert [b["is_valid"] for b in dump["batches"]] == [True] * 6 + [False] + [True] * 3
     end = dump["end"]
     assert end["stop"] == "corrupt_batch" and end["valid_bytes"] == bad_at
     assert end["invalid_bytes"] == len(whole) - bad_at
@@ -233,6 +235,9 @@ def test_corrupt_and_short_tails_are_reported(tmp_path):
     assert [p["kind"] for p in dump["problems"]] == ["crc_mismatch"]
     text = list(format_dump(dump))
     assert text[-2].startswith("End of walk: corrupt_batch; 6 batches") and "truncates" in text[-2]
+    assert text[-2].endswith(
+        f"; 4 more shown past it, as kafka-dump-log.sh walks on (1 failing their CRC), to end at byte {len(whole)}"
+    )
     assert text[-1].startswith(f"Problem: crc_mismatch at position {bad_at} (batch 6, base offset 12)")
 
     log.write_bytes(whole + b"\x00" * 10)  # 10 bytes: below the 17-byte header, never parsed

@@ -8,12 +8,10 @@ they come after a file's rows.
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import struct
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,53 +19,18 @@ import pytest
 from indexlib.cli.dump import DumpOptions, dump_file
 from indexlib.format.record_fields import java_string
 
-from ..broker.kafka_broker import KAFKA_HOME, kafka_home_missing
-from ..conftest import KAFKA_REAL, PROJECT_ROOT, requires_kafka_real
+from ..broker.kafka_broker import kafka_home_missing
+from ..broker.kafka_dump_log import assert_same_lines, kafka_dump_log, our_dump
+from ..conftest import KAFKA_REAL, requires_kafka_real
 
 pytestmark = [
     requires_kafka_real,
     pytest.mark.skipif(kafka_home_missing() is not None, reason=kafka_home_missing() or ""),
 ]
 
-#: our lines that Kafka's dump has no counterpart of (the end of the walk, problems, records that do not parse)
-OWN_LINES = ("End of walk:", "Problem:", "Fatal (", "| records not shown:")
-
-
-def kafka_dump_log(files: list[Path], *options: str) -> list[str]:
-    """What ``kafka-dump-log.sh`` prints on stdout, but its "Found N invalid bytes" lines (ours say it too)."""
-    proc = subprocess.run(
-        [str(KAFKA_HOME / "bin" / "kafka-dump-log.sh"), "--files", ",".join(map(str, files)), *options],
-        capture_output=True, timeout=600, env={**os.environ, "KAFKA_HEAP_OPTS": "-Xmx512m"},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-2000:]
-    lines = proc.stdout.decode("utf-8").split("\n")[:-1]
-    return [line for line in lines if not (line.startswith("Found ") and " invalid bytes at the end of " in line)]
-
-
-def our_dump(files: list[Path], *options: str) -> tuple[int, list[str]]:
-    """``python -m indexlib dump``'s exit code and stdout lines, without :data:`OWN_LINES`."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "indexlib", "dump", *map(str, files), *options],
-        capture_output=True, timeout=600, cwd=PROJECT_ROOT,
-    )  # fmt: skip
-    assert proc.returncode in (0, 1), proc.stderr.decode(errors="replace")
-    lines = proc.stdout.decode("utf-8").split("\n")[:-1]
-    return proc.returncode, [line for line in lines if not line.startswith(OWN_LINES)]
-
 
 def fixture_logs(pattern: str = "*.log") -> list[Path]:
     return sorted(p for p in KAFKA_REAL.rglob(pattern) if p.is_file())
-
-
-def assert_same_lines(files: list[Path], *options: str) -> None:
-    expected = kafka_dump_log(files, *options)
-    _, got = our_dump(files, *options)
-    assert len(expected) > len(files) * 2
-    first = next((i for i, (a, b) in enumerate(zip(expected, got, strict=False)) if a != b), None)
-    assert first is None and len(got) == len(expected), (
-        f"first difference at line {first}: kafka {expected[first] if first is not None else None!r}, "
-        f"ours {got[first] if first is not None else None!r}; {len(expected)} against {len(got)} lines"
-    )
 
 
 @pytest.mark.parametrize("options", [(), ("--print-data-log",)], ids=["batches", "records-and-payloads"])

@@ -64,7 +64,7 @@ def compact_string(text: str) -> bytes:
 
 def test_a_kip_848_member_decodes_with_its_tagged_classic_metadata():
     """``ConsumerGroupMemberMetadataValue`` (flexible): nullable strings, a string array, and the tagged, nullable
-    ``classicMemberMetadata`` struct (absent: not written; present: decoded)."""
+    ``classicMemberMetadata`` struct (absent: null; present: its presence varint, then its fields)."""
     key = struct.pack(">h", 5) + struct.pack(">h", 1) + b"g" + struct.pack(">h", 1) + b"m"
     body = (
         b"\x00"  # instanceId null
@@ -82,7 +82,7 @@ def test_a_kip_848_member_decodes_with_its_tagged_classic_metadata():
     assert v == (
         '{"version":"0","data":{"instanceId":null,"rackId":"rack","clientId":"client","clientHost":"/127.0.0.1",'
         '"subscribedTopicNames":["a","b"],"subscribedTopicRegex":null,"rebalanceTimeoutMs":45000,'
-        '"serverAssignor":"uniform"}}'
+        '"serverAssignor":"uniform","classicMemberMetadata":null}}'  # a null tagged struct is written, as by Kafka
     )
     classic = b"\x01" + struct.pack(">i", 10000) + b"\x02" + compact_string("range") + b"\x04xyz" + b"\x00" + b"\x00"
     tagged = struct.pack(">h", 0) + body + b"\x01" + b"\x00" + bytes([len(classic)]) + classic

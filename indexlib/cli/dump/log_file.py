@@ -22,6 +22,7 @@ from ...format.batch_headers import gather_headers
 from ...format.batch_walk import FramedBatches, frame_batches, open_log, scan_buffer
 from ...format.compression import CodecUnavailableError
 from ...format.control_records import marker_type_or_error
+from ...format.layout import parse_kraft_snapshot_name
 from ...format.record_decoding import increment_sequence
 from ...format.records import (
     ATTR_COMPRESSION_MASK,
@@ -35,7 +36,7 @@ from ...format.records import (
     ScanProblem,
     StopReason,
 )
-from .model import DEFAULT_OPTIONS, KRAFT_SNAPSHOT_NAME, DumpOptions, FileDump, RowMaker, problem
+from .model import DEFAULT_OPTIONS, DumpOptions, FileDump, RowMaker, problem
 from .record_view import record_rows
 
 #: attribute bit 6: the batch's base timestamp is its delete horizon (a compacted topic's tombstones)
@@ -277,8 +278,8 @@ def dump_log(
         "problems": problems,
     }
     if kraft_snapshot:
-        epoch = KRAFT_SNAPSHOT_NAME.match(os.path.basename(path))
-        summary["kraft_snapshot"] = {"end_offset": base_offset, "epoch": int(epoch.group(2)) if epoch else None}
+        named = parse_kraft_snapshot_name(os.path.basename(path))
+        summary["kraft_snapshot"] = {"end_offset": base_offset, "epoch": named[1] if named else None}
     if options.max_bytes is not None:
         summary["max_bytes"] = options.max_bytes
 

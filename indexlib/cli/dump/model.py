@@ -8,7 +8,6 @@ Invariants: a :class:`FileDump`'s rows come in file order, built lazily from its
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -18,9 +17,11 @@ import numpy as np
 
 from ...format.errors import FileNameError, KafkaIndexError
 from ...format.layout import (
+    BOOTSTRAP_CHECKPOINT,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
+    parse_kraft_snapshot_name,
     parse_segment_name,
 )
 
@@ -86,11 +87,6 @@ NAMED_KINDS = {
     "cleaner-offset-checkpoint": "offset_checkpoint",
 }
 
-#: a KRaft snapshot of ``__cluster_metadata`` (record batches, read as a ``.log``): ``<end offset>-<epoch>.checkpoint``
-KRAFT_SNAPSHOT_NAME = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-#: the bootstrap snapshot a KRaft log dir's formatting writes (the same record batches)
-BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
-
 _ROW_CHUNK = 65536
 
 
@@ -120,9 +116,9 @@ def dump_kind(path: str | os.PathLike[str]) -> tuple[int | None, str]:
         return None, kind
     if name == BOOTSTRAP_CHECKPOINT:
         return None, "kraft_snapshot"
-    snapshot = KRAFT_SNAPSHOT_NAME.match(name)
+    snapshot = parse_kraft_snapshot_name(name)
     if snapshot is not None:
-        return int(snapshot.group(1)), "kraft_snapshot"
+        return snapshot[0], "kraft_snapshot"
     base_offset, suffix = parse_segment_file_name(path)
     return base_offset, KINDS[suffix]
 

@@ -87,11 +87,19 @@ def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
         for batch in rows:
             yield from _format_batch_and_records(batch)
         end = summary["end"]
+        past = end.get("walked_past")
+        walked = summary["batch_count"] - (past["batches"] if past else 0)
         yield (
-            f"End of walk: {end['stop']}; {_plural(summary['batch_count'], 'batch', 'batches')}, valid bytes "
+            f"End of walk: {end['stop']}; {_plural(walked, 'batch', 'batches')}, valid bytes "
             f"{end['valid_bytes']}, invalid bytes {end['invalid_bytes']}"
             + (" (Kafka's recovery truncates them)" if end["invalid_bytes"] else "")
             + (f" (--max-bytes {summary['max_bytes']})" if end["stop"] == "max_bytes" else "")
+            + (
+                f"; {past['batches']} more shown past it, as kafka-dump-log.sh walks on ({past['invalid_batches']} "
+                f"failing their CRC), to {past['stop']} at byte {past['end']}"
+                if past
+                else ""
+            )
         )
         if end["problem"] is not None:
             yield "Problem: " + _format_scan_problem(end["problem"])
