@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 # Airflow lives in its own virtualenv (its pins must not constrain the project's); the DAG tests use it.
 AIRFLOW_VENV := .venv-airflow
-AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=5" "apache-airflow-providers-standard" "pyyaml>=6" \
+AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=5,<7" "apache-airflow-providers-standard" "pyyaml>=6" \
                 "apache-airflow-providers-ssh==7.0.1" "apache-airflow-providers-cncf-kubernetes==10.25.0" \
                 "types-pyyaml==6.0.12.20261113"
 

@@ -5,12 +5,12 @@ No index logic lives here: the DAGs only submit ``jobs/spark_job.py MODE`` and r
 Settings: ``conf/airflow.yaml``, overridden key by key by the Airflow Variable ``kafka_index_rebuild`` (JSON),
 read at two moments:
 
-- ``PARSE_TIME`` keys shape the DAG and its operators (the schedule, the connection, the job files, what
-  spark-submit ships): read when the DAG file is parsed. Where the Variable cannot be read then (``airflow dags
-  test`` parses without the Variables of the metadata DB; a plain import), conf/airflow.yaml alone counts.
-- ``RUN_TIME`` keys are each run's (log dirs, reports, audit, backups, the jobs' extra arguments, Spark conf and
-  Python): read by the run's ``build_arguments`` task, where the Variable is always readable, and passed to the
-  jobs through XCom.
+- ``RUN_TIME`` keys, all but the schedule, are each run's (log dirs, reports, audit, backups, the jobs' extra
+  arguments, Spark conf and Python, the Spark connection, the project's files and what spark-submit ships): read
+  by the run's ``build_arguments`` task, where the Variable is always readable, and passed to the jobs through XCom.
+- ``PARSE_TIME``: the schedule alone, which Airflow reads from the parsed DAG. Where the Variable cannot be read
+  while parsing (``airflow dags test`` parses without the Variables of the metadata DB; a plain import),
+  conf/airflow.yaml's counts; the scheduler's DAG processor reads the Variable.
 """
 
 from __future__ import annotations
@@ -54,9 +54,13 @@ RUN_TIME = (
     "extra_args",
     "conf",
     "driver_python",
+    "spark_conn_id",
+    "project_dir",
+    "py_files",
+    "archives",
     "fleet",  # its parse-time keys (runner, connection, limits) keep their parsed values: see the fleet DAGs
 )
-PARSE_TIME = tuple(k for k in DEFAULTS if k not in RUN_TIME)  # schedule, spark_conn_id, project_dir, py_files, archives
+PARSE_TIME = tuple(k for k in DEFAULTS if k not in RUN_TIME)  # the schedule
 MODES = ("verify", "rebuild", "repair", "recover")
 #: how a writing job makes its files durable (``kafka-index --sync``): an fsync of each file and dir, or one syncfs
 #: per file system
@@ -173,13 +177,9 @@ def job_arguments(
 
 
 def submit_options(settings: dict[str, Any]) -> dict[str, Any]:
-    """Keyword arguments of ``SparkSubmitOperator`` shared by every job, from ``PARSE_TIME`` settings; its
-    ``conf`` is each run's (:func:`spark_conf`)."""
-    options: dict[str, Any] = {
-        "conn_id": settings["spark_conn_id"],
-        "verbose": False,
-        "env_vars": {"PYTHONUNBUFFERED": "1"},
-    }
+    """What :class:`JobSubmitOperator` submits with, from a run's settings (XCom-able): the application, the Spark
+    connection and what spark-submit ships; its ``conf`` is :func:`spark_conf`."""
+    options: dict[str, Any] = {"application": application(settings), "conn_id": settings["spark_conn_id"]}
     if settings.get("py_files"):
         options["py_files"] = settings["py_files"]
     if settings.get("archives"):
@@ -209,15 +209,23 @@ class JobSubmitOperator(SparkSubmitOperator):
     rendered at each try from ``job_run_id`` (templated, ``<run id>-<mode>-try<N>``): the job refuses a
     writing run under an id that an earlier run may have replaced files under, so a retry needs its own."""
 
-    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job_run_id")
+    template_fields: Sequence[str] = (*SparkSubmitOperator.template_fields, "job_run_id", "submit")
 
-    def __init__(self, *, job_run_id: str, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, job_run_id: str, submit: Any, **kwargs: Any) -> None:
+        super().__init__(verbose=False, env_vars={"PYTHONUNBUFFERED": "1"}, **kwargs)
         self.job_run_id = job_run_id
+        self.submit = submit  # the run's submit_options (XCom), resolved when the task runs
 
     def execute(self, context: Context) -> None:
-        """Submit the job; push the outcome its ``--json`` report states (:func:`job_outcome`) as the task's
-        return value in XCom (``operator.output``)."""
+        """Submit the job with the run's :func:`submit_options`; push the outcome its ``--json`` report states
+        (:func:`job_outcome`) as the task's return value in XCom (``operator.output``)."""
+        # the provider keeps the connection and the archives in private attributes its hook is built from
+        if not (hasattr(self, "_conn_id") and hasattr(self, "_archives")):  # pragma: no cover - another provider
+            raise AirflowFailException("this apache-spark provider has no _conn_id/_archives: pin the supported one")
+        self.application = self.submit["application"]
+        self._conn_id = self.submit["conn_id"]
+        self.py_files = self.submit.get("py_files")
+        self._archives = self.submit.get("archives")
         self.application_args = [*(self.application_args or []), "--run-id", self.job_run_id]
         super().execute(context)
         context["ti"].xcom_push(key="return_value", value=job_outcome(self.application_args))

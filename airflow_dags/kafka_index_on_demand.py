@@ -24,7 +24,6 @@ from kafka_index_common import (  # noqa: E402
     MODES,
     SYNC_METHODS,
     JobSubmitOperator,
-    application,
     job_arguments,
     parse_time_settings,
     report_path,
@@ -119,15 +118,15 @@ with DAG(
                 sync=p["sync"],
             ),
             "conf": spark_conf(settings),
+            "submit": submit_options(settings),
         }
 
     arguments = build_arguments()
     JobSubmitOperator(
         task_id="run_job",
         name="kafka-index-on-demand",
-        application=application(SETTINGS),
         application_args=arguments["args"],
         conf=arguments["conf"],
         job_run_id="{{ run_id | safe_name }}-{{ params.mode }}-try{{ ti.try_number }}",
-        **submit_options(SETTINGS),
+        submit=arguments["submit"],
     )

@@ -22,7 +22,6 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared mod
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kafka_index_common import (  # noqa: E402
     JobSubmitOperator,
-    application,
     findings_in,
     job_arguments,
     parse_time_settings,
@@ -66,6 +65,7 @@ with DAG(
             ),
             "repair": job_arguments(settings, mode="repair", log_dirs=log_dirs, report=reports["repair"]),
             "conf": spark_conf(settings),
+            "submit": submit_options(settings),
             "verify_report": reports["verify"],
             "repair_enabled": bool(settings["repair_enabled"]),
         }
@@ -77,11 +77,10 @@ with DAG(
         return JobSubmitOperator(
             task_id=mode,
             name=f"kafka-index-{mode}",
-            application=application(SETTINGS),
             application_args=arguments[mode],
             conf=arguments["conf"],
             job_run_id=f"{{{{ run_id | safe_name }}}}-{mode}-try{{{{ ti.try_number }}}}",
-            **submit_options(SETTINGS),
+            submit=arguments["submit"],
         )
 
     verify = submit("verify")

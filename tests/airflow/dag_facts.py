@@ -58,13 +58,13 @@ def run_id_of(task, context):
 scheduled = dagbag.dags["kafka_index_scheduled"]
 context = {"run_id": "scheduled__2026-11-21T00:00:00+00:00"}
 facts["scheduled_arguments"] = build_arguments(scheduled, context)
-facts["scheduled_applications"] = {t: scheduled.get_task(t).application for t in ("verify", "repair")}
+facts["scheduled_submit_from"] = {t: str(scheduled.get_task(t).submit) for t in ("verify", "repair")}
 facts["scheduled_run_ids"] = {t: run_id_of(scheduled.get_task(t), context) for t in ("verify", "repair")}
 payload = json.loads(sys.argv[3])
 context = {"run_id": "manual__2026-11-23T16:34:09+00:00", "params": payload}
 facts["on_demand_arguments"] = build_arguments(on_demand, context)
 facts["on_demand_run_id"] = run_id_of(on_demand.get_task("run_job"), context)
-facts["on_demand_application"] = on_demand.get_task("run_job").application
+facts["on_demand_submit_from"] = str(on_demand.get_task("run_job").submit)
 
 import kafka_index_common  # noqa: E402  (airflow_dags/ is on sys.path once the DagBag has loaded it)
 

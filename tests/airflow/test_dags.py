@@ -64,7 +64,13 @@ def facts(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow-home")
     reports = str(home / "r")  # the build_arguments tasks create their run's report dir
     env = airflow_env(
-        home, env_variable={"log_dirs": ["/data/a", "/data/b"], "report_dir": reports, "repair_enabled": True}
+        home,
+        env_variable={
+            "log_dirs": ["/data/a", "/data/b"],
+            "report_dir": reports,
+            "repair_enabled": True,
+            "spark_conn_id": "kafka_index_spark",
+        },
     )
     payloads = {
         "ok": {"mode": "repair", "partitions": "0,2-4", "log_dirs": ["/x"]},
@@ -147,7 +153,10 @@ def test_on_demand_dag_params_schema(facts):
 def test_spark_submit_arguments_built_at_run_time(facts):
     """The build_arguments tasks, run as a task would: the jobs' arguments and conf from the settings read then."""
     scheduled = facts["scheduled_arguments"]
-    assert facts["scheduled_applications"] == {m: str(ROOT / "jobs" / "spark_job.py") for m in ("verify", "repair")}
+    # what spark-submit runs and with which connection: the run's settings too, through XCom
+    application = str(ROOT / "jobs" / "spark_job.py")
+    assert scheduled["submit"] == {"application": application, "conn_id": "kafka_index_spark"}
+    assert all("build_arguments" in source for source in facts["scheduled_submit_from"].values())
     verify_report = f"{facts['reports']}/kafka_index_scheduled/scheduled__2026-11-21T00_00_00_00_00/verify.json"
     assert scheduled["verify"] == [
         "verify",
@@ -171,7 +180,8 @@ def test_spark_submit_arguments_built_at_run_time(facts):
     assert scheduled["verify_report"] == verify_report and scheduled["repair_enabled"] is True
     assert scheduled["conf"] == facts["spark_conf_local"]
     on_demand = facts["on_demand_arguments"]
-    assert facts["on_demand_application"] == str(ROOT / "jobs" / "spark_job.py")
+    assert on_demand["submit"] == {"application": application, "conn_id": "kafka_index_spark"}
+    assert "build_arguments" in facts["on_demand_submit_from"]
     assert on_demand["args"] == [
         "repair",
         "--log-dir",
@@ -403,11 +413,14 @@ def test_on_demand_dag_touches_only_the_chosen_topic(tmp_path):
 
 def test_on_demand_dry_run_rebuild_writes_nothing(tmp_path):
     """The form's default "Dry run" with mode=rebuild: the job reports what it would rebuild and no file in
-    the log dir changes (it used to rewrite every index file in place)."""
+    the log dir changes (it used to rewrite every index file in place). The Spark connection is the one the
+    Variable names, set with ``airflow variables set`` (which ``dags test`` cannot read while it parses): the only
+    one there is, so the job runs only if the connection is read when the run starts."""
     logs, _ = damaged_log_dir(tmp_path)
     before = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
     env = airflow_env(tmp_path / "home")
-    variable = run_variable(tmp_path)
+    env["AIRFLOW_CONN_KAFKA_INDEX_SPARK"] = env.pop("AIRFLOW_CONN_SPARK_DEFAULT")
+    variable = run_variable(tmp_path, spark_conn_id="kafka_index_spark")
     done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [str(logs)], "mode": "rebuild"}, variable)
     assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
     after = {str(p.relative_to(logs)): (p.stat().st_mtime_ns, p.read_bytes()) for p in logs.rglob("*") if p.is_file()}
