@@ -84,6 +84,14 @@ def open_segment(path: str | os.PathLike[str]) -> int:
     return fd
 
 
+def _first_hole(fd: int) -> int:
+    """Where the file's first hole begins (its size when it has none, or when the file system does not say)."""
+    try:
+        return os.lseek(fd, 0, os.SEEK_HOLE)
+    except OSError:
+        return os.fstat(fd).st_size
+
+
 def open_log(path: str | os.PathLike[str], length: int | None = None) -> tuple[int, mmap.mmap | None]:
     """Open a ``.log`` read-only and map it, or its first ``length`` bytes (``None`` for nothing to map). Returns
     (the file's size, mapping)."""
@@ -93,7 +101,10 @@ def open_log(path: str | os.PathLike[str], length: int | None = None) -> tuple[i
         mapped = size if length is None else min(size, length)
         if mapped == 0:
             return size, None
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        # read ahead at once, but for a sparse file (a preallocated segment, log.preallocate=true): its hole would
+        # be mapped whole, and the walk stops where the hole's zeros begin
+        sparse = _first_hole(fd) < mapped
+        flags = mmap.MAP_SHARED | (0 if sparse else getattr(mmap, "MAP_POPULATE", 0))
         mm = mmap.mmap(fd, mapped, flags=flags, prot=mmap.PROT_READ)
     finally:
         os.close(fd)

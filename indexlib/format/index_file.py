@@ -123,6 +123,24 @@ def data_end(fd: int, length: int) -> int:
     return min(end, length)
 
 
+def data_extents(fd: int, start: int, end: int) -> list[tuple[int, int]]:
+    """The byte ranges ``[a, b)`` of ``[start, end)`` that hold stored data (``SEEK_DATA``/``SEEK_HOLE``), in
+    order; every byte outside them reads as zero. ``[(start, end)]`` where the file system does not report holes."""
+    ranges: list[tuple[int, int]] = []
+    pos = start
+    try:
+        while pos < end:
+            first = os.lseek(fd, pos, os.SEEK_DATA)
+            if first >= end:
+                break
+            pos = min(os.lseek(fd, first, os.SEEK_HOLE), end)
+            ranges.append((first, pos))
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data at or after pos; anything else: holes not reported
+            return [(start, end)] if start < end else []
+    return ranges
+
+
 #: (inode, size, modification time in ns, links): :func:`file_identity`
 FileIdentity = tuple[int, int, int, int]
 

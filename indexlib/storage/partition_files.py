@@ -20,7 +20,7 @@ from ..format.abstract_index import AbstractIndex
 from ..format.batch_walk import open_segment, scan_log
 from ..format.checkpoint import CheckpointError, parse_offset_checkpoint
 from ..format.errors import CorruptIndexError, NotARegularFileError, describe_error
-from ..format.index_file import read_snapshot
+from ..format.index_file import data_extents, read_snapshot
 from ..format.layout import (
     INDEX_SUFFIXES,
     LEADER_EPOCH_CHECKPOINT,
@@ -73,8 +73,8 @@ def summarize_log(
 
 
 def tail_is_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
-    """Whether every byte of the file from ``start`` on is zero (and there is one); read in chunks with
-    ``pread``, so a file that shrinks meanwhile is just "no"."""
+    """Whether every byte of the file from ``start`` on is zero (and there is one); its stored bytes read in chunks
+    with ``pread`` (its holes skipped), so a file that shrinks meanwhile is just "no"."""
     try:
         fd = open_segment(path)
     except (OSError, ValueError):
@@ -83,10 +83,11 @@ def tail_is_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
         size = os.fstat(fd).st_size
         if start >= size:
             return False
-        for at in range(start, size, chunk):
-            data = os.pread(fd, min(chunk, size - at), at)
-            if not data or data.count(0) != len(data):
-                return False
+        for first, last in data_extents(fd, start, size):  # holes read as zeros: only stored bytes are read
+            for at in range(first, last, chunk):
+                data = os.pread(fd, min(chunk, last - at), at)
+                if not data or data.count(0) != len(data):
+                    return False
         return True
     except OSError:
         return False

@@ -6,12 +6,12 @@ Invariants: every file is opened read-only; rows carry absolute offsets.
 
 from __future__ import annotations
 
-import errno
 import os
 
 import numpy as np
 
 from ...format.errors import CorruptIndexError
+from ...format.index_file import data_extents
 from ...format.offset_index import OffsetIndex
 from ...format.time_index import TimeIndex
 from ...format.transaction_index import ABORTED_TXN_VERSION, TransactionIndex
@@ -44,21 +44,8 @@ def entries_before_zero_tail(path: str, entry_size: int, slots: int) -> int:
 
 
 def _data_slots(fd: int, entry_size: int, slots: int) -> list[tuple[int, int]]:
-    """The slot ranges ``[first, end)`` of the first ``slots`` that hold data (``SEEK_DATA``/``SEEK_HOLE``; where the
-    file system cannot tell, all of them)."""
-    size, ranges, offset = slots * entry_size, [], 0
-    try:
-        while offset < size:
-            start = os.lseek(fd, offset, os.SEEK_DATA)
-            if start >= size:
-                break
-            offset = min(os.lseek(fd, start, os.SEEK_HOLE), size)
-            ranges.append((start // entry_size, -(-offset // entry_size)))
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:  # no data after offset
-            return ranges
-        return [(0, slots)]  # SEEK_DATA unsupported: read it all
-    return ranges
+    """The slot ranges ``[first, end)`` of the first ``slots`` that hold data (:func:`data_extents`)."""
+    return [(a // entry_size, -(-b // entry_size)) for a, b in data_extents(fd, 0, slots * entry_size)]
 
 
 def dump_mmap_index(path: str, base_offset: int, cls: type[OffsetIndex] | type[TimeIndex], kind: str) -> FileDump:
