@@ -9,7 +9,8 @@ machine.
     python -m indexlib verify  PATH... [--index-interval-bytes N] [--segment-index-bytes N]
                                [--jobs N] [--json FILE]          (FILE may be - for stdout)
     python -m indexlib dump    FILE... [--json] [--deep-iteration] [--print-data-log] [--payload-format F]
-                               [--max-bytes N] [--offsets-decoder | --transaction-log-decoder] [--check]
+                               [--max-bytes N] [--offsets-decoder | --transaction-log-decoder |
+                               --cluster-metadata-decoder] [--check]
     python -m indexlib lookup  --segment PATH.log (--offset N | --timestamp MS) [--ceiling] [--json]
 
 Each PATH is a partition dir (``<log dir>/<topic>-<partition>``) or a whole log dir. Both commands run the

@@ -202,6 +202,13 @@ def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> 
         dest="decoder",
         help="decode __transaction_state keys and values (implies --print-data-log)",
     )
+    decoders.add_argument(
+        "--cluster-metadata-decoder",
+        action="store_const",
+        const="cluster-metadata",
+        dest="decoder",
+        help="decode the records of KRaft's __cluster_metadata log and snapshots (implies --print-data-log)",
+    )
     dump.add_argument(
         "--check",
         action="store_true",

@@ -44,7 +44,7 @@ _NATURAL = _Natural()
 
 @dataclass(frozen=True)
 class Field:
-    """One field: ``type_name`` is ``int8``..``int64``, ``uint16``, ``bool``, ``uuid``, ``string``, ``bytes``,
+    """One field: ``type_name`` is ``int8``..``int64``, ``uint16``, ``float64``, ``bool``, ``uuid``, ``string``, ``bytes``,
     ``struct`` (one, of ``struct``'s fields), ``[]`` (an array of ``struct``) or ``[]<primitive>``; ``name`` is
     the key Kafka's JSON converters write. Present in versions ``since``..``until`` (inclusive, ``None``: every
     later one), nullable from ``nullable_since``; a tagged field has ``tag`` and is read only from the tagged
@@ -77,7 +77,8 @@ class Field:
             return self.default
         if self.type_name in _INT_SIZES or self.type_name == "uint16":
             return 0
-        return {"bool": False, "uuid": _ZERO_UUID, "string": "", "bytes": b""}.get(self.type_name, _composite(self))
+        natural = {"bool": False, "float64": 0.0, "uuid": _ZERO_UUID, "string": "", "bytes": b""}
+        return natural.get(self.type_name, _composite(self))
 
 
 def _composite(f: Field) -> Any:
@@ -154,6 +155,8 @@ def _read_value(reader: FieldReader, type_name: str, f: Field, version: int, fle
         return reader.fixed(2, what) & 0xFFFF
     if type_name == "bool":
         return reader.fixed(1, what) != 0
+    if type_name == "float64":
+        return float(struct.unpack(">d", reader.take(8, what))[0])
     if type_name == "uuid":
         return base64.urlsafe_b64encode(reader.take(16, what)).decode("ascii").rstrip("=")
     if type_name in ("string", "bytes"):

@@ -25,14 +25,15 @@ _PRIMITIVES = {"int8", "int16", "int32", "int64", "uint16", "uuid", "bool", "flo
 
 
 def load_definitions(libs: Path = KAFKA_LIBS) -> dict[str, dict[str, Any]]:
-    """Every ``common/message/*.json`` of the broker's jars under ``libs``, by message name (comments stripped)."""
+    """Every ``common/message/*.json`` and ``common/metadata/*.json`` of the broker's jars under ``libs``, by message
+    name (comments stripped)."""
     found: dict[str, dict[str, Any]] = {}
     for jar in sorted(libs.glob("kafka*.jar")):
         if jar.name.startswith("kafka-streams"):  # Streams' own (non-JSON comments); no record of a log dir
             continue
         with zipfile.ZipFile(jar) as z:
             for name in z.namelist():
-                if name.startswith("common/message/") and name.endswith(".json"):
+                if name.startswith(("common/message/", "common/metadata/")) and name.endswith(".json"):
                     text = re.sub(r"^\s*(//.*|/\*.*\*/\s*)$", "", z.read(name).decode("utf-8"), flags=re.M)
                     definition = json.loads(text)
                     found[definition["name"]] = definition
@@ -54,6 +55,8 @@ def _default(field: dict[str, Any], type_name: str) -> Any:
         return int(raw) if raw not in (None, "") else 0
     if type_name == "bool":
         return raw in (True, "true")
+    if type_name == "float64":
+        return float(raw or 0)
     if type_name == "string":
         return None if raw == "null" else (raw or "")
     if "default" in field and raw in (None, "null"):

@@ -64,6 +64,17 @@ def test_kraft_control_records_and_snapshots_decode_as_kafka_decodes_them():
     assert_same_lines(files, "--deep-iteration")
 
 
+def test_metadata_records_decode_as_kafka_decodes_them():
+    """``--cluster-metadata-decoder`` on the metadata log of a real broker and the snapshots beside it: every
+    record's type, version and fields as Kafka's converters write them."""
+    files = [*fixture_logs("__cluster_metadata-0/*.log"), *fixture_logs("*.checkpoint")]
+    files = [f for f in files if not f.name.endswith("offset-checkpoint")]
+    expected = kafka_dump_log(files, "--cluster-metadata-decoder")
+    kinds = {line.split('payload: {"type":"')[1].split('"')[0] for line in expected if 'payload: {"type":"' in line}
+    assert {"TOPIC_RECORD", "PARTITION_RECORD", "CONFIG_RECORD", "FEATURE_LEVEL_RECORD"} <= kinds, kinds
+    assert_same_lines(files, "--cluster-metadata-decoder")
+
+
 def corrupt_crcs(source: Path, target: Path, batches: tuple[int, ...]) -> list[int]:
     """A copy of ``source`` with the stored CRC of the given batches (by index) flipped; their positions."""
     data = bytearray(source.read_bytes())

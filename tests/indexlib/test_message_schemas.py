@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from indexlib.format import coordinator_schemas, raft_schemas
+from indexlib.format import coordinator_schemas, metadata_schemas, raft_schemas
 from indexlib.format.coordinator_records import decode_offsets_record
 from indexlib.format.errors import InvalidRecordError
 from indexlib.format.message_schema import Field, Message, compact_json
@@ -20,7 +20,10 @@ from ..broker.kafka_broker import kafka_home_missing
 from .kafka_message_json import load_definitions, message
 
 OURS = {
-    m.name: m for module in (coordinator_schemas, raft_schemas) for m in vars(module).values() if isinstance(m, Message)
+    m.name: m
+    for module in (coordinator_schemas, metadata_schemas, raft_schemas)
+    for m in vars(module).values()
+    if isinstance(m, Message)
 }
 
 
@@ -34,7 +37,7 @@ def shape(fields: tuple[Field, ...]) -> list[tuple]:
 @pytest.mark.skipif(kafka_home_missing() is not None, reason=kafka_home_missing() or "")
 def test_every_transcribed_schema_equals_kafkas_definition():
     definitions = load_definitions()
-    assert len(OURS) >= 53
+    assert len(OURS) >= 79
     for name, ours in OURS.items():
         theirs = message(definitions[name])
         assert (ours.versions, ours.flexible_from) == (theirs.versions, theirs.flexible_from), name
@@ -55,6 +58,13 @@ def test_the_record_types_are_kafkas_api_keys():
         and not d["name"].startswith(("ShareSnapshot", "ShareUpdate"))
     } | {0}
     assert set(coordinator_schemas.GROUP_RECORD_TYPES) == group_keys
+
+
+@pytest.mark.skipif(kafka_home_missing() is not None, reason=kafka_home_missing() or "")
+def test_the_metadata_record_types_are_kafkas():
+    definitions = load_definitions()
+    metadata = {d["apiKey"]: name for name, d in definitions.items() if d.get("type") == "metadata"}
+    assert {t: m.name for t, (_, m) in metadata_schemas.METADATA_RECORD_TYPES.items()} == metadata
 
 
 def compact_string(text: str) -> bytes:

@@ -27,8 +27,8 @@ from ...format.layout import (
 
 #: how ``--print-data-log`` shows keys, values and header values
 PAYLOAD_FORMATS = ("text", "hex", "base64")
-#: ``--offsets-decoder`` / ``--transaction-log-decoder``
-DECODERS = ("offsets", "transaction-log")
+#: ``--offsets-decoder`` / ``--transaction-log-decoder`` / ``--cluster-metadata-decoder``
+DECODERS = ("offsets", "transaction-log", "cluster-metadata")
 
 #: a chunk of columns (one list per column) -> its rows
 RowMaker = Callable[[list[list[Any]]], Iterator[dict[str, Any]]]
@@ -44,7 +44,7 @@ class DumpOptions:
 
     ``deep_iteration``: each batch's records; ``print_data_log``: also their keys and values, as
     ``payload_format``; ``decoder``: keys and values of ``__consumer_offsets`` (``offsets``) or
-    ``__transaction_state`` (``transaction-log``) decoded; ``max_bytes``: only the batches that end within the
+    ``__transaction_state`` (``transaction-log``) or of KRaft's metadata log (``cluster-metadata``) decoded; ``max_bytes``: only the batches that end within the
     first ``max_bytes`` bytes of a ``.log``. A decoder implies ``print_data_log``, which implies ``deep_iteration``.
     """
 

@@ -17,14 +17,19 @@ from ...format.compression import CodecUnavailableError
 from ...format.coordinator_records import decode_offsets_record, decode_transaction_log_record
 from ...format.errors import InvalidRecordError
 from ...format.message_schema import compact_json
+from ...format.metadata_records import decode_metadata_record
 from ...format.raft_schemas import KRAFT_CONTROL_RECORDS
 from ...format.record_decoding import Record, batch_records
 from ...format.record_fields import FieldReader, java_string
 from ...format.records import MARKER_ABORT, MARKER_COMMIT
 from .model import DumpOptions
 
-Decoder = Callable[[bytes | None, bytes | None, int], tuple[str, str | None]]
-DECODERS: dict[str, Decoder] = {"offsets": decode_offsets_record, "transaction-log": decode_transaction_log_record}
+Decoder = Callable[[bytes | None, bytes | None, int], tuple[str | None, str | None]]
+DECODERS: dict[str, Decoder] = {
+    "offsets": decode_offsets_record,
+    "transaction-log": decode_transaction_log_record,
+    "cluster-metadata": decode_metadata_record,
+}
 
 
 def show_payload(data: bytes | None, payload_format: str) -> str | None:
@@ -63,7 +68,9 @@ def _record_row(r: Record, v2: bool, is_control: bool, options: DumpOptions) -> 
     if is_control:
         row.update(_control(r))
     elif options.decoder is not None:
-        row["key"], value = DECODERS[options.decoder](r.key, r.value, r.offset)
+        key, value = DECODERS[options.decoder](r.key, r.value, r.offset)
+        if key is not None:
+            row["key"] = key
         if value is not None:  # a record the decoder skipped has only its key (the reason), as in Kafka's dump
             row["value"] = value
     elif options.print_data_log:
