@@ -23,6 +23,7 @@ from indexlib.format.meta_properties import MetaPropertiesError
 from indexlib.format.producer_snapshot import SnapshotError
 from indexlib.recovery.checks import VerifyInputError
 from indexlib.recovery.findings import FindingKindError
+from indexlib.storage.cluster_metadata_files import ClusterMetadataError
 from indexlib.storage.file_system_sync import SyncfsUnavailableError
 from indexlib.storage.publish import BackupExistsError, ChangedSinceReadError, UnrebuildableSegmentError
 
@@ -159,6 +160,7 @@ ERROR_CLASSES = [
     (testing.GeneratorArgumentError, ValueError),
     (CodecUnavailableError, ImportError),
     (cli.DumpUsageError, ValueError),
+    (ClusterMetadataError, OSError),
 ]
 
 

@@ -1,0 +1,100 @@
+"""KRaft's metadata on disk, read for :mod:`indexlib.format.cluster_metadata`: the ``__cluster_metadata-0`` dir of
+a broker's (or controller's) metadata log dir holds the metadata log's segments and its snapshots
+(``<end offset>-<epoch>.checkpoint``: record batches, every record below the end offset).
+
+:func:`read_cluster_metadata` replays the latest snapshot, then the log's records from the snapshot's end offset
+on, as a broker's metadata loader does at its start; each ``.log`` is walked with Kafka's iteration rules
+(:func:`~indexlib.format.batch_walk.scan_log`), so a torn tail (a killed broker) ends the replay at its last valid
+batch. Control batches (a snapshot's header and footer, KRaft's leader changes and voters) hold no metadata
+record and are passed over.
+
+Invariants: read-only; a file that cannot be read is a :class:`ClusterMetadataError` naming it; a record that
+does not parse is counted, never raised.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..format.batch_walk import open_log, scan_buffer
+from ..format.cluster_metadata import ClusterMetadata, MetadataReplay
+from ..format.errors import InvalidRecordError, KafkaIndexError, describe_error
+from ..format.layout import CLUSTER_METADATA_TOPIC, LOG_SUFFIX, parse_kraft_snapshot_name, parse_segment_name
+from ..format.metadata_records import read_metadata_record
+from ..format.record_decoding import batch_records
+from ..format.records import ATTR_CONTROL
+
+#: the partition dir of the metadata log inside a metadata log dir
+CLUSTER_METADATA_DIR = f"{CLUSTER_METADATA_TOPIC}-0"
+
+
+class ClusterMetadataError(KafkaIndexError, OSError):
+    """The cluster's metadata cannot be read (a file named in the message): one line, exit 2."""
+
+
+def find_cluster_metadata(log_dirs: list[str]) -> str | None:
+    """The ``__cluster_metadata-0`` dir of the first of ``log_dirs`` that has one (a broker keeps it in its
+    ``metadata.log.dir``, by default its first log dir)."""
+    for log_dir in log_dirs:
+        candidate = os.path.join(log_dir, CLUSTER_METADATA_DIR)
+        if os.path.isdir(candidate):
+            return candidate
+    return None
+
+
+def _replay_file(replay: MetadataReplay, path: str, from_offset: int) -> None:
+    """Apply the records at or above ``from_offset`` of the record batches of ``path`` (a segment or a snapshot)."""
+    try:
+        size, mm = open_log(path)
+    except OSError as exc:
+        raise ClusterMetadataError(f"{path}: cannot read the cluster metadata: {describe_error(exc)}") from None
+    if mm is None:
+        return
+    try:
+        scan = scan_buffer(mm, size, path)
+        for i in range(scan.batch_count):
+            if int(scan.last_offsets[i]) < from_offset or int(scan.attributes[i]) & ATTR_CONTROL:
+                continue
+            pos, length = int(scan.positions[i]), int(scan.sizes[i])
+            try:
+                records = batch_records(mm[pos : pos + length])
+            except InvalidRecordError as exc:
+                replay.apply(int(scan.base_offsets[i]), f"a batch that does not read: {exc}")
+                continue
+            for r in records:
+                if r.offset < from_offset:
+                    continue
+                if r.value is None:
+                    replay.apply(r.offset, "a record without a value")
+                    continue
+                try:
+                    replay.apply(r.offset, read_metadata_record(r.value))
+                except InvalidRecordError as exc:
+                    replay.apply(r.offset, str(exc))
+    finally:
+        mm.close()
+
+
+def read_cluster_metadata(metadata_dir: str) -> ClusterMetadata:
+    """The state the metadata in ``metadata_dir`` (a ``__cluster_metadata-0`` dir) describe (module docstring)."""
+    try:
+        names = os.listdir(metadata_dir)
+    except OSError as exc:
+        raise ClusterMetadataError(f"{metadata_dir}: cannot list the cluster metadata: {describe_error(exc)}") from None
+    snapshots = sorted((found, name) for name in names if (found := parse_kraft_snapshot_name(name)) is not None)
+    segments = sorted(
+        (segment[0], name) for name in names if (segment := parse_segment_name(name)) and segment[1] == LOG_SUFFIX
+    )
+    replay = MetadataReplay()
+    start = 0
+    if snapshots:
+        (end_offset, _), name = snapshots[-1]
+        _replay_file(replay, os.path.join(metadata_dir, name), 0)
+        replay.state.snapshot = start = end_offset
+        replay.state.end_offset = max(replay.state.end_offset, end_offset)
+    for i, (_, name) in enumerate(segments):
+        following = segments[i + 1][0] if i + 1 < len(segments) else None
+        if following is not None and following <= start:
+            continue  # every record of this segment is in the snapshot
+        _replay_file(replay, os.path.join(metadata_dir, name), start)
+    return replay.finish()

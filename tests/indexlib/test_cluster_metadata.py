@@ -1,0 +1,190 @@
+"""The cluster's state from KRaft's metadata (indexlib.format.cluster_metadata, indexlib.storage.cluster_metadata_files):
+a real broker's metadata log against the partition dirs beside it, and the replay's rules on metadata logs and
+snapshots written here (indexlib.testing.message_encoder)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from indexlib.format.layout import parse_partition_dir_name
+from indexlib.format.leader_epoch_checkpoint import parse_leader_epoch_checkpoint
+from indexlib.format.message_schema import Message
+from indexlib.format.metadata_records import read_metadata_record
+from indexlib.format.record_fields import FieldReader
+from indexlib.storage.cluster_metadata_files import (
+    CLUSTER_METADATA_DIR,
+    ClusterMetadataError,
+    find_cluster_metadata,
+    read_cluster_metadata,
+)
+from indexlib.testing.batch_encoder import encode_batch_v2, encode_control_batch
+from indexlib.testing.message_encoder import encode_message, encode_metadata_record
+
+from ..conftest import KAFKA_REAL, requires_kafka_real
+
+TOPIC, PARTITION, CONFIG, CHANGE, REMOVE, FEATURE, BEGIN, END, ABORT = 2, 3, 4, 5, 9, 12, 23, 24, 25
+TS = 1_700_000_000_000
+
+
+def topic_id(seed: int) -> str:
+    return base64.urlsafe_b64encode(uuid.UUID(int=seed + 1).bytes).decode().rstrip("=")
+
+
+def topic(name: str, seed: int) -> bytes:
+    return encode_metadata_record(TOPIC, {"name": name, "topicId": topic_id(seed)})
+
+
+def partition(seed: int, p: int, leader: int = 1, epoch: int = 0) -> bytes:
+    data = {"partitionId": p, "topicId": topic_id(seed), "replicas": [1], "isr": [1], "leader": leader}
+    return encode_metadata_record(PARTITION, {**data, "leaderEpoch": epoch, "partitionEpoch": 0}, 0)
+
+
+def config(resource_type: int, resource: str, name: str, value: str | None) -> bytes:
+    data = {"resourceType": resource_type, "resourceName": resource, "name": name, "value": value}
+    return encode_metadata_record(CONFIG, data)
+
+
+def change(seed: int, p: int, leader: int) -> bytes:
+    return encode_metadata_record(CHANGE, {"partitionId": p, "topicId": topic_id(seed), "leader": leader})
+
+
+def write_log(path: Path, batches: list[list[bytes]], base: int = 0) -> int:
+    """A metadata log segment of one batch per list of record values; the offset after its last record."""
+    out, offset = b"", base
+    for values in batches:
+        out += encode_batch_v2(offset, [(None, v, TS) for v in values])
+        offset += len(values)
+    path.write_bytes(out)
+    return offset
+
+
+@pytest.fixture
+def metadata_dir(tmp_path) -> Path:
+    d = tmp_path / "logs" / CLUSTER_METADATA_DIR
+    d.mkdir(parents=True)
+    return d
+
+
+@requires_kafka_real
+def test_a_real_brokers_metadata_name_every_topic_id_and_leader_epoch_beside_it():
+    """The broker of the fixture set: every partition dir's ``partition.metadata`` topic id is the metadata's for
+    that name, no ``leader-epoch-checkpoint`` entry is above the metadata's leader epoch, the topic configs of
+    ``kafka-topics.sh --config`` are there, and nothing was skipped."""
+    log_dir = KAFKA_REAL / "local-apache-kafka-4.1.0"
+    state = read_cluster_metadata(find_cluster_metadata([str(log_dir)]) or "")
+    assert state.end_offset == 418 and state.records == 418 - 3 and not state.skipped and state.snapshot == 0  # 3 KRaft
+    assert state.features["metadata.version"] == 27
+    assert state.topic_configs["compacted"]["cleanup.policy"] == "compact"
+    assert state.broker_defaults(1) == {"min.insync.replicas": "1"}
+    checked = 0
+    for d in sorted(log_dir.iterdir()):
+        parsed = parse_partition_dir_name(d.name)
+        if parsed is None or d.name == CLUSTER_METADATA_DIR:
+            continue
+        name, p = parsed
+        assert (d / "partition.metadata").read_text().split("topic_id: ")[1].strip() == state.topic_ids[name]
+        path = d / "leader-epoch-checkpoint"
+        epochs = parse_leader_epoch_checkpoint(path.read_text(), str(path))
+        assert all(e.epoch <= (state.leader_epoch(name, p) or 0) for e in epochs)
+        checked += 1
+    assert checked == 17
+
+
+def test_the_replay_follows_kafkas_rules(metadata_dir):
+    """Topics, partitions and their leader epochs, configs (a null value deletes; a broker's own over the
+    cluster-wide default), a deleted topic re-created under the same name (a new id, its old configs gone)."""
+    end = write_log(
+        metadata_dir / "00000000000000000000.log",
+        [
+            [topic("orders", 1), partition(1, 0), partition(1, 1, epoch=3)],
+            [config(2, "orders", "index.interval.bytes", "1024"), config(2, "orders", "segment.bytes", "1000")],
+            [config(4, "", "log.index.interval.bytes", "2048"), config(4, "7", "log.index.interval.bytes", "512")],
+            [change(1, 0, -2), change(1, 1, 1), change(1, 1, -1)],  # no change; a new leader; none: each +1
+            [config(2, "orders", "segment.bytes", None)],
+            [topic("gone", 2), partition(2, 0), config(2, "gone", "index.interval.bytes", "64")],
+            [encode_metadata_record(REMOVE, {"topicId": topic_id(2)}), topic("gone", 3), partition(3, 0, epoch=0)],
+        ],
+    )
+    state = read_cluster_metadata(str(metadata_dir))
+    assert state.end_offset == end == 17 and state.records == 17 and not state.skipped
+    assert state.topic_ids == {"orders": topic_id(1), "gone": topic_id(3)}
+    assert [state.leader_epoch("orders", p) for p in (0, 1, 2)] == [0, 5, None]
+    assert state.topic_configs == {"orders": {"index.interval.bytes": "1024"}}
+    assert state.broker_defaults(7) == {"log.index.interval.bytes": "512"}
+    assert state.broker_defaults(8) == state.broker_defaults(None) == {"log.index.interval.bytes": "2048"}
+
+
+def test_metadata_transactions_apply_at_their_end_only(metadata_dir):
+    begin = encode_metadata_record(BEGIN, {"name": "t"})
+    write_log(
+        metadata_dir / "00000000000000000000.log",
+        [
+            [begin, topic("kept", 1), encode_metadata_record(END, {})],
+            [begin, topic("aborted", 2), encode_metadata_record(ABORT, {"reason": "x"})],
+            [begin, topic("open", 3)],  # the log ends inside it
+        ],
+    )
+    state = read_cluster_metadata(str(metadata_dir))
+    assert state.topic_ids == {"kept": topic_id(1)}
+    assert state.skipped == {"aborted metadata transaction": 1, "metadata transaction open at the end of the log": 1}
+
+
+def test_a_snapshot_then_the_log_after_it(metadata_dir):
+    """The latest snapshot holds every record below its end offset; the log's records from there on are replayed,
+    a segment wholly below it is not read, and control batches (header, footer) are passed over."""
+    header = encode_control_batch(0, -1, -1, abort=False, timestamp=TS)  # a control batch: no metadata record
+    snapshot = header + encode_batch_v2(1, [(None, v, TS) for v in (topic("a", 1), partition(1, 0, epoch=4))])
+    (metadata_dir / "00000000000000000003-0000000002.checkpoint").write_bytes(snapshot)
+    (metadata_dir / "00000000000000000000-0000000001.checkpoint").write_bytes(b"garbage, never read: older")
+    (metadata_dir / "00000000000000000000.log").write_bytes(b"\x00" * 100)  # wholly below the snapshot
+    write_log(
+        metadata_dir / "00000000000000000002.log",
+        [[topic("old", 9), change(1, 0, 1)], [change(1, 0, 1), topic("b", 2)]],
+        base=2,
+    )
+    state = read_cluster_metadata(str(metadata_dir))
+    assert state.snapshot == 3 and state.end_offset == 6
+    assert state.topic_ids == {"a": topic_id(1), "b": topic_id(2)}  # "old", at offset 2: below the snapshot's end
+    assert state.leader_epoch("a", 0) == 6  # 4 in the snapshot, then the changes at offsets 3 and 4
+
+
+def test_a_torn_tail_and_records_that_do_not_read(metadata_dir):
+    """A killed broker's torn last batch ends the replay at the last whole one; an unknown record type or a
+    record with garbage after it is counted and skipped, the others applied."""
+    log = metadata_dir / "00000000000000000000.log"
+    unknown = b"\x01" + b"\x63" + b"\x00" + b"\x00"  # frame 1, type 99
+    write_log(log, [[topic("a", 1), unknown, topic("b", 2) + b"!!"], [topic("c", 3)], [topic("torn", 4)]])
+    log.write_bytes(log.read_bytes()[:-7])
+    state = read_cluster_metadata(str(metadata_dir))
+    assert state.topic_ids == {"a": topic_id(1), "c": topic_id(3)}
+    assert state.skipped == {"Unknown metadata id 99": 1, "Found 2 byte(s) of garbage after 2": 1}
+    assert state.end_offset == 4
+
+
+def test_an_unreadable_metadata_dir_is_one_line_naming_it(tmp_path):
+    with pytest.raises(ClusterMetadataError, match=f"{tmp_path / 'nope'}: cannot list the cluster metadata"):
+        read_cluster_metadata(str(tmp_path / "nope"))
+    assert find_cluster_metadata([str(tmp_path)]) is None
+
+
+def test_the_encoder_is_the_readers_inverse():
+    """What tests write is what Kafka's reader reads: every field type of the metadata records, tagged ones too."""
+    record = {
+        "partitionId": 3,
+        "topicId": topic_id(5),
+        "isr": [1, 2],
+        "leader": 2,
+        "directories": [topic_id(6)],
+        "eligibleLeaderReplicas": [3],
+    }
+    read = read_metadata_record(encode_metadata_record(CHANGE, record, 2))
+    assert read.version == 2 and {k: read.data[k] for k in record} == record
+    assert read.data["replicas"] is None and read.data["leaderRecoveryState"] == -1  # tagged, not written: defaults
+    schema = Message("M", (0, 0), None, ())
+    assert encode_message(schema, {}, 0) == b"" and schema.read(FieldReader(b""), 0) == {}
+    assert os.path.basename(CLUSTER_METADATA_DIR) == "__cluster_metadata-0"
