@@ -204,6 +204,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         audit_journal=args.audit_journal,
         backup_dir=getattr(args, "backup_dir", None),
         audit_storage_options=args.audit_storage_option,
+        cluster_metadata=args.cluster_metadata,
     )
     if not settings.log_dirs:
         raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")
@@ -340,12 +341,15 @@ def finish_run(
     """After the map and commit, for both engines: the report, its ``--json``, the audit rows, the exit code.
     ``delta_spark``: the session whose delta-spark writes the audit (decided before the run: the JVM may be
     gone by now), else delta-rs."""
-    from indexlib.cli import print_report, write_json
+    from indexlib.cli import print_report, settings_to_dict, write_json
 
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
+    if settings.cluster is not None and not args.quiet:
+        print(f"settings: {settings.cluster.describe()}", file=text_out)
     print_report(report, text_out, report_level(args))
     if args.json_file:
-        write_json(report, args.json_file)
+        topics = [s.task.topic for s in report.segments]
+        write_json(report, args.json_file, settings_to_dict(settings.topic_settings(), topics))
     if journal is not None and not write_audit(
         report, settings, journal, delta_spark, None if args.quiet else text_out
     ):

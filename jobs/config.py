@@ -1,8 +1,9 @@
 """Settings of a run: ``conf/defaults.yaml`` (or ``--config``), a broker's ``server.properties``, a
 ``--topic-config`` file and the command line, merged with one precedence rule.
 
-Precedence, highest first: command line > ``--topic-config`` (per topic) > ``--server-properties`` >
-config file > Kafka's defaults. Every file is validated; a problem raises :class:`ConfigError` naming
+Precedence, highest first: command line > ``--topic-config`` (per topic) > the cluster's metadata (the topic's
+config, this broker's and the cluster-wide dynamic defaults; :func:`indexlib.cli.load_cluster_settings`) >
+``--server-properties`` > config file > Kafka's defaults. Every file is validated; a problem raises :class:`ConfigError` naming
 the file, the key and what is wrong.
 """
 
@@ -17,7 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from indexlib.cli import SettingsFileError, TopicSettings, read_mapping, read_server_properties, read_topic_config
+from indexlib.cli import (
+    ClusterSettings,
+    SettingsFileError,
+    TopicSettings,
+    load_cluster_settings,
+    metadata_log_dir,
+    read_mapping,
+    read_server_properties,
+    read_topic_config,
+)
 from indexlib.recovery import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
@@ -25,6 +35,7 @@ from indexlib.recovery import (
     SettingError,
     check_index_setting,
 )
+from indexlib.storage import ClusterMetadataError
 
 
 def conf_dir() -> Path:
@@ -70,9 +81,23 @@ class Settings:
     spark_master: str = "local[*]"
     spark_app_name: str = "kafka-index-rebuild"
     spark_conf: dict[str, str] = field(default_factory=dict)
+    cluster: ClusterSettings | None = None  # the cluster's metadata, when read
+    defaults_from: dict[str, str] = field(default_factory=dict)  # the layer each of ``defaults`` came from
+    topic_config: str | None = None
+
+    def topic_settings(self) -> TopicSettings:
+        """The index settings' layers, as both command lines hold them."""
+        return TopicSettings(
+            self.defaults,
+            self.topic_overrides,
+            self.cli_overrides,
+            self.cluster,
+            self.defaults_from,
+            f"--topic-config {self.topic_config}",
+        )
 
     def for_topic(self, topic: str) -> IndexSettings:
-        return TopicSettings(self.defaults, self.topic_overrides, self.cli_overrides).for_topic(topic)
+        return self.topic_settings().for_topic(topic)
 
 
 def _check_int(source: str, key: str, value: object, minimum: int) -> int:
@@ -102,7 +127,7 @@ def _as_config_error() -> Iterator[None]:
     """indexlib's :class:`SettingsFileError` (the same one line) as this module's ConfigError."""
     try:
         yield
-    except SettingsFileError as exc:
+    except (SettingsFileError, ClusterMetadataError) as exc:
         raise ConfigError(str(exc)) from None
 
 
@@ -192,17 +217,27 @@ def resolve_settings(
     audit_journal: str | None = None,
     backup_dir: str | None = None,
     audit_storage_options: list[str] | None = None,
+    cluster_metadata: str | None = None,
 ) -> Settings:
-    """Merge every layer (see the module docstring). ``audit_table="none"`` disables auditing."""
+    """Merge every layer (see the module docstring). ``audit_table="none"`` disables auditing;
+    ``cluster_metadata``: ``--cluster-metadata`` (default: found in the log dirs or ``metadata.log.dir``)."""
     conf = load_config_file(config_file)
     base = {"index_interval_bytes": conf["index_interval_bytes"], "segment_index_bytes": conf["segment_index_bytes"]}
+    kafka = {"index_interval_bytes": DEFAULT_INDEX_INTERVAL_BYTES, "segment_index_bytes": DEFAULT_SEGMENT_INDEX_BYTES}
+    defaults_from = {n: f"{config_file or DEFAULTS_FILE}" for n, v in base.items() if v != kafka[n]}
     dirs: list[str] = []
+    metadata_dir = None
     if server_properties is not None:
         broker_dirs, broker_settings = load_server_properties(server_properties)
         base.update(broker_settings)
+        defaults_from.update({n: f"--server-properties {server_properties}" for n in broker_settings})
         dirs = broker_dirs
+        with _as_config_error():
+            metadata_dir = metadata_log_dir(server_properties)
     if log_dirs:
         dirs = list(log_dirs)
+    with _as_config_error():
+        cluster = load_cluster_settings(dirs, cluster_metadata, metadata_dir) if dirs else None
     cli = {}
     for name, value in (("index_interval_bytes", index_interval_bytes), ("segment_index_bytes", segment_index_bytes)):
         if value is not None:
@@ -223,4 +258,7 @@ def resolve_settings(
         spark_master=conf["spark"]["master"],
         spark_app_name=conf["spark"]["app_name"],
         spark_conf=dict(conf["spark"]["conf"]),
+        cluster=cluster,
+        defaults_from=defaults_from,
+        topic_config=topic_config,
     )

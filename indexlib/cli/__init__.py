@@ -33,17 +33,25 @@ if TYPE_CHECKING:
     )
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
     from .settings_files import (
+        ClusterSettings,
         SettingsFileError,
         TopicSettings,
+        load_cluster_settings,
+        metadata_log_dir,
         read_mapping,
         read_server_properties,
         read_topic_config,
+        settings_to_dict,
     )
 
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
     "main": "main",
     "SettingsFileError": "settings_files",
+    "ClusterSettings": "settings_files",
+    "load_cluster_settings": "settings_files",
+    "metadata_log_dir": "settings_files",
+    "settings_to_dict": "settings_files",
     "TopicSettings": "settings_files",
     "read_mapping": "settings_files",
     "read_server_properties": "settings_files",
@@ -76,6 +84,10 @@ _PUBLIC = {
 }
 __all__ = [
     "add_settings_files",
+    "ClusterSettings",
+    "load_cluster_settings",
+    "metadata_log_dir",
+    "settings_to_dict",
     "SettingsFileError",
     "TopicSettings",
     "read_mapping",

@@ -58,6 +58,7 @@ from ..recovery.settings import (
     SettingError,
     check_index_setting,
 )
+from ..storage.cluster_metadata_files import ClusterMetadataError
 from ..storage.discovery import (
     Discovery,
     discover,
@@ -82,7 +83,15 @@ from .options import (
 )
 from .report import check_json_target, keep_output_in_order, print_report, write_json
 from .segment_lookup import check_target, lookup, print_lookup
-from .settings_files import SettingsFileError, TopicSettings, read_server_properties, read_topic_config
+from .settings_files import (
+    SettingsFileError,
+    TopicSettings,
+    load_cluster_settings,
+    metadata_log_dir,
+    read_server_properties,
+    read_topic_config,
+    settings_to_dict,
+)
 
 PROG = "python -m indexlib"
 EXIT_OK = 0
@@ -165,8 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ------------------------------------------------------------------------------------------ checks
 def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str]]:
-    """Each topic's index settings (Kafka's defaults < ``--server-properties`` < ``--topic-config`` < the command
-    line, as ``kafka-index`` layers them) and the paths to run over (``PATH``s, else the broker's ``log.dirs``)."""
+    """Each topic's index settings (Kafka's defaults < ``--server-properties`` < the cluster's metadata <
+    ``--topic-config`` < the command line, as ``kafka-index`` layers them) and the paths to run over (``PATH``s,
+    else the broker's ``log.dirs``)."""
     if args.jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {args.jobs}")
     try:
@@ -176,13 +186,25 @@ def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str]]:
             if getattr(args, name) is not None
         }
         log_dirs, broker = read_server_properties(args.server_properties) if args.server_properties else ([], {})
+        metadata_dir = metadata_log_dir(args.server_properties) if args.server_properties else None
         per_topic = read_topic_config(args.topic_config) if args.topic_config else {}
-    except (SettingError, SettingsFileError) as exc:
+        paths = args.paths or log_dirs
+        if not paths:
+            raise InputError("no PATH: give a partition dir or a log dir, or --server-properties FILE with log.dirs")
+        cluster = load_cluster_settings(paths, args.cluster_metadata, metadata_dir)
+    except (SettingError, SettingsFileError, ClusterMetadataError) as exc:
         raise InputError(str(exc)) from None
-    paths = args.paths or log_dirs
-    if not paths:
-        raise InputError("no PATH: give a partition dir or a log dir, or --server-properties FILE with log.dirs")
-    return TopicSettings(IndexSettings(**broker), per_topic, overrides), paths
+    return (
+        TopicSettings(
+            IndexSettings(**broker),
+            per_topic,
+            overrides,
+            cluster,
+            defaults_from={name: f"--server-properties {args.server_properties}" for name in broker},
+            per_topic_from=f"--topic-config {args.topic_config}",
+        ),
+        paths,
+    )
 
 
 def warn_unused_topic_configs(args: argparse.Namespace, settings: TopicSettings, found: Discovery) -> None:
@@ -307,14 +329,20 @@ def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settin
         return EXIT_FINDINGS
     text_out = sys.stderr if args.json_file == "-" else sys.stdout  # stdout stays pure JSON
     if args.json_file is not None:
-        write_json(report, args.json_file)
+        write_json(report, args.json_file, settings_to_dict(settings, [s.task.topic for s in report.segments]))
     level = report_level(args)
     if level != "quiet":
-        print_segments(report, settings, text_out)
+        if settings.cluster is not None:
+            print(f"settings: {settings.cluster.describe()}", file=text_out)
+        print_segments(report, settings, text_out, level == "verbose")
         if report.mode == "recover":
             print_recovery(report, text_out)
     print_report(report, text_out, level)
     return report.exit_code
+
+
+def _from(origin: dict[str, str], name: str) -> str:
+    return f" (from {origin[name]})" if name in origin else ""
 
 
 def print_recovery(report: RunReport, out: TextIO) -> None:
@@ -345,9 +373,10 @@ def print_recovery(report: RunReport, out: TextIO) -> None:
         print(f"recover: {log_dir}: recover run {mark.run_id} had not finished; {state}", file=out)
 
 
-def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> None:
+def print_segments(report: RunReport, settings: TopicSettings, out: TextIO, sources: bool = False) -> None:
     """Per partition, one line per segment: what was scanned and written (rebuild) or how each file
-    compares with the rebuild (verify), with a corrupt tail or a refusal spelled out."""
+    compares with the rebuild (verify), with a corrupt tail or a refusal spelled out; ``sources``: also where
+    each index setting came from."""
     words = {True: "identical", False: "differs", None: "absent, none expected"}
     by_partition: dict[str, list[SegmentResult]] = {}
     for s in report.segments:
@@ -355,14 +384,15 @@ def print_segments(report: RunReport, settings: TopicSettings, out: TextIO) -> N
     for path, segments in by_partition.items():
         t = segments[0].task
         topic_settings = settings.for_topic(t.topic)
+        origin = settings.sources(t.topic) if sources else {}
         where = ""
         if report.mode == "rebuild":
             target = t.target_dir or path
             where = " in place" if target == path else f" into {target}"  # the task's target is its dir in place
         print(
             f"{report.mode} {partition_name(t.topic, t.partition)} ({path}){where}: "
-            f"index.interval.bytes={topic_settings.index_interval_bytes} "
-            f"segment.index.bytes={topic_settings.segment_index_bytes}, "
+            f"index.interval.bytes={topic_settings.index_interval_bytes}{_from(origin, 'index_interval_bytes')} "
+            f"segment.index.bytes={topic_settings.segment_index_bytes}{_from(origin, 'segment_index_bytes')}, "
             f"{_plural(len(segments), 'segment')}",
             file=out,
         )

@@ -3,7 +3,7 @@
 destination and help never differ between the two. What a command line does with a value stays its own
 (``kafka-index`` layers the index settings over its config files; ``python -m indexlib`` uses them as given).
 
-Destinations: ``server_properties``, ``topic_config``, ``topics``, ``partitions``, ``quiet``, ``verbose``, ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``sync``, ``force``,
+Destinations: ``server_properties``, ``topic_config``, ``cluster_metadata``, ``topics``, ``partitions``, ``quiet``, ``verbose``, ``broker_id``, ``index_interval_bytes``, ``segment_index_bytes``, ``run_id``, ``backup_dir``, ``sync``, ``force``,
 ``output_dir``, ``json_file`` (the report's file, ``-`` for stdout), ``as_json`` (dump and lookup print JSON),
 ``files``, ``deep_iteration``, ``print_data_log``, ``payload_format``, ``max_bytes``, ``decoder``, ``check`` (dump), ``segment``, ``offset``, ``timestamp``, ``ceiling`` (lookup)."""
 
@@ -47,6 +47,12 @@ def add_settings_files(parser: argparse.ArgumentParser) -> None:
         "--server-properties", metavar="FILE", help="a broker's server.properties (log.dirs, index settings)"
     )
     parser.add_argument("--topic-config", metavar="FILE", help="JSON/YAML: topic -> Kafka topic configs")
+    parser.add_argument(
+        "--cluster-metadata",
+        metavar="DIR",
+        help="KRaft's metadata (a __cluster_metadata-0 dir, or the log dir holding it) for the topics' configs and "
+        "the dynamic broker defaults (default: found in the log dirs or metadata.log.dir; none: not read)",
+    )
 
 
 def add_selection(parser: argparse.ArgumentParser) -> None:

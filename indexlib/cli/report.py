@@ -176,9 +176,10 @@ def _verdict(report: RunReport) -> str:
     return "; ".join(parts) or "failures"
 
 
-def report_to_dict(report: RunReport) -> dict[str, Any]:
+def report_to_dict(report: RunReport, settings: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``--json`` report (JSON-able). Every segment and every finding carries the cluster id, broker id and
-    directory id of its log dir (``brokers`` lists them per log dir)."""
+    directory id of its log dir (``brokers`` lists them per log dir); ``settings``: where each topic's index
+    settings came from (:func:`~.settings_files.settings_to_dict`)."""
 
     def finding(f: Finding) -> dict[str, Any]:
         return {**f.to_dict(), **report.broker_of(f.file).to_dict()}
@@ -224,6 +225,7 @@ def report_to_dict(report: RunReport) -> dict[str, Any]:
             for s in report.segments
         ],
         "remaining_findings": [finding(f) for f in report.remaining_findings],
+        **({} if settings is None else {"settings": settings}),
     }
 
 
@@ -239,9 +241,9 @@ def check_json_target(target: str | None) -> None:
         raise JsonTargetError(f"{target}: --json: the directory {parent} does not exist")
 
 
-def write_json(report: RunReport, target: str) -> None:
+def write_json(report: RunReport, target: str, settings: dict[str, Any] | None = None) -> None:
     """The ``--json`` report to ``target`` (``-``: stdout)."""
-    text = json.dumps(report_to_dict(report), indent=2, default=str) + "\n"
+    text = json.dumps(report_to_dict(report, settings), indent=2, default=str) + "\n"
     if target == "-":
         sys.stdout.write(text)
         sys.stdout.flush()

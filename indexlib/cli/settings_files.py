@@ -1,10 +1,14 @@
-"""The files a run's index settings come from, read the same way by both command lines: a broker's
-``server.properties`` (``log.dirs`` and the broker-wide index settings) and a topic config file (topic ->
-Kafka topic configs, JSON or YAML). Every value is checked with :func:`indexlib.recovery.check_index_setting`;
-every problem is one :class:`SettingsFileError` naming the file (and the key).
+"""The sources a run's index settings come from, read the same way by both command lines: a broker's
+``server.properties`` (``log.dirs``, ``metadata.log.dir`` and the broker-wide index settings), the cluster's own
+metadata (KRaft's ``__cluster_metadata``: each topic's configs and the dynamic broker defaults) and a topic config
+file (topic -> Kafka topic configs, JSON or YAML). Every value is checked with
+:func:`indexlib.recovery.check_index_setting`; every problem is one :class:`SettingsFileError` naming the file (and
+the key).
 
-The layers, lowest first: Kafka's defaults, ``server.properties``, the topic config's entry for the topic, the
-command line's ``--index-interval-bytes``/``--segment-index-bytes`` (:class:`TopicSettings`)."""
+The layers, lowest first (:class:`TopicSettings`; the metadata log itself takes Kafka's defaults alone): Kafka's defaults, ``conf/defaults.yaml`` (``kafka-index``),
+``server.properties``, the cluster's dynamic defaults (cluster-wide, then this broker's), the topic's config in the
+cluster's metadata, the topic config file's entry for the topic, the command line's
+``--index-interval-bytes``/``--segment-index-bytes``. :meth:`TopicSettings.sources` names the layer of each value."""
 
 from __future__ import annotations
 
@@ -15,9 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..format.cluster_metadata import ClusterMetadata
 from ..format.errors import KafkaIndexError, describe_error
+from ..format.layout import CLUSTER_METADATA_TOPIC, parse_partition_dir_name
 from ..format.meta_properties import parse_properties
 from ..recovery.settings import IndexSettings, SettingError, check_index_setting
+from ..storage.cluster_metadata_files import CLUSTER_METADATA_DIR, find_cluster_metadata, read_cluster_metadata
+from ..storage.discovery import read_log_dir_meta
 
 #: topic config name -> our setting name (Kafka's spelling in topic config files)
 TOPIC_KEYS = {"index.interval.bytes": "index_interval_bytes", "segment.index.bytes": "segment_index_bytes"}
@@ -29,23 +37,86 @@ class SettingsFileError(KafkaIndexError, ValueError):
     """A settings file that cannot be used; the message names the file and the key."""
 
 
+#: the layer of a value nothing set
+KAFKA_DEFAULT = "Kafka's default"
+SETTING_NAMES = ("index_interval_bytes", "segment_index_bytes")
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    """The index settings the cluster's metadata set (:func:`load_cluster_settings`): ``per_topic`` (each topic's
+    configs) and ``broker`` (setting -> (value, the layer's name): the dynamic defaults of broker ``broker_id``
+    over the cluster-wide ones); ``source``: the ``__cluster_metadata-0`` dir read; ``metadata``: its state."""
+
+    source: str
+    broker_id: int | None
+    per_topic: dict[str, dict[str, int]]
+    broker: dict[str, tuple[int, str]]
+    metadata: ClusterMetadata = field(repr=False, compare=False, default_factory=ClusterMetadata)
+
+    def describe(self) -> str:
+        m = self.metadata
+        start = "the log's start" if m.snapshot is None else f"the snapshot at offset {m.snapshot}"
+        return (
+            f"cluster metadata {self.source}: {len(m.topic_ids)} topics, {len(self.per_topic)} with index settings, "
+            f"replayed from {start} to offset {m.end_offset}"
+            + (f" (broker {self.broker_id})" if self.broker_id is not None else "")
+            + (f"; {sum(m.skipped.values())} records skipped" if m.skipped else "")
+        )
+
+
 @dataclass(frozen=True)
 class TopicSettings:
-    """Each topic's index settings: ``defaults`` (Kafka's, or a broker's), then the topic's entry of
-    ``per_topic``, then ``overrides`` (the command line's), each layer replacing the one below."""
+    """Each topic's index settings, layered (module docstring): ``defaults`` (Kafka's, ``conf/defaults.yaml``'s or
+    a broker's: ``defaults_from`` names the layer of each one set, the others are Kafka's), then ``cluster``
+    (the cluster's metadata, when read), then the topic's entry of ``per_topic`` (``per_topic_from`` names the
+    file), then ``overrides`` (the command line's), each layer replacing the ones below."""
 
     defaults: IndexSettings = field(default_factory=IndexSettings)
     per_topic: dict[str, dict[str, int]] = field(default_factory=dict)
     overrides: dict[str, int] = field(default_factory=dict)
+    cluster: ClusterSettings | None = None
+    defaults_from: dict[str, str] = field(default_factory=dict)
+    per_topic_from: str = "--topic-config"
+
+    def layered(self, topic: str) -> dict[str, tuple[int, str]]:
+        """Each setting of ``topic``: (value, the layer it comes from). KRaft's own metadata log takes none of the
+        broker's or the cluster's layers: Kafka builds its log config from Kafka's defaults (``KafkaMetadataLog``)."""
+        if topic == CLUSTER_METADATA_TOPIC:
+            kafka = IndexSettings()
+            values = {n: (getattr(kafka, n), f"{KAFKA_DEFAULT} (the metadata log's own)") for n in SETTING_NAMES}
+        else:
+            values = {n: (getattr(self.defaults, n), self.defaults_from.get(n, KAFKA_DEFAULT)) for n in SETTING_NAMES}
+        if self.cluster is not None and topic != CLUSTER_METADATA_TOPIC:
+            values.update(self.cluster.broker)
+            from_topic = f"the topic's config in the cluster metadata ({self.cluster.source})"
+            values.update({n: (v, from_topic) for n, v in self.cluster.per_topic.get(topic, {}).items()})
+        values.update({n: (v, self.per_topic_from) for n, v in self.per_topic.get(topic, {}).items()})
+        values.update({n: (v, "the command line") for n, v in self.overrides.items()})
+        return values
 
     def for_topic(self, topic: str) -> IndexSettings:
-        values = {
-            "index_interval_bytes": self.defaults.index_interval_bytes,
-            "segment_index_bytes": self.defaults.segment_index_bytes,
-        }
-        values.update(self.per_topic.get(topic, {}))
-        values.update(self.overrides)
-        return IndexSettings(**values)
+        return IndexSettings(**{n: v for n, (v, _) in self.layered(topic).items()})
+
+    def sources(self, topic: str) -> dict[str, str]:
+        """Where each of ``topic``'s settings comes from (for ``-v`` and ``--json``)."""
+        return {n: source for n, (_, source) in self.layered(topic).items()}
+
+
+def settings_to_dict(settings: TopicSettings, topics: list[str]) -> dict[str, Any]:
+    """The ``settings`` of a ``--json`` report: the cluster metadata read (or None), and for each of ``topics``
+    each setting's value and the layer it comes from."""
+    cluster = settings.cluster
+    return {
+        "cluster_metadata": None
+        if cluster is None
+        else {"dir": cluster.source, "broker_id": cluster.broker_id, "snapshot": cluster.metadata.snapshot,
+              "end_offset": cluster.metadata.end_offset, "skipped": dict(cluster.metadata.skipped)},
+        "topics": {
+            topic: {name: {"value": value, "source": source} for name, (value, source) in settings.layered(topic).items()}
+            for topic in sorted(set(topics))
+        },
+    }  # fmt: skip
 
 
 def checked_setting(source: str, name: str, value: object) -> int:
@@ -94,12 +165,7 @@ def read_mapping(path: str | os.PathLike[str], what: str) -> dict[Any, Any]:
 def read_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dict[str, int]]:
     """``log.dirs`` (or ``log.dir``) and the index settings of a broker's ``server.properties``, read as Java
     reads it (:func:`indexlib.format.parse_properties`)."""
-    try:
-        props = parse_properties(read_text(path, "server properties"))
-    except ValueError as exc:  # a malformed \\uXXXX escape
-        if isinstance(exc, SettingsFileError):
-            raise
-        raise SettingsFileError(f"{path}: malformed server properties: {exc}") from None
+    props = _server_properties(path)
     log_dirs = [d.strip() for d in props.get("log.dirs", props.get("log.dir", "")).split(",") if d.strip()]
     seen: set[str] = set()
     for d in log_dirs:
@@ -115,6 +181,88 @@ def read_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dic
                 raise SettingsFileError(f"{path}: {prop} must be an integer, got {props[prop]!r}") from None
             settings[name] = checked_setting(f"{path}: {prop}", name, value)
     return log_dirs, settings
+
+
+def _server_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    try:
+        return parse_properties(read_text(path, "server properties"))
+    except ValueError as exc:  # a malformed \\uXXXX escape
+        if isinstance(exc, SettingsFileError):
+            raise
+        raise SettingsFileError(f"{path}: malformed server properties: {exc}") from None
+
+
+def metadata_log_dir(path: str | os.PathLike[str]) -> str | None:
+    """The ``metadata.log.dir`` of a broker's ``server.properties`` (None: the broker keeps its metadata in the
+    first of its ``log.dirs``)."""
+    value = _server_properties(path).get("metadata.log.dir", "").strip()
+    return value or None
+
+
+def _cluster_config(source: str, what: str, key: str, name: str, value: str) -> int:
+    try:
+        number = int(value.strip())
+    except ValueError:
+        raise SettingsFileError(f"{source}: {what} {key} must be an integer, got {value!r}") from None
+    return checked_setting(f"{source}: {what} {key}", name, number)
+
+
+def cluster_settings(metadata: ClusterMetadata, source: str, broker_id: int | None) -> ClusterSettings:
+    """The index settings ``metadata`` set, for broker ``broker_id`` (None: the cluster-wide defaults alone)."""
+    per_topic = {}
+    for topic, configs in metadata.topic_configs.items():
+        found = {
+            n: _cluster_config(source, f"topic {topic!r}", k, n, configs[k])
+            for k, n in TOPIC_KEYS.items()
+            if k in configs
+        }
+        if found:
+            per_topic[topic] = found
+    broker: dict[str, tuple[int, str]] = {}
+    for resource, layer in (
+        ("", "the cluster-wide dynamic default"),
+        (str(broker_id), f"broker {broker_id}'s dynamic config"),
+    ):
+        if resource != "" and broker_id is None:
+            continue
+        configs = metadata.broker_configs.get(resource, {})
+        for key, name in BROKER_KEYS.items():
+            if key in configs:
+                broker[name] = (
+                    _cluster_config(source, layer, key, name, configs[key]),
+                    f"{layer} in the cluster metadata",
+                )
+    return ClusterSettings(source, broker_id, per_topic, broker, metadata)
+
+
+def load_cluster_settings(
+    paths: list[str], named: str | None = None, metadata_dir: str | None = None
+) -> ClusterSettings | None:
+    """The settings of the cluster's metadata: ``named`` (``--cluster-metadata``: a ``__cluster_metadata-0`` dir,
+    or a log dir holding one; ``none``: not read), else the first of ``metadata_dir`` (``metadata.log.dir``) and
+    the log dirs of ``paths`` (a partition dir's parent) that holds one; None where none does (a ZooKeeper-era
+    broker, a copy without it). The broker is the one whose ``meta.properties`` is beside the metadata."""
+    if named is not None and named.strip().lower() == "none":
+        return None
+    if named is not None:
+        found = (
+            named
+            if os.path.basename(os.path.normpath(named)) == CLUSTER_METADATA_DIR
+            else find_cluster_metadata([named])
+        )
+        if found is None or not os.path.isdir(found):
+            raise SettingsFileError(f"{named}: --cluster-metadata: no KRaft metadata ({CLUSTER_METADATA_DIR}) there")
+    else:
+        candidates = [metadata_dir] if metadata_dir else []
+        for path in paths:  # a log dir, or a partition dir inside one
+            parent = os.path.dirname(os.path.normpath(path))
+            is_partition = parse_partition_dir_name(os.path.basename(os.path.normpath(path))) is not None
+            candidates += [path, parent] if is_partition and parent else [path]
+        found = find_cluster_metadata(candidates)
+        if found is None:
+            return None
+    meta = read_log_dir_meta(os.path.dirname(os.path.normpath(found)))
+    return cluster_settings(read_cluster_metadata(found), found, meta.identity.broker_id)
 
 
 def read_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:

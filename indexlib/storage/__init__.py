@@ -1,10 +1,11 @@
 """Every file the engine touches, found, read, locked and written here and nowhere else (the seam where
 another store plugs in): log dirs and partitions (``discovery``), a partition's files as a run reads them
-(``partition_files``), the broker's ``.lock`` and the run locks (``locks``), and staging, backups, tail cuts
+(``partition_files``), KRaft's metadata (``cluster_metadata_files``), the broker's ``.lock`` and the run locks (``locks``), and staging, backups, tail cuts
 and atomic publishing (``publish``).
 
 Imports ``format`` and ``recovery``."""
 
+from .cluster_metadata_files import ClusterMetadataError, find_cluster_metadata, read_cluster_metadata
 from .discovery import (
     Discovery,
     LogDirError,
@@ -22,6 +23,9 @@ from .file_system_sync import roots as sync_roots
 from .publish import fsync_path
 
 __all__ = [
+    "ClusterMetadataError",
+    "find_cluster_metadata",
+    "read_cluster_metadata",
     "Discovery",
     "LogDirError",
     "LogDirMeta",

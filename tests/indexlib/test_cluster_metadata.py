@@ -188,3 +188,118 @@ def test_the_encoder_is_the_readers_inverse():
     schema = Message("M", (0, 0), None, ())
     assert encode_message(schema, {}, 0) == b"" and schema.read(FieldReader(b""), 0) == {}
     assert os.path.basename(CLUSTER_METADATA_DIR) == "__cluster_metadata-0"
+
+
+# ------------------------------------------------------------------------------------ settings from the metadata
+KRAFT_META = "version=1\nnode.id={node}\ncluster.id=MkU3OEVBNTcwNTJENDM2Qk\ndirectory.id=XE2M0goTkGhQgA2Kte9nsA\n"
+
+
+def broker_log_dir(root: Path, node: int = 7) -> Path:
+    """A broker's log dir: meta.properties of ``node``, topics ``orders`` (3 partitions... one here), ``audit`` and
+    ``plain`` with one segment each, and metadata that set: orders' index.interval.bytes 1024, the cluster-wide
+    log.index.interval.bytes 2048 and broker 7's log.index.size.max.bytes 65536, audit's segment.index.bytes 4096."""
+    from indexlib.testing.generate import generate_partition
+
+    logs = root / "logs"
+    (logs / CLUSTER_METADATA_DIR).mkdir(parents=True)
+    (logs / "meta.properties").write_text(KRAFT_META.format(node=node))
+    for i, name in enumerate(("orders", "audit", "plain")):
+        generate_partition(logs / f"{name}-0", segments=1, batches_per_segment=40, seed=i)
+    write_log(
+        logs / CLUSTER_METADATA_DIR / "00000000000000000000.log",
+        [
+            [topic("orders", 1), topic("audit", 2), topic("plain", 3)],
+            [config(2, "orders", "index.interval.bytes", "1024"), config(2, "audit", "segment.index.bytes", "4096")],
+            [config(4, "", "log.index.interval.bytes", "2048"), config(4, "7", "log.index.size.max.bytes", "65536")],
+            [config(4, "8", "log.index.size.max.bytes", "8192")],  # another broker's: not this one's
+        ],
+    )
+    return logs
+
+
+def run_json(*argv: str) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", *argv, "--json", "-"], capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    return json.loads(done.stdout)
+
+
+def test_the_settings_layers_and_where_each_value_came_from(tmp_path):
+    """command line > --topic-config > the topic's config in the metadata > this broker's dynamic default > the
+    cluster-wide one > server.properties > Kafka's; the rebuilt segments use them, and --json names each layer,
+    the same on both command lines."""
+    logs = broker_log_dir(tmp_path)
+    props = tmp_path / "server.properties"
+    props.write_text(f"log.dirs={logs}\nlog.index.interval.bytes=512\nlog.index.size.max.bytes=100000\n")
+    topics = tmp_path / "topics.json"
+    topics.write_text('{"audit": {"index.interval.bytes": 256}}')
+    common = ["--server-properties", str(props), "--topic-config", str(topics)]
+    for argv in (
+        ["indexlib", "verify", *common],
+        ["jobs.cli", "verify", "--engine", "local", "--audit-table", "none", *common],
+    ):
+        report = run_json(*argv)
+        got = report["settings"]
+        used = {(s["topic"], s["index_interval_bytes"], s["segment_index_bytes"]) for s in report["segments"]}
+        assert used == {
+            (t, v["index_interval_bytes"]["value"], v["segment_index_bytes"]["value"]) for t, v in got["topics"].items()
+        }
+        assert got["cluster_metadata"]["dir"] == str(logs / CLUSTER_METADATA_DIR)
+        assert got["cluster_metadata"]["broker_id"] == 7
+        values = {t: {n: v["value"] for n, v in s.items()} for t, s in got["topics"].items()}
+        assert values == {
+            "__cluster_metadata": {"index_interval_bytes": 4096, "segment_index_bytes": 10485760},  # Kafka's alone
+            "orders": {"index_interval_bytes": 1024, "segment_index_bytes": 65536},
+            "audit": {"index_interval_bytes": 256, "segment_index_bytes": 4096},
+            "plain": {"index_interval_bytes": 2048, "segment_index_bytes": 65536},
+        }, argv
+        sources = got["topics"]["plain"]
+        assert sources["index_interval_bytes"]["source"].startswith("the cluster-wide dynamic default")
+        assert sources["segment_index_bytes"]["source"].startswith("broker 7's dynamic config")
+        assert got["topics"]["orders"]["index_interval_bytes"]["source"].startswith("the topic's config in the")
+        assert got["topics"]["audit"]["index_interval_bytes"]["source"] == f"--topic-config {topics}"
+    got = run_json("indexlib", "verify", *common, "--index-interval-bytes", "128")["settings"]["topics"]["plain"]
+    assert got["index_interval_bytes"] == {"value": 128, "source": "the command line"}
+    none = run_json("indexlib", "verify", *common, "--cluster-metadata", "none")["settings"]
+    assert none["cluster_metadata"] is None
+    assert none["topics"]["plain"]["index_interval_bytes"] == {"value": 512, "source": f"--server-properties {props}"}
+
+
+def test_the_metadata_is_found_beside_a_partition_dir_or_where_server_properties_put_it(tmp_path):
+    logs = broker_log_dir(tmp_path)
+    got = run_json("indexlib", "verify", str(logs / "orders-0"))["settings"]
+    assert got["topics"]["orders"]["index_interval_bytes"]["value"] == 1024
+    elsewhere = tmp_path / "metadata"
+    elsewhere.mkdir()
+    (logs / CLUSTER_METADATA_DIR).rename(elsewhere / CLUSTER_METADATA_DIR)
+    assert run_json("indexlib", "verify", str(logs))["settings"]["cluster_metadata"] is None  # none found
+    props = tmp_path / "server.properties"
+    props.write_text(f"log.dirs={logs}\nmetadata.log.dir={elsewhere}\n")
+    got = run_json("indexlib", "verify", "--server-properties", str(props))["settings"]
+    assert got["cluster_metadata"]["dir"] == str(elsewhere / CLUSTER_METADATA_DIR)
+    assert got["cluster_metadata"]["broker_id"] is None  # no meta.properties beside it: the cluster-wide layer
+    assert got["topics"]["plain"]["segment_index_bytes"]["value"] == 10485760
+    got = run_json("indexlib", "verify", str(logs), "--cluster-metadata", str(elsewhere))["settings"]
+    assert got["topics"]["orders"]["index_interval_bytes"]["value"] == 1024
+
+
+def test_a_bad_cluster_metadata_option_is_one_line_exit_2(tmp_path):
+    import subprocess
+    import sys
+
+    logs = broker_log_dir(tmp_path)
+    for argv in (
+        ["indexlib", "verify", str(logs)],
+        ["jobs.cli", "verify", "--log-dir", str(logs), "--engine", "local"],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", *argv, "--cluster-metadata", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
+        assert f"{tmp_path}: --cluster-metadata: no KRaft metadata (__cluster_metadata-0) there" in done.stderr
