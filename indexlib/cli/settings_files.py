@@ -5,10 +5,15 @@ file (topic -> Kafka topic configs, JSON or YAML). Every value is checked with
 :func:`indexlib.recovery.check_index_setting`; every problem is one :class:`SettingsFileError` naming the file (and
 the key).
 
-The layers, lowest first (:class:`TopicSettings`; the metadata log itself takes Kafka's defaults alone): Kafka's defaults, ``conf/defaults.yaml`` (``kafka-index``),
-``server.properties``, the cluster's dynamic defaults (cluster-wide, then this broker's), the topic's config in the
-cluster's metadata, the topic config file's entry for the topic, the command line's
-``--index-interval-bytes``/``--segment-index-bytes``. :meth:`TopicSettings.sources` names the layer of each value."""
+The layers, lowest first (:class:`TopicSettings`; the metadata log itself takes Kafka's defaults alone): Kafka's
+defaults, ``conf/defaults.yaml`` (``kafka-index``), ``server.properties``, the cluster-wide then this broker's dynamic
+defaults, the topic's config in the cluster's metadata, the topic config file's entry for the topic, the command line's ``--index-interval-bytes``/
+``--segment-index-bytes``. :meth:`TopicSettings.sources` names the layer of each value.
+
+The dynamic broker defaults the metadata hold (``kafka-configs.sh --alter --entity-type brokers``) are a layer
+between ``server.properties`` and the topics' configs, as the running broker applies them to what it appends.
+(Noticed, left to Kafka: whether Kafka 4.1.0's own recovery at a combined broker+controller's start applies a
+dynamic default is a race; measured, some starts do and some use the static value.)"""
 
 from __future__ import annotations
 

@@ -280,7 +280,8 @@ def test_the_metadata_is_found_beside_a_partition_dir_or_where_server_properties
     props.write_text(f"log.dirs={logs}\nmetadata.log.dir={elsewhere}\n")
     got = run_json("indexlib", "verify", "--server-properties", str(props))["settings"]
     assert got["cluster_metadata"]["dir"] == str(elsewhere / CLUSTER_METADATA_DIR)
-    assert got["cluster_metadata"]["broker_id"] is None  # no meta.properties beside it: the cluster-wide layer
+    assert got["cluster_metadata"]["broker_id"] is None  # no meta.properties beside it: the cluster-wide layer only
+    assert got["topics"]["plain"]["index_interval_bytes"]["value"] == 2048
     assert got["topics"]["plain"]["segment_index_bytes"]["value"] == 10485760
     got = run_json("indexlib", "verify", str(logs), "--cluster-metadata", str(elsewhere))["settings"]
     assert got["topics"]["orders"]["index_interval_bytes"]["value"] == 1024
