@@ -33,6 +33,10 @@ NO_LEADER_CHANGE = -2
 
 _TOPIC, _PARTITION, _CONFIG, _PARTITION_CHANGE, _REMOVE_TOPIC, _FEATURE = 2, 3, 4, 5, 9, 12
 _BEGIN, _END, _ABORT = 23, 24, 25
+#: the record types the replay reads the fields of (every other type is counted, its fields never read)
+APPLIED_TYPES = frozenset(
+    {_TOPIC, _PARTITION, _CONFIG, _PARTITION_CHANGE, _REMOVE_TOPIC, _FEATURE, _BEGIN, _END, _ABORT}
+)
 
 
 @dataclass

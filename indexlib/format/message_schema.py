@@ -115,24 +115,41 @@ class Message:
         return _struct_json(self.fields, data, version)
 
 
+_Plan = tuple[tuple[tuple[Field, str, bool], ...], dict[int, tuple[Field, str]]]
+#: (id of a fields tuple, version, where) -> its plan; the schemas' tuples are module constants that live as long
+_PLANS: dict[tuple[int, int, str], tuple[tuple[Field, ...], _Plan]] = {}
+
+
+def _plan(fields: tuple[Field, ...], version: int, where: str) -> _Plan:
+    """How ``fields`` read at ``version``: each field with its name in error messages and whether it is in the
+    fixed part (else its default is taken), and the tagged fields by tag. Computed once per schema and version
+    (keyed by the tuple's identity: hashing the schema itself on every record would cost more than reading it)."""
+    key = (id(fields), version, where)
+    cached = _PLANS.get(key)
+    if cached is not None and cached[0] is fields:
+        return cached[1]
+    fixed = tuple((f, f"{where}.{f.name}", f.present(version)) for f in fields)
+    tagged = {f.tag: (f, f"{where}.{f.name}") for f in fields if f.tag is not None and f.in_version(version)}
+    _PLANS[key] = (fields, (fixed, tagged))
+    return fixed, tagged
+
+
 def _read_struct(
     reader: FieldReader, fields: tuple[Field, ...], version: int, flexible: bool, where: str
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for f in fields:
-        if f.present(version):
-            out[f.name] = _read_field(reader, f, version, flexible, f"{where}.{f.name}")
-        else:
-            out[f.name] = f.default_value()
+    fixed, tagged = _plan(fields, version, where)
+    for f, what, present in fixed:
+        out[f.name] = _read_value(reader, f.type_name, f, version, flexible, what) if present else f.default_value()
     if flexible:
-        tagged = {f.tag: f for f in fields if f.tag is not None and f.in_version(version)}
         for _ in range(reader.unsigned_varint(f"{where} tagged field count")):
             tag = reader.unsigned_varint(f"{where} tag")
             size = reader.unsigned_varint(f"{where} tag {tag} size")
             if tag in tagged:
-                body = FieldReader(reader.view, reader.pos, reader.pos + size)
-                f = tagged[tag]
-                out[f.name] = _read_field(body, f, version, flexible, f"{where}.{f.name}")
+                f, what = tagged[tag]
+                out[f.name] = _read_value(
+                    FieldReader(reader.view, reader.pos, reader.pos + size), f.type_name, f, version, flexible, what
+                )
             reader.take(size, f"{where} tag {tag}")
     return out
 
@@ -142,10 +159,6 @@ def _length(reader: FieldReader, flexible: bool, fixed_size: int, what: str) -> 
     if flexible:
         return reader.unsigned_varint(what) - 1
     return reader.fixed(fixed_size, what)
-
-
-def _read_field(reader: FieldReader, f: Field, version: int, flexible: bool, what: str) -> Any:
-    return _read_value(reader, f.type_name, f, version, flexible, what)
 
 
 def _read_value(reader: FieldReader, type_name: str, f: Field, version: int, flexible: bool, what: str) -> Any:

@@ -46,9 +46,10 @@ def _short(reader: FieldReader, what: str) -> int:
     return value
 
 
-def read_metadata_record(value: bytes | memoryview) -> MetadataRecord:
+def read_metadata_record(value: bytes | memoryview, decode: frozenset[int] | None = None) -> MetadataRecord:
     """The metadata record a record's value holds; :class:`InvalidRecordError` with Kafka's reason when it does
-    not parse (an unknown frame version, type or version, a field that does not read, garbage after it)."""
+    not parse (an unknown frame version, type or version, a field that does not read, garbage after it).
+    ``decode``: the types whose fields are read (the others: their frame only, ``data`` empty); None: all."""
     reader = FieldReader(value)
     frame = _short(reader, "frame version")
     if frame == 0:
@@ -66,6 +67,8 @@ def read_metadata_record(value: bytes | memoryview) -> MetadataRecord:
     if type_id not in METADATA_RECORD_TYPES:
         raise InvalidRecordError(f"Unknown metadata id {type_id}")
     type_name, schema = METADATA_RECORD_TYPES[type_id]
+    if decode is not None and type_id not in decode:
+        return MetadataRecord(type_id, version, type_name, {})
     try:
         data = schema.read(reader, version, exact=False)
     except InvalidRecordError as exc:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ..format.batch_walk import open_log, scan_buffer
-from ..format.cluster_metadata import ClusterMetadata, MetadataReplay
+from ..format.cluster_metadata import APPLIED_TYPES, ClusterMetadata, MetadataReplay
 from ..format.errors import InvalidRecordError, KafkaIndexError, describe_error
 from ..format.layout import CLUSTER_METADATA_TOPIC, LOG_SUFFIX, parse_kraft_snapshot_name, parse_segment_name
 from ..format.metadata_records import read_metadata_record
@@ -68,7 +68,7 @@ def _replay_file(replay: MetadataReplay, path: str, from_offset: int) -> None:
                     replay.apply(r.offset, "a record without a value")
                     continue
                 try:
-                    replay.apply(r.offset, read_metadata_record(r.value))
+                    replay.apply(r.offset, read_metadata_record(r.value, APPLIED_TYPES))
                 except InvalidRecordError as exc:
                     replay.apply(r.offset, str(exc))
     finally:

@@ -27,6 +27,7 @@ from .kafka_broker import (
     python_env,
     record_value,
 )
+from .kafka_dump_log import assert_same_lines
 
 pytestmark = pytest.mark.skipif(kafka_home_missing() is not None, reason=kafka_home_missing() or "")
 
@@ -162,6 +163,10 @@ def test_recover_and_rebuild_write_the_brokers_bytes_from_the_clusters_own_setti
     if metadata == "snapshotted":
         assert any(n.endswith(".checkpoint") and not n.startswith("0" * 20) for n in names), names
         assert "00000000000000000000.log" not in names, names  # the first segment was deleted
+    metadata_files = sorted(
+        p for p in (crashed / "__cluster_metadata-0").iterdir() if p.suffix in (".log", ".checkpoint")
+    )
+    assert_same_lines(metadata_files, "--cluster-metadata-decoder")  # every record as kafka-dump-log.sh decodes it
     expected_dir = copy_log_dir(crashed, tmp_path / "self")
     broker = KafkaBroker(tmp_path / "self-broker", expected_dir, overrides, ports=ports)
     try:
