@@ -69,6 +69,7 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/memory.py
 	$(PY) benchmarks/spark.py
 	$(PY) benchmarks/kernel.py --parts scan,alignment,index
+	$(PY) benchmarks/cluster_metadata.py
 
 # For clusters: the executors' Python as a packed virtualenv for --archives: the project (with its compiled
 # scan kernel) and what the executors import, numpy and crc32c, and nothing else (no pip, setuptools or the
