@@ -251,6 +251,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         settings.backup_dir,
         args.broker_id,
         getattr(args, "sync", "fsync"),
+        settings.cluster.metadata.facts(settings.cluster.source) if settings.cluster is not None else None,
     )
     check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
     if args.run_id is not None and not options.read_only:

@@ -35,6 +35,7 @@ Errors are one line on stderr, ``python -m indexlib: error: <file>: <problem>``,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import stat
 import sys
@@ -311,6 +312,8 @@ def run_verify(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: TopicSettings) -> int:
+    if settings.cluster is not None:  # each partition dir is checked against the cluster's metadata too
+        options = dataclasses.replace(options, cluster=settings.cluster.metadata.facts(settings.cluster.source))
     try:
         check_run(found, options)
     except ValueError as exc:

@@ -10,6 +10,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from ..format.cluster_metadata import ClusterFacts
 from ..format.errors import KafkaIndexError
 from ..storage.discovery import Discovery, Partition, directory_key
 from ..storage.file_system_sync import check_available as check_syncfs_available
@@ -52,6 +53,7 @@ class RunOptions:
     backup_root: str | None = None
     broker_id: int | None = None  # names the broker of a log dir without meta.properties (--broker-id)
     sync: str = "fsync"  # how a writing run makes its files durable (SYNC_METHODS)
+    cluster: ClusterFacts | None = None  # the cluster's metadata each partition dir is checked against, when read
 
     @property
     def read_only(self) -> bool:

@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..format.cluster_metadata import ClusterFacts
 from ..format.layout import (
+    CLUSTER_METADATA_TOPIC,
     segment_file,
     staged_by_run,
 )
@@ -27,9 +29,11 @@ from ..recovery.findings import REWRITE_FROM_LOG, Finding, kind
 from ..recovery.log_scan import EVENT_DATA, EVENT_TXN_DATA, sorted_unique
 from ..recovery.producer_state import recovered_leader_epochs, relevant_events, replay_segment
 from ..recovery.state_checks import (
+    cluster_findings,
     leader_epoch_findings,
     leader_epoch_log_findings,
     log_start_findings,
+    readable_leader_epochs,
     readable_snapshots,
     repaired_leader_epochs,
     replay_snapshots,
@@ -45,6 +49,7 @@ from ..storage.partition_files import (
     read_existing_txn_index,
     read_leader_epoch_text,
     read_log_start_offset,
+    read_partition_topic_id,
     read_snapshot_files,
 )
 from .segment_task import SegmentOutcome
@@ -70,9 +75,12 @@ class PartitionReplay:
     rewrites: dict[str, bytes] = field(default_factory=dict)
 
 
-def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check: bool, run_id: str) -> PartitionReplay:
+def replay_outcomes(
+    partition: Partition, outcomes: list[SegmentOutcome], check: bool, run_id: str, cluster: ClusterFacts | None = None
+) -> PartitionReplay:
     """Replay producer state over one partition's outcomes (ascending base offset) and, when ``check``,
-    check its ``.txnindex`` files and directory (this run's own staged files are not leftovers)."""
+    check its ``.txnindex`` files and directory (this run's own staged files are not leftovers), and the dir
+    against the cluster's metadata (``cluster``, when read)."""
     if partition.unreadable is not None:
         detail = f"{partition.unreadable}; nothing in it was verified or written"
         return PartitionReplay([Finding("unreadable_partition", partition.path, detail=detail)], [])
@@ -88,6 +96,12 @@ def replay_outcomes(partition: Partition, outcomes: list[SegmentOutcome], check:
         findings += snapshot_findings(snapshots)
         epoch_path, epoch_text, epoch_unreadable = read_leader_epoch_text(partition.path)
         findings += leader_epoch_findings(epoch_path, epoch_text, epoch_unreadable)
+        if cluster is not None and partition.topic != CLUSTER_METADATA_TOPIC:
+            epochs = readable_leader_epochs(epoch_path, epoch_text)
+            topic_id = read_partition_topic_id(partition.path)
+            findings += cluster_findings(
+                partition.path, partition.topic, partition.partition, topic_id, epochs, epoch_path, cluster
+            )
     if not outcomes:
         return PartitionReplay(findings, [])
     try:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ..format.cluster_metadata import ClusterFacts
 from ..format.layout import RECOVERY_POINT_OFFSET_CHECKPOINT, partition_name, run_lock_run_id
 from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import foreign_dir_findings
@@ -269,7 +270,7 @@ def run(
         touched: set[str] = set()  # dirs with a name changed by this run: fsynced at its end
         trimmed: list[str] = []  # files cut in place (commit_segment): fsynced at its end
         finished: set[str] = set()  # recover: partition dirs whose files (trimmed ones too) are fsynced already
-        replayer = _Replayer(discovery, tasks, options.checks, run_id)
+        replayer = _Replayer(discovery, tasks, options.checks, run_id, options.cluster)
         mapped = False
         try:
             outcomes = map_segments(tasks, run_id, replayer.arrived) if tasks else []
@@ -375,9 +376,11 @@ class _Replayer:
     its outcomes (:data:`~indexlib.engine.segment_task.Arrived`), while the map goes on with other partitions; the
     rest when the map returns. Each partition is replayed once, over its outcomes in ascending base offset."""
 
-    def __init__(self, discovery: Discovery, tasks: list[SegmentTask], check: bool, run_id: str) -> None:
+    def __init__(
+        self, discovery: Discovery, tasks: list[SegmentTask], check: bool, run_id: str, cluster: ClusterFacts | None
+    ) -> None:
         self.partitions = {p.path: p for p in discovery.partitions}
-        self.check, self.run_id = check, run_id
+        self.check, self.run_id, self.cluster = check, run_id, cluster
         self.expected: dict[str, int] = {}
         for t in tasks:
             self.expected[t.partition_dir] = self.expected.get(t.partition_dir, 0) + 1
@@ -415,7 +418,7 @@ class _Replayer:
 
     def _replay(self, path: str, outcomes: list[SegmentOutcome]) -> None:
         outcomes.sort(key=lambda o: o.task.base_offset)
-        self.replays[path] = replay_outcomes(self.partitions[path], outcomes, self.check, self.run_id)
+        self.replays[path] = replay_outcomes(self.partitions[path], outcomes, self.check, self.run_id, self.cluster)
 
 
 #: how many partitions a recover finishes at once (their files' fsyncs in flight together: one journal commit of

@@ -74,12 +74,29 @@ class ClusterMetadata:
         state = None if topic_id is None else self.partitions.get((topic_id, partition))
         return None if state is None else state.leader_epoch
 
+    def facts(self, source: str) -> ClusterFacts:
+        """The :class:`ClusterFacts` of this state."""
+        names = {topic_id: name for name, topic_id in self.topic_ids.items()}
+        epochs = {(names[t], p): s.leader_epoch for (t, p), s in self.partitions.items() if t in names}
+        return ClusterFacts(source, dict(self.topic_ids), epochs)
+
     def broker_defaults(self, broker_id: int | None) -> dict[str, str]:
         """The dynamic broker configs that apply to ``broker_id``: its own over the cluster-wide defaults."""
         merged = dict(self.broker_configs.get("", {}))
         if broker_id is not None:
             merged.update(self.broker_configs.get(str(broker_id), {}))
         return merged
+
+
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What a run checks each partition dir against (small, picklable: carried in the run's options): each topic's
+    id by name, each partition's current leader epoch by (topic name, partition), and the metadata dir they come
+    from (``source``)."""
+
+    source: str
+    topic_ids: dict[str, str]
+    leader_epochs: dict[tuple[str, int], int]
 
 
 class MetadataReplay:

@@ -40,7 +40,9 @@ CLUSTER_METADATA_TOPIC = "__cluster_metadata"
 #: the partition's leader epochs (each epoch's first offset), in the partition dir
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 #: files Kafka keeps in a partition dir besides segments
-PARTITION_METADATA_FILES = frozenset({LEADER_EPOCH_CHECKPOINT, "partition.metadata", "quorum-state"})
+#: a partition dir's topic id (``version: 0`` and ``topic_id: <id>`` lines)
+PARTITION_METADATA = "partition.metadata"
+PARTITION_METADATA_FILES = frozenset({LEADER_EPOCH_CHECKPOINT, PARTITION_METADATA, "quorum-state"})
 STAGED_SUFFIX = ".rebuild.tmp"
 
 _TOPIC = r"[A-Za-z0-9._-]+"

@@ -276,6 +276,30 @@ KINDS: dict[str, FindingKind] = _kinds(
         NOTHING,
         "the partition dir cannot be listed (permissions); nothing in it was verified or written",
     ),
+    FindingKind(
+        "topic_id_mismatch",
+        ERROR,
+        "partition dir",
+        NOTHING,
+        "the topic id in partition.metadata is not the cluster metadata's id for that topic name (a topic deleted "
+        "and re-created under the same name): Kafka does not load it as that topic, it treats it as a stray",
+    ),
+    FindingKind(
+        "leader_epoch_above_metadata",
+        ERROR,
+        "partition dir",
+        NOTHING,
+        "a leader-epoch-checkpoint entry has an epoch above the partition's current leader epoch in the cluster "
+        "metadata: no leader ever had it",
+    ),
+    FindingKind(
+        "partition_unknown_to_metadata",
+        INFO,
+        "partition dir",
+        NOTHING,
+        "the cluster metadata know no such partition (a deleted topic's leftovers, or a copy from another "
+        "cluster): Kafka treats it as a stray",
+    ),
     FindingKind("orphan_index_file", ERROR, "partition dir", NOTHING, "an index file without its .log"),
     FindingKind("unknown_file", INFO, "partition dir", NOTHING, "a file that is not Kafka's"),
     FindingKind(

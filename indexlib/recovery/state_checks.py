@@ -30,6 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..format.checkpoint import CheckpointError
+from ..format.cluster_metadata import ClusterFacts
 from ..format.layout import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -384,3 +385,46 @@ def repaired_leader_epochs(text: str | None, log_epochs: Sequence[EpochEntry], l
 
 def _by_epoch(entry: EpochEntry) -> tuple[int, int]:
     return entry.epoch, entry.start_offset
+
+
+def readable_leader_epochs(path: str, text: str | None) -> list[EpochEntry]:
+    """The entries of a ``leader-epoch-checkpoint``'s text as Kafka reads them (none when absent or unreadable:
+    :func:`leader_epoch_findings` reports that)."""
+    if text is None:
+        return []
+    try:
+        return parse_leader_epoch_checkpoint(text, path)
+    except CheckpointError:
+        return []
+
+
+def cluster_findings(
+    partition_dir: str,
+    topic: str,
+    partition: int,
+    topic_id: str | None,
+    epochs: Sequence[EpochEntry],
+    epoch_path: str,
+    facts: ClusterFacts,
+) -> list[Finding]:
+    """A partition dir against the cluster's metadata (``facts``): its ``partition.metadata`` topic id
+    (``topic_id``, None where it has none) against the metadata's for its topic name, its leader epochs against
+    the partition's current one, and whether the metadata know it at all."""
+    where = f"in the cluster metadata of {facts.source}"
+    expected = facts.topic_ids.get(topic)
+    if expected is None or (topic, partition) not in facts.leader_epochs:
+        detail = f"topic {topic!r} " + ("is not" if expected is None else f"has no partition {partition}") + f" {where}"
+        return [Finding("partition_unknown_to_metadata", partition_dir, detail=detail)]
+    if topic_id is not None and topic_id != expected:
+        detail = f"partition.metadata names topic id {topic_id}; topic {topic!r} is {expected} {where}"
+        return [Finding("topic_id_mismatch", partition_dir, expected=expected, found=topic_id, detail=detail)]
+    current = facts.leader_epochs[(topic, partition)]
+    above = [e for e in epochs if e.epoch > current]
+    if above:
+        detail = (
+            f"epoch {above[0].epoch} (from offset {above[0].start_offset}) is above the leader epoch {current} {where}"
+        )
+        return [
+            Finding("leader_epoch_above_metadata", epoch_path, expected=current, found=above[0].epoch, detail=detail)
+        ]
+    return []

@@ -25,6 +25,7 @@ from ..format.layout import (
     INDEX_SUFFIXES,
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    PARTITION_METADATA,
     SNAPSHOT_SUFFIX,
     parse_segment_name,
     segment_file,
@@ -226,6 +227,21 @@ def read_leader_epoch_text(partition_dir: str) -> tuple[str, str | None, str | N
         return path, None, None
     except (OSError, UnicodeDecodeError) as exc:
         return path, None, f"cannot read {path}: {describe_error(exc)}"
+
+
+def read_partition_topic_id(partition_dir: str) -> str | None:
+    """The topic id a partition dir's ``partition.metadata`` names (``topic_id: <id>``), or None when it has none
+    or it cannot be read (Kafka writes it when it creates the partition)."""
+    try:
+        with open(os.path.join(partition_dir, PARTITION_METADATA), encoding="utf-8") as f:
+            text = f.read(4096)
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id" and value.strip():
+            return value.strip()
+    return None
 
 
 def read_offset_checkpoint(log_dir: str, name: str) -> tuple[str, dict[tuple[str, int], int]]:

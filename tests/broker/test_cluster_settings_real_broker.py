@@ -11,6 +11,7 @@ Skipped, saying why, where ``../shared/kafka_2.13-4.1.0`` (or ``java``) is absen
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -167,6 +168,18 @@ def test_recover_and_rebuild_write_the_brokers_bytes_from_the_clusters_own_setti
         p for p in (crashed / "__cluster_metadata-0").iterdir() if p.suffix in (".log", ".checkpoint")
     )
     assert_same_lines(metadata_files, "--cluster-metadata-decoder")  # every record as kafka-dump-log.sh decodes it
+    verify = subprocess.run(
+        [sys.executable, "-m", "indexlib", "verify", str(crashed), "--json", "-"],
+        cwd=PROJECT_ROOT, env=python_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    cluster_kinds = {"topic_id_mismatch", "leader_epoch_above_metadata", "partition_unknown_to_metadata"}
+    flagged = {
+        (f["kind"], Path(f["file"]).name)
+        for fs in json.loads(verify.stdout)["partition_findings"].values()
+        for f in fs
+        if f["kind"] in cluster_kinds
+    }
+    assert flagged == set(), flagged  # every partition dir agrees with the metadata (the deleted one is skipped)
     expected_dir = copy_log_dir(crashed, tmp_path / "self")
     broker = KafkaBroker(tmp_path / "self-broker", expected_dir, overrides, ports=ports)
     try:

@@ -304,3 +304,40 @@ def test_a_bad_cluster_metadata_option_is_one_line_exit_2(tmp_path):
         )
         assert done.returncode == 2 and done.stderr.strip().count("\n") == 0, done.stderr
         assert f"{tmp_path}: --cluster-metadata: no KRaft metadata (__cluster_metadata-0) there" in done.stderr
+
+
+def test_partition_dirs_checked_against_the_metadata(tmp_path):
+    """A partition.metadata naming another topic id (the topic was deleted and re-created), a leader epoch above
+    the partition's current one, a partition the metadata do not know: each a finding of verify, on both command
+    lines; the dirs that agree with the metadata, none."""
+    from indexlib.testing.generate import generate_partition
+
+    logs = broker_log_dir(tmp_path)
+    for name, seed in (("orders", 9), ("audit", 2), ("plain", 3)):
+        (logs / f"{name}-0" / "partition.metadata").write_text(f"version: 0\ntopic_id: {topic_id(seed)}\n")
+    (logs / "audit-0" / "leader-epoch-checkpoint").write_text("0\n1\n9 0\n")
+    (logs / "plain-0" / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n")
+    generate_partition(logs / "ghost-0", segments=1, batches_per_segment=5, seed=4)
+    with open(logs / CLUSTER_METADATA_DIR / "00000000000000000000.log", "ab") as f:  # the partitions of the topics
+        f.write(encode_batch_v2(8, [(None, partition(s, 0), TS) for s in (1, 2, 3)]))
+    for argv in (["indexlib", "verify", str(logs)], ["jobs.cli", "verify", "--log-dir", str(logs), "--engine", "local",
+                                                      "--audit-table", "none"]):  # fmt: skip
+        report = run_json(*argv)
+        assert report["exit_code"] == 1
+        found = {
+            (f["kind"], os.path.relpath(f["file"], logs))
+            for fs in report["partition_findings"].values()
+            for f in fs
+            if f["kind"] in ("topic_id_mismatch", "leader_epoch_above_metadata", "partition_unknown_to_metadata")
+        }
+        assert found == {
+            ("topic_id_mismatch", "orders-0"),
+            ("leader_epoch_above_metadata", "audit-0/leader-epoch-checkpoint"),
+            ("partition_unknown_to_metadata", "ghost-0"),
+        }, argv
+        remaining = {f["kind"] for f in report["remaining_findings"]}
+        assert {"topic_id_mismatch", "leader_epoch_above_metadata"} <= remaining
+        assert "partition_unknown_to_metadata" not in remaining  # info
+    none = run_json("indexlib", "verify", str(logs), "--cluster-metadata", "none")
+    kinds = {f["kind"] for fs in none["partition_findings"].values() for f in fs}
+    assert not kinds & {"topic_id_mismatch", "leader_epoch_above_metadata", "partition_unknown_to_metadata"}
