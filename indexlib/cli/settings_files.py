@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,11 +271,43 @@ def load_cluster_settings(
     return cluster_settings(read_cluster_metadata(found), found, meta.identity.broker_id)
 
 
+#: the title of each topic in ``kafka-configs.sh --describe --entity-type topics`` (``--all``: every config)
+_DESCRIBE_TITLE = re.compile(r"(?:All|Dynamic) configs for topic (?P<topic>\S+) are:")
+#: one config line under it: ``  <key>=<value> sensitive=<bool> synonyms={...}``
+_DESCRIBE_LINE = re.compile(r"  (?P<key>[^=\s]+)=(?P<value>.*) sensitive=(?P<sensitive>true|false) synonyms=\{.*\}")
+
+
+def parse_configs_describe(text: str, path: str) -> dict[str, dict[str, str]] | None:
+    """Topic -> config -> value from the output of ``kafka-configs.sh --bootstrap-server ... --describe
+    [--all] --entity-type topics`` as it prints it (a ZooKeeper-era broker's configs, which have no metadata log
+    to read), or None when ``text`` is not that output; :class:`SettingsFileError` naming the line that does not
+    read. Sensitive configs (shown as null) are left out."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or _DESCRIBE_TITLE.fullmatch(lines[0]) is None:
+        return None
+    out: dict[str, dict[str, str]] = {}
+    topic = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if (title := _DESCRIBE_TITLE.fullmatch(line)) is not None:
+            topic = title["topic"]
+            out.setdefault(topic, {})
+        elif (config := _DESCRIBE_LINE.fullmatch(line)) is not None:
+            if config["sensitive"] == "false":
+                out[topic][config["key"]] = config["value"]
+        else:
+            raise SettingsFileError(f"{path}: line {number}: not a line of kafka-configs.sh --describe: {line[:80]!r}")
+    return out
+
+
 def read_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]:
     """``{topic: {index_interval_bytes: .., segment_index_bytes: ..}}`` from a JSON or YAML file that maps topic
     names to Kafka topic configs (``index.interval.bytes``, ``segment.index.bytes``; other Kafka topic configs
-    are allowed and ignored)."""
-    data = read_mapping(path, "topic config")
+    are allowed and ignored), or from the output of ``kafka-configs.sh --describe --entity-type topics`` as it is
+    (:func:`parse_configs_describe`)."""
+    described = parse_configs_describe(read_text(path, "topic config"), str(path))
+    data: dict[Any, Any] = read_mapping(path, "topic config") if described is None else described
     out: dict[str, dict[str, int]] = {}
     for topic, configs in data.items():
         if not isinstance(configs, dict):

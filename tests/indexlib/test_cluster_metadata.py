@@ -341,3 +341,43 @@ def test_partition_dirs_checked_against_the_metadata(tmp_path):
     none = run_json("indexlib", "verify", str(logs), "--cluster-metadata", "none")
     kinds = {f["kind"] for fs in none["partition_findings"].values() for f in fs}
     assert not kinds & {"topic_id_mismatch", "leader_epoch_above_metadata", "partition_unknown_to_metadata"}
+
+
+#: ``kafka-configs.sh --bootstrap-server ... --describe --all --entity-type topics`` of Kafka 4.1.0 (trimmed to a
+#: few lines of each topic), and a line of its output without ``--all``
+DESCRIBE_ALL = """All configs for topic plain are:
+  cleanup.policy=delete sensitive=false synonyms={DEFAULT_CONFIG:log.cleanup.policy=delete}
+  index.interval.bytes=4096 sensitive=false synonyms={DEFAULT_CONFIG:log.index.interval.bytes=4096}
+  segment.index.bytes=10485760 sensitive=false synonyms={DEFAULT_CONFIG:log.index.size.max.bytes=10485760}
+All configs for topic orders.v2 are:
+  index.interval.bytes=1024 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:index.interval.bytes=1024, DEFAULT_CONFIG:log.index.interval.bytes=4096}
+  message.timestamp.type=CreateTime sensitive=false synonyms={DEFAULT_CONFIG:log.message.timestamp.type=CreateTime}
+  segment.index.bytes=65536 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:segment.index.bytes=65536, DEFAULT_CONFIG:log.index.size.max.bytes=10485760}
+Dynamic configs for topic audit are:
+  index.interval.bytes=512 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:index.interval.bytes=512, DEFAULT_CONFIG:log.index.interval.bytes=4096}
+"""
+
+
+def test_a_zookeeper_era_brokers_topic_configs_from_kafka_configs_describe(tmp_path):
+    """Item 5: ``--topic-config`` takes the output of ``kafka-configs.sh --describe [--all] --entity-type topics``
+    as it is, on both command lines; a line that is not of it is one line naming the file and the line."""
+    from indexlib.cli import SettingsFileError, read_topic_config
+
+    described = tmp_path / "topics.txt"
+    described.write_text(DESCRIBE_ALL)
+    assert read_topic_config(described) == {
+        "plain": {"index_interval_bytes": 4096, "segment_index_bytes": 10485760},
+        "orders.v2": {"index_interval_bytes": 1024, "segment_index_bytes": 65536},
+        "audit": {"index_interval_bytes": 512},
+    }
+    from indexlib.testing.generate import generate_partition
+
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders.v2-0", segments=1, batches_per_segment=5, seed=1)
+    for argv in (["indexlib", "verify", str(logs)], ["jobs.cli", "verify", "--log-dir", str(logs), "--engine", "local",
+                                                      "--audit-table", "none"]):  # fmt: skip
+        got = run_json(*argv, "--topic-config", str(described))["settings"]["topics"]["orders.v2"]
+        assert got["index_interval_bytes"] == {"value": 1024, "source": f"--topic-config {described}"}
+    described.write_text(DESCRIBE_ALL + "  broken line\n")
+    with pytest.raises(SettingsFileError, match=rf"{described}: line 11: not a line of kafka-configs.sh --describe"):
+        read_topic_config(described)
