@@ -196,6 +196,10 @@ def test_recover_and_rebuild_write_the_brokers_bytes_from_the_clusters_own_setti
     rebuilt = tmp_path / "rebuilt"
     run(sys.executable, "-m", "indexlib", "rebuild", str(crashed), "--output-dir", str(rebuilt))
     assert index_files(rebuilt) == expected
+    rebuilt = tmp_path / "rebuilt-kafka-index"
+    run(*KAFKA_INDEX, "rebuild", "--engine", "local", "--audit-table", "none", "--log-dir", str(crashed),
+        "--output-dir", str(rebuilt), cwd=tmp_path)  # fmt: skip
+    assert index_files(rebuilt) == expected
 
     for name, argv in (
         ("indexlib", [sys.executable, "-m", "indexlib", "recover"]),
