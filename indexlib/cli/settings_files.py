@@ -272,7 +272,7 @@ def load_cluster_settings(
 
 
 #: the title of each topic in ``kafka-configs.sh --describe --entity-type topics`` (``--all``: every config)
-_DESCRIBE_TITLE = re.compile(r"(?:All|Dynamic) configs for topic (?P<topic>\S+) are:")
+_DESCRIBE_TITLE = re.compile(r"(?:All|Dynamic) configs for topic (?P<name>\S+) are:")
 #: one config line under it: ``  <key>=<value> sensitive=<bool> synonyms={...}``
 _DESCRIBE_LINE = re.compile(r"  (?P<key>[^=\s]+)=(?P<value>.*) sensitive=(?P<sensitive>true|false) synonyms=\{.*\}")
 
@@ -291,7 +291,7 @@ def parse_configs_describe(text: str, path: str) -> dict[str, dict[str, str]] | 
         if not line.strip():
             continue
         if (title := _DESCRIBE_TITLE.fullmatch(line)) is not None:
-            topic = title["topic"]
+            topic = title["name"]
             out.setdefault(topic, {})
         elif (config := _DESCRIBE_LINE.fullmatch(line)) is not None:
             if config["sensitive"] == "false":

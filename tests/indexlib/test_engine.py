@@ -516,9 +516,9 @@ def test_a_partition_is_replayed_as_soon_as_its_outcomes_are_in_and_the_report_i
     events: list[str] = []
     real_replay = runner_module.replay_outcomes
 
-    def recorded_replay(partition, outcomes, check, run_id):
+    def recorded_replay(partition, outcomes, check, run_id, cluster=None):
         events.append(f"replay {partition.name}")
-        return real_replay(partition, outcomes, check, run_id)
+        return real_replay(partition, outcomes, check, run_id, cluster)
 
     monkeypatch.setattr(runner_module, "replay_outcomes", recorded_replay)
     local = map_locally(2)
@@ -570,10 +570,10 @@ def test_a_replay_that_fails_while_the_map_goes_on_leaves_no_backup_of_a_file_it
     before = {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()}
     real_replay = runner_module.replay_outcomes
 
-    def failing_replay(partition, outcomes, check, run_id):
+    def failing_replay(partition, outcomes, check, run_id, cluster=None):
         if partition.name == "t-1":
             raise OSError(5, "Input/output error", partition.path)
-        return real_replay(partition, outcomes, check, run_id)
+        return real_replay(partition, outcomes, check, run_id, cluster)
 
     monkeypatch.setattr(runner_module, "replay_outcomes", failing_replay)
     backups = tmp_path / "backups"
