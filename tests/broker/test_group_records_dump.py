@@ -52,7 +52,16 @@ def test_the_groups_of_kafka_4_decode_as_kafka_decodes_them(tmp_path):
         broker.start()
         tool(broker, "kafka-features.sh", "upgrade", "--feature", "share.version=1")
         tool(broker, "kafka-topics.sh", "--create", "--topic", "orders", "--partitions", "2")
-        share = consume(broker, "share-group", share=True)  # a share group delivers only what arrives after it joins
+        earliest = (
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            "share-group",
+            "--add-config",
+            "share.auto.offset.reset=earliest",
+        )
+        tool(broker, "kafka-configs.sh", "--alter", *earliest)  # it reads every record, whenever it joins
+        share = consume(broker, "share-group", share=True)
         new = consume(broker, "kip848", "group.protocol=consumer", records=100, idle_ms=20000)
         time.sleep(8)  # the classic member joins the consumer group while its KIP-848 member is in it
         joined = consume(broker, "kip848", "group.protocol=classic", records=100, idle_ms=20000)
