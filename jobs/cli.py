@@ -253,6 +253,9 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         getattr(args, "sync", "fsync"),
         settings.cluster.metadata.facts(settings.cluster.source) if settings.cluster is not None else None,
     )
+    invalid = settings.topic_settings().invalid_for(p.topic for p in found.partitions)
+    if invalid is not None:
+        raise UsageError(invalid)
     check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
     if args.run_id is not None and not options.read_only:
         check_run_id_unused(args.run_id, settings, log_dir_identities(found, options.broker_id))

@@ -21,6 +21,7 @@ import difflib
 import json
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,14 @@ class SettingsFileError(KafkaIndexError, ValueError):
 
 #: the layer of a value nothing set
 KAFKA_DEFAULT = "Kafka's default"
+#: the start of the layer's name of a value the cluster's metadata hold that is not a valid setting
+INVALID = "invalid: "
+_JAVA_INT = re.compile(r"[+-]?\d+")
 SETTING_NAMES = ("index_interval_bytes", "segment_index_bytes")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,8 @@ class ClusterSettings:
     per_topic: dict[str, dict[str, int]]
     broker: dict[str, tuple[int, str]]
     metadata: ClusterMetadata = field(repr=False, compare=False, default_factory=ClusterMetadata)
+    #: topic ("" for the broker layers) -> setting -> why its value in the metadata is not a valid one
+    invalid: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def describe(self) -> str:
         m = self.metadata
@@ -67,7 +77,8 @@ class ClusterSettings:
             f"cluster metadata {self.source}: {len(m.topic_ids)} topics, {len(self.per_topic)} with index settings, "
             f"replayed from {start} to offset {m.end_offset}"
             + (f" (broker {self.broker_id})" if self.broker_id is not None else "")
-            + (f"; {sum(m.skipped.values())} records skipped" if m.skipped else "")
+            + (f"; {_plural(sum(m.skipped.values()), 'record')} skipped" if m.skipped else "")
+            + (f"; it stopped early: {m.stopped}" if m.stopped else "")
         )
 
 
@@ -95,11 +106,22 @@ class TopicSettings:
             values = {n: (getattr(self.defaults, n), self.defaults_from.get(n, KAFKA_DEFAULT)) for n in SETTING_NAMES}
         if self.cluster is not None and topic != CLUSTER_METADATA_TOPIC:
             values.update(self.cluster.broker)
+            values.update({n: (-1, INVALID + why) for n, why in self.cluster.invalid.get("", {}).items()})
             from_topic = f"the topic's config in the cluster metadata ({self.cluster.source})"
             values.update({n: (v, from_topic) for n, v in self.cluster.per_topic.get(topic, {}).items()})
+            values.update({n: (-1, INVALID + why) for n, why in self.cluster.invalid.get(topic, {}).items()})
         values.update({n: (v, self.per_topic_from) for n, v in self.per_topic.get(topic, {}).items()})
         values.update({n: (v, "the command line") for n, v in self.overrides.items()})
         return values
+
+    def invalid_for(self, topics: Iterable[str]) -> str | None:
+        """Why a run over ``topics`` cannot use its settings (a value of the cluster's metadata that is not a
+        valid one, and that no higher layer replaces), or None."""
+        for topic in sorted(set(topics)):
+            for _, source in self.layered(topic).values():
+                if source.startswith(INVALID):
+                    return source[len(INVALID) :]
+        return None
 
     def for_topic(self, topic: str) -> IndexSettings:
         return IndexSettings(**{n: v for n, (v, _) in self.layered(topic).items()})
@@ -117,7 +139,8 @@ def settings_to_dict(settings: TopicSettings, topics: list[str]) -> dict[str, An
         "cluster_metadata": None
         if cluster is None
         else {"dir": cluster.source, "broker_id": cluster.broker_id, "snapshot": cluster.metadata.snapshot,
-              "end_offset": cluster.metadata.end_offset, "skipped": dict(cluster.metadata.skipped)},
+              "end_offset": cluster.metadata.end_offset, "skipped": dict(cluster.metadata.skipped),
+              "stopped": cluster.metadata.stopped},
         "topics": {
             topic: {name: {"value": value, "source": source} for name, (value, source) in settings.layered(topic).items()}
             for topic in sorted(set(topics))
@@ -181,10 +204,9 @@ def read_server_properties(path: str | os.PathLike[str]) -> tuple[list[str], dic
     settings = {}
     for prop, name in BROKER_KEYS.items():
         if prop in props:
-            try:
-                value = int(props[prop].strip())
-            except ValueError:
-                raise SettingsFileError(f"{path}: {prop} must be an integer, got {props[prop]!r}") from None
+            value = java_int(props[prop])
+            if value is None:
+                raise SettingsFileError(f"{path}: {prop} must be an integer, got {props[prop]!r}")
             settings[name] = checked_setting(f"{path}: {prop}", name, value)
     return log_dirs, settings
 
@@ -205,25 +227,35 @@ def metadata_log_dir(path: str | os.PathLike[str]) -> str | None:
     return value or None
 
 
-def _cluster_config(source: str, what: str, key: str, name: str, value: str) -> int:
+def java_int(text: str) -> int | None:
+    """``text`` as Kafka's config parser reads an int (trimmed, then Java's ``Integer.parseInt``: a sign and
+    digits, no ``_``), or None."""
+    trimmed = text.strip()
+    return int(trimmed) if _JAVA_INT.fullmatch(trimmed) else None
+
+
+def _cluster_config(source: str, what: str, key: str, name: str, value: str) -> int | str:
+    """A config value of the metadata as a setting, or why it is not one (raised only if a run uses it)."""
+    number = java_int(value)
+    if number is None:
+        return f"{source}: {what} {key} must be an integer, got {value!r}"
     try:
-        number = int(value.strip())
-    except ValueError:
-        raise SettingsFileError(f"{source}: {what} {key} must be an integer, got {value!r}") from None
-    return checked_setting(f"{source}: {what} {key}", name, number)
+        return checked_setting(f"{source}: {what} {key}", name, number)
+    except SettingsFileError as exc:
+        return str(exc)
 
 
 def cluster_settings(metadata: ClusterMetadata, source: str, broker_id: int | None) -> ClusterSettings:
-    """The index settings ``metadata`` set, for broker ``broker_id`` (None: the cluster-wide defaults alone)."""
-    per_topic = {}
+    """The index settings ``metadata`` set, for broker ``broker_id`` (None: the cluster-wide defaults alone). A
+    value that is not a valid setting is kept as why (``invalid``), an error only for a run that would use it."""
+    per_topic: dict[str, dict[str, int]] = {}
+    invalid: dict[str, dict[str, str]] = {}
     for topic, configs in metadata.topic_configs.items():
-        found = {
-            n: _cluster_config(source, f"topic {topic!r}", k, n, configs[k])
-            for k, n in TOPIC_KEYS.items()
-            if k in configs
-        }
-        if found:
-            per_topic[topic] = found
+        for key, name in TOPIC_KEYS.items():
+            if key in configs:
+                value = _cluster_config(source, f"topic {topic!r}", key, name, configs[key])
+                table = invalid if isinstance(value, str) else per_topic
+                table.setdefault(topic, {})[name] = value  # type: ignore[assignment]
     broker: dict[str, tuple[int, str]] = {}
     for resource, layer in (
         ("", "the cluster-wide dynamic default"),
@@ -234,11 +266,14 @@ def cluster_settings(metadata: ClusterMetadata, source: str, broker_id: int | No
         configs = metadata.broker_configs.get(resource, {})
         for key, name in BROKER_KEYS.items():
             if key in configs:
-                broker[name] = (
-                    _cluster_config(source, layer, key, name, configs[key]),
-                    f"{layer} in the cluster metadata",
-                )
-    return ClusterSettings(source, broker_id, per_topic, broker, metadata)
+                value = _cluster_config(source, layer, key, name, configs[key])
+                if isinstance(value, str):
+                    invalid.setdefault("", {})[name] = value
+                    broker.pop(name, None)
+                else:
+                    invalid.get("", {}).pop(name, None)
+                    broker[name] = (value, f"{layer} in the cluster metadata")
+    return ClusterSettings(source, broker_id, per_topic, broker, metadata, invalid)
 
 
 def load_cluster_settings(
@@ -251,14 +286,21 @@ def load_cluster_settings(
     if named is not None and named.strip().lower() == "none":
         return None
     if named is not None:
+        if not named.strip():
+            raise SettingsFileError("--cluster-metadata: an empty path (give a dir, or none)")
+        if not os.path.isdir(named):
+            why = "not a directory" if os.path.lexists(named) else "no such directory"
+            raise SettingsFileError(f"{named}: --cluster-metadata: {why}")
         found = (
             named
             if os.path.basename(os.path.normpath(named)) == CLUSTER_METADATA_DIR
             else find_cluster_metadata([named])
         )
-        if found is None or not os.path.isdir(found):
+        if found is None:
             raise SettingsFileError(f"{named}: --cluster-metadata: no KRaft metadata ({CLUSTER_METADATA_DIR}) there")
     else:
+        if metadata_dir and not os.path.isdir(metadata_dir):
+            raise SettingsFileError(f"{metadata_dir}: metadata.log.dir of --server-properties is not a directory")
         candidates = [metadata_dir] if metadata_dir else []
         for path in paths:  # a log dir, or a partition dir inside one
             parent = os.path.dirname(os.path.normpath(path))
@@ -280,24 +322,30 @@ _DESCRIBE_LINE = re.compile(r"  (?P<key>[^=\s]+)=(?P<value>.*) sensitive=(?P<sen
 def parse_configs_describe(text: str, path: str) -> dict[str, dict[str, str]] | None:
     """Topic -> config -> value from the output of ``kafka-configs.sh --bootstrap-server ... --describe
     [--all] --entity-type topics`` as it prints it (a ZooKeeper-era broker's configs, which have no metadata log
-    to read), or None when ``text`` is not that output; :class:`SettingsFileError` naming the line that does not
-    read. Sensitive configs (shown as null) are left out."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines or _DESCRIBE_TITLE.fullmatch(lines[0]) is None:
+    to read), or None when no line of ``text`` is such a title; :class:`SettingsFileError` naming the first line
+    that does not read (a tool's log line before it, another entity's output) or a topic listed twice. Sensitive
+    configs (shown as null) are left out."""
+    lines = text.splitlines()
+    if not any(_DESCRIBE_TITLE.fullmatch(line.rstrip()) for line in lines):
         return None
     out: dict[str, dict[str, str]] = {}
-    topic = ""
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    topic = None
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip()
+        if not line:
             continue
         if (title := _DESCRIBE_TITLE.fullmatch(line)) is not None:
             topic = title["name"]
-            out.setdefault(topic, {})
-        elif (config := _DESCRIBE_LINE.fullmatch(line)) is not None:
+            if topic in out:
+                raise SettingsFileError(f"{path}: line {number}: topic {topic!r} is described twice")
+            out[topic] = {}
+        elif topic is not None and (config := _DESCRIBE_LINE.fullmatch(line)) is not None:
             if config["sensitive"] == "false":
                 out[topic][config["key"]] = config["value"]
         else:
-            raise SettingsFileError(f"{path}: line {number}: not a line of kafka-configs.sh --describe: {line[:80]!r}")
+            raise SettingsFileError(
+                f"{path}: line {number}: not a line of kafka-configs.sh --describe --entity-type topics: {line[:80]!r}"
+            )
     return out
 
 
@@ -310,6 +358,8 @@ def read_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]
     data: dict[Any, Any] = read_mapping(path, "topic config") if described is None else described
     out: dict[str, dict[str, int]] = {}
     for topic, configs in data.items():
+        if not isinstance(topic, str):  # YAML reads an unquoted on, 0123 or 1e3 as a bool or a number
+            raise SettingsFileError(f"{path}: topic name {topic!r} is not a string (YAML read it so): quote it")
         if not isinstance(configs, dict):
             raise SettingsFileError(f"{path}: topic {topic!r} must map to a mapping of topic configs, got {configs!r}")
         out[str(topic)] = {}
@@ -320,8 +370,8 @@ def read_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]
                     f"{path}: topic {topic!r}: unknown topic config {key!r}; did you mean {near[0]!r}?"
                 )
             if key in TOPIC_KEYS:
-                if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                    value = int(value)
+                if isinstance(value, str) and java_int(value) is not None:
+                    value = java_int(value)
                 out[str(topic)][TOPIC_KEYS[key]] = checked_setting(
                     f"{path}: topic {topic!r} {key}", TOPIC_KEYS[key], value
                 )

@@ -64,6 +64,7 @@ class ClusterMetadata:
     snapshot: int | None = None
     records: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    stopped: str | None = None  # why the replay ended before the log's last byte (a torn or corrupt batch), if so
 
     def topic_name(self, topic_id: str) -> str | None:
         return next((name for name, tid in self.topic_ids.items() if tid == topic_id), None)
@@ -105,6 +106,13 @@ class MetadataReplay:
     def __init__(self, state: ClusterMetadata | None = None) -> None:
         self.state = state if state is not None else ClusterMetadata()
         self._pending: list[MetadataRecord] | None = None  # records of an open metadata transaction
+
+    def skip(self, first: int, last: int, why: str) -> None:
+        """Count the records ``first``..``last`` as not read (a batch whose records do not decode)."""
+        state = self.state
+        state.end_offset = max(state.end_offset, last + 1)
+        state.records += last - first + 1
+        state.skipped[why] += last - first + 1
 
     def apply(self, offset: int, record: MetadataRecord | str) -> None:
         """Apply the record at ``offset`` (a string: why it could not be read, counted and skipped)."""

@@ -126,7 +126,9 @@ def is_kafka_metadata(name: str) -> bool:
 def parse_kraft_snapshot_name(name: str) -> tuple[int, int] | None:
     """``(end offset, epoch)`` of a KRaft snapshot's name (``<20-digit offset>-<10-digit epoch>.checkpoint``)."""
     m = _KRAFT_SNAPSHOT.fullmatch(name)
-    return None if m is None else (int(m["offset"]), int(m["epoch"]))
+    if m is None or int(m["offset"]) >= 1 << 63:  # Kafka's offsets are longs: it cannot name one above
+        return None
+    return int(m["offset"]), int(m["epoch"])
 
 
 def run_lock_name(run_id: str) -> str:

@@ -145,6 +145,8 @@ def _read_struct(
         for _ in range(reader.unsigned_varint(f"{where} tagged field count")):
             tag = reader.unsigned_varint(f"{where} tag")
             size = reader.unsigned_varint(f"{where} tag {tag} size")
+            if size > reader.remaining:
+                raise InvalidRecordError(f"{where} tag {tag}: {size} bytes declared, {reader.remaining} left")
             if tag in tagged:
                 f, what = tagged[tag]
                 out[f.name] = _read_value(

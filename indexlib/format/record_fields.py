@@ -46,6 +46,8 @@ class FieldReader:
         self.view = memoryview(view) if not isinstance(view, memoryview) else view
         self.pos = pos
         self.end = len(self.view) if end is None else end
+        if not 0 <= self.pos <= self.end <= len(self.view):
+            raise InvalidRecordError(f"a field of {self.end - self.pos} bytes runs past the {len(self.view)} given")
 
     @property
     def remaining(self) -> int:

@@ -5,7 +5,8 @@ a broker's (or controller's) metadata log dir holds the metadata log's segments 
 :func:`read_cluster_metadata` replays the latest snapshot, then the log's records from the snapshot's end offset
 on, as a broker's metadata loader does at its start; each ``.log`` is walked with Kafka's iteration rules
 (:func:`~indexlib.format.batch_walk.scan_log`), so a torn tail (a killed broker) ends the replay at its last valid
-batch. Control batches (a snapshot's header and footer, KRaft's leader changes and voters) hold no metadata
+batch, and says so (``ClusterMetadata.stopped``); a latest snapshot that does not read whole is refused. Control
+batches (a snapshot's header and footer, KRaft's leader changes and voters) hold no metadata
 record and are passed over.
 
 Invariants: read-only; a file that cannot be read is a :class:`ClusterMetadataError` naming it; a record that
@@ -18,6 +19,7 @@ import os
 
 from ..format.batch_walk import open_log, scan_buffer
 from ..format.cluster_metadata import APPLIED_TYPES, ClusterMetadata, MetadataReplay
+from ..format.compression import CodecUnavailableError
 from ..format.errors import InvalidRecordError, KafkaIndexError, describe_error
 from ..format.layout import CLUSTER_METADATA_TOPIC, LOG_SUFFIX, parse_kraft_snapshot_name, parse_segment_name
 from ..format.metadata_records import read_metadata_record
@@ -32,34 +34,56 @@ class ClusterMetadataError(KafkaIndexError, OSError):
     """The cluster's metadata cannot be read (a file named in the message): one line, exit 2."""
 
 
+_WAY_ROUND = "give --cluster-metadata none (and --topic-config) to run without it"
+
+
 def find_cluster_metadata(log_dirs: list[str]) -> str | None:
     """The ``__cluster_metadata-0`` dir of the first of ``log_dirs`` that has one (a broker keeps it in its
-    ``metadata.log.dir``, by default its first log dir)."""
+    ``metadata.log.dir``, by default its first log dir); :class:`ClusterMetadataError` when the first one there
+    is not a dir (a file, a dangling or looping link): the settings must not silently fall back to Kafka's."""
     for log_dir in log_dirs:
         candidate = os.path.join(log_dir, CLUSTER_METADATA_DIR)
         if os.path.isdir(candidate):
             return candidate
+        if os.path.lexists(candidate):
+            raise ClusterMetadataError(f"{candidate}: not a directory (KRaft's metadata log dir is expected there)")
     return None
 
 
-def _replay_file(replay: MetadataReplay, path: str, from_offset: int) -> None:
-    """Apply the records at or above ``from_offset`` of the record batches of ``path`` (a segment or a snapshot)."""
+def _replay_file(replay: MetadataReplay, path: str, from_offset: int, snapshot: bool = False) -> None:
+    """Apply the records at or above ``from_offset`` of the record batches of ``path`` (a segment or a snapshot).
+    A snapshot must read whole (Kafka writes one whole, then renames it): else :class:`ClusterMetadataError`. A
+    segment whose walk ends early (a torn or corrupt batch) ends the replay there, saying so in ``stopped``."""
     try:
         size, mm = open_log(path)
     except OSError as exc:
         raise ClusterMetadataError(f"{path}: cannot read the cluster metadata: {describe_error(exc)}") from None
     if mm is None:
+        if snapshot:
+            raise ClusterMetadataError(f"{path}: the latest KRaft snapshot is empty; {_WAY_ROUND}")
         return
     try:
         scan = scan_buffer(mm, size, path)
+        if scan.valid_bytes < size or scan.fatal is not None:
+            problem = scan.fatal or scan.problem
+            why = (
+                f"{problem.kind} at byte {problem.position}"
+                if problem
+                else f"{scan.stop.value} at byte {scan.valid_bytes}"
+            )
+            if snapshot:
+                raise ClusterMetadataError(
+                    f"{path}: the latest KRaft snapshot does not read whole ({why}); {_WAY_ROUND}"
+                )
+            replay.state.stopped = f"{path}: {why}; the records after it were not read"
         for i in range(scan.batch_count):
             if int(scan.last_offsets[i]) < from_offset or int(scan.attributes[i]) & ATTR_CONTROL:
                 continue
             pos, length = int(scan.positions[i]), int(scan.sizes[i])
             try:
                 records = batch_records(mm[pos : pos + length])
-            except InvalidRecordError as exc:
-                replay.apply(int(scan.base_offsets[i]), f"a batch that does not read: {exc}")
+            except (InvalidRecordError, CodecUnavailableError) as exc:
+                replay.skip(int(scan.base_offsets[i]), int(scan.last_offsets[i]), f"a batch that does not read: {exc}")
                 continue
             for r in records:
                 if r.offset < from_offset:
@@ -89,7 +113,7 @@ def read_cluster_metadata(metadata_dir: str) -> ClusterMetadata:
     start = 0
     if snapshots:
         (end_offset, _), name = snapshots[-1]
-        _replay_file(replay, os.path.join(metadata_dir, name), 0)
+        _replay_file(replay, os.path.join(metadata_dir, name), 0, snapshot=True)
         replay.state.snapshot = start = end_offset
         replay.state.end_offset = max(replay.state.end_offset, end_offset)
     for i, (_, name) in enumerate(segments):
@@ -97,4 +121,6 @@ def read_cluster_metadata(metadata_dir: str) -> ClusterMetadata:
         if following is not None and following <= start:
             continue  # every record of this segment is in the snapshot
         _replay_file(replay, os.path.join(metadata_dir, name), start)
+        if replay.state.stopped is not None:
+            break  # Kafka's recovery of the metadata log truncates there too
     return replay.finish()

@@ -5,6 +5,7 @@ snapshots written here (indexlib.testing.message_encoder)."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import uuid
 from pathlib import Path
@@ -381,3 +382,157 @@ def test_a_zookeeper_era_brokers_topic_configs_from_kafka_configs_describe(tmp_p
     described.write_text(DESCRIBE_ALL + "  broken line\n")
     with pytest.raises(SettingsFileError, match=rf"{described}: line 11: not a line of kafka-configs.sh --describe"):
         read_topic_config(described)
+
+
+# ------------------------------------------------------------------------------------ bad metadata (a fault trial's)
+def run_cli(*argv: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=300)
+
+
+def both_command_lines(logs: Path, *more: str) -> list[tuple[str, ...]]:
+    return [
+        ("indexlib", "verify", str(logs), *more),
+        ("jobs.cli", "verify", "--log-dir", str(logs), "--engine", "local", "--audit-table", "none", *more),
+    ]
+
+
+@requires_kafka_real
+def test_mutated_metadata_records_are_invalid_records_never_a_crash():
+    """Every record of the real metadata log, each byte of it flipped, cut or grown in turn: reading it gives a
+    record or an InvalidRecordError, and the dump's decoder a line, never another exception."""
+    import random
+
+    from indexlib.format.batch_walk import scan_log
+    from indexlib.format.errors import InvalidRecordError
+    from indexlib.format.metadata_records import decode_metadata_record
+    from indexlib.format.record_decoding import batch_records
+
+    log = KAFKA_REAL / "local-apache-kafka-4.1.0" / CLUSTER_METADATA_DIR / "00000000000000000000.log"
+    data = log.read_bytes()
+    scan = scan_log(log)
+    values = [
+        r.value
+        for i in range(scan.batch_count)
+        if not int(scan.attributes[i]) & 0x20
+        for r in batch_records(data[int(scan.positions[i]) : int(scan.positions[i] + scan.sizes[i])])
+        if r.value
+    ]
+    rng = random.Random(3)
+    tried = 0
+    for value in values:
+        for _ in range(12):
+            mutated = bytearray(value)
+            at = rng.randrange(len(mutated))
+            choice = rng.randrange(3)
+            if choice == 0:
+                mutated[at] = rng.randrange(256)
+            elif choice == 1:
+                del mutated[at:]
+            else:
+                mutated[at:at] = rng.randbytes(rng.randint(1, 4))
+            with contextlib.suppress(InvalidRecordError):
+                read_metadata_record(bytes(mutated))
+            assert decode_metadata_record(None, bytes(mutated), 1)[1] is not None
+            tried += 1
+    assert tried > 4000
+    with pytest.raises(InvalidRecordError, match="bytes declared"):
+        read_metadata_record(bytes.fromhex("011700010012"))  # a tag longer than the record (it was an IndexError)
+
+
+def test_a_damaged_latest_snapshot_is_one_line_exit_2(tmp_path):
+    logs = broker_log_dir(tmp_path)
+    snapshot = logs / CLUSTER_METADATA_DIR / "00000000000000000009-0000000001.checkpoint"
+    for content in (
+        b"",
+        b"\x00" * 100 + b"garbage",
+        (logs / CLUSTER_METADATA_DIR / "00000000000000000000.log").read_bytes()[:-9],
+    ):
+        snapshot.write_bytes(content)
+        for argv in both_command_lines(logs):
+            done = run_cli(*argv)
+            assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+            assert f"{snapshot}: the latest KRaft snapshot" in done.stderr and "--cluster-metadata none" in done.stderr
+        assert run_cli(*both_command_lines(logs, "--cluster-metadata", "none")[0]).returncode in (0, 1)
+
+
+def test_a_corrupt_batch_inside_the_metadata_log_is_said_where_the_replay_stopped(tmp_path):
+    logs = broker_log_dir(tmp_path)
+    log = logs / CLUSTER_METADATA_DIR / "00000000000000000000.log"
+    data = bytearray(log.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    log.write_bytes(bytes(data))
+    got = run_json("indexlib", "verify", str(logs))["settings"]["cluster_metadata"]
+    assert got["stopped"].startswith(f"{log}: crc_mismatch at byte ") and "not read" in got["stopped"]
+    out = run_cli("indexlib", "verify", str(logs)).stdout
+    assert "it stopped early: " in out.splitlines()[0]
+
+
+def test_an_invalid_value_refuses_only_a_run_that_uses_it(tmp_path):
+    """A topic's config of the metadata that is no valid setting (Java's int rules: no ``_``) stops a run of that
+    topic with one line, exit 2; a run of other topics, or one whose --topic-config replaces it, goes on."""
+    logs = broker_log_dir(tmp_path)
+    with open(logs / CLUSTER_METADATA_DIR / "00000000000000000000.log", "ab") as f:
+        f.write(encode_batch_v2(8, [(None, config(2, "audit", "index.interval.bytes", "1_000"), TS)]))
+    for argv in both_command_lines(logs, "--topics", "audit"):
+        done = run_cli(*argv)
+        assert (
+            done.returncode == 2 and "topic 'audit' index.interval.bytes must be an integer, got '1_000'" in done.stderr
+        )
+    assert run_cli("indexlib", "verify", str(logs), "--topics", "plain").returncode in (0, 1)
+    fixed = tmp_path / "topics.json"
+    fixed.write_text('{"audit": {"index.interval.bytes": 2048}}')
+    assert run_cli("indexlib", "verify", str(logs), "--topic-config", str(fixed)).returncode in (0, 1)
+
+
+def test_bad_metadata_places_are_one_line(tmp_path):
+    logs = broker_log_dir(tmp_path)
+    for named, why in (("", "--cluster-metadata: an empty path"), (str(tmp_path / "nope"), "no such directory"),
+                       (str(logs / "meta.properties"), "not a directory")):  # fmt: skip
+        done = run_cli("indexlib", "verify", str(logs), "--cluster-metadata", named)
+        assert done.returncode == 2 and why in done.stderr, done.stderr
+    props = tmp_path / "server.properties"
+    props.write_text(f"log.dirs={logs}\nmetadata.log.dir={logs / 'meta.properties'}\n")
+    done = run_cli("indexlib", "verify", "--server-properties", str(props))
+    assert done.returncode == 2 and "metadata.log.dir of --server-properties is not a directory" in done.stderr
+    import shutil
+
+    shutil.rmtree(logs / CLUSTER_METADATA_DIR)
+    (logs / CLUSTER_METADATA_DIR).write_text("a file")
+    for argv in both_command_lines(logs):
+        done = run_cli(*argv)
+        assert done.returncode == 2 and f"{logs / CLUSTER_METADATA_DIR}: not a directory" in done.stderr
+
+
+def test_a_batch_that_does_not_decompress_counts_all_its_records(metadata_dir):
+    import struct
+    import zlib  # noqa: F401  (the batch's payload is gzip; its bytes are damaged, its CRC made right again)
+
+    from indexlib.format.scan_kernel import crc32c_function
+
+    batch = bytearray(encode_batch_v2(0, [(None, topic(f"t{i}", i), TS) for i in range(5)], compression=1))
+    batch[-10] ^= 0xFF
+    struct.pack_into(">I", batch, 17, crc32c_function()(bytes(batch[21:])))
+    (metadata_dir / "00000000000000000000.log").write_bytes(bytes(batch))
+    state = read_cluster_metadata(str(metadata_dir))
+    assert state.end_offset == 5 and sum(state.skipped.values()) == 5 and state.records == 5
+
+
+def test_describe_output_with_another_tools_lines_or_yaml_numbers(tmp_path):
+    from indexlib.cli import SettingsFileError, read_topic_config
+
+    f = tmp_path / "t.txt"
+    f.write_text("SLF4J: Class path contains multiple bindings\n" + DESCRIBE_ALL)
+    with pytest.raises(SettingsFileError, match=r"line 1: not a line of kafka-configs.sh --describe"):
+        read_topic_config(f)
+    f.write_text(DESCRIBE_ALL + DESCRIBE_ALL.splitlines()[0] + "\n")
+    with pytest.raises(SettingsFileError, match=r"line 11: topic 'plain' is described twice"):
+        read_topic_config(f)
+    f.write_text("".join(line + "  \n" for line in DESCRIBE_ALL.splitlines()))  # trailing spaces: fine
+    assert read_topic_config(f)["audit"] == {"index_interval_bytes": 512}
+    y = tmp_path / "t.yaml"
+    y.write_text("0123: {index.interval.bytes: 512}\n")
+    with pytest.raises(SettingsFileError, match=r"topic name 83 is not a string \(YAML read it so\): quote it"):
+        read_topic_config(y)

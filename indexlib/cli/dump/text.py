@@ -92,7 +92,7 @@ def format_dump(dump: FileDump | Mapping[str, Any]) -> Iterator[str]:
         yield (
             f"End of walk: {end['stop']}; {_plural(walked, 'batch', 'batches')}, valid bytes "
             f"{end['valid_bytes']}, invalid bytes {end['invalid_bytes']}"
-            + (" (Kafka's recovery truncates them)" if end["invalid_bytes"] else "")
+            + (" (Kafka's recovery truncates them)" if end["invalid_bytes"] and snapshot is None else "")
             + (f" (--max-bytes {summary['max_bytes']})" if end["stop"] == "max_bytes" else "")
             + (
                 f"; {past['batches']} more shown past it, as kafka-dump-log.sh walks on ({past['invalid_batches']} "
