@@ -18,7 +18,7 @@ CHECK_PYTHON = @$(PYTHON) -c 'import sys; v = sys.version_info; print(f"using {s
 $(VENV)/.stamp-base: pyproject.toml setup.py indexlib/format/_kernel.c indexlib/format/_crc32c.h
 	$(CHECK_PYTHON)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77,<85"  # setup.py build_ext --inplace (benchmarks' --other-tree) reads the SPDX license
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
