@@ -44,7 +44,7 @@ from typing import TextIO
 from .. import __version__
 from ..engine import RunOptions, RunReport, SegmentResult, WorkerDiedError, check_run, map_locally, run
 from ..engine.interrupts import stdout_closed, stop_on_signals, stopped_by
-from ..format.errors import KafkaIndexError, error_line
+from ..format.errors import ClusterMetadataError, KafkaIndexError, error_line
 from ..format.layout import (
     INDEX_SUFFIXES,
     LOG_DIR_LOCK,
@@ -59,7 +59,6 @@ from ..recovery.settings import (
     SettingError,
     check_index_setting,
 )
-from ..storage.cluster_metadata_files import ClusterMetadataError
 from ..storage.discovery import (
     Discovery,
     discover,

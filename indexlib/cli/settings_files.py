@@ -24,16 +24,19 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..format.cluster_metadata import ClusterMetadata
 from ..format.errors import KafkaIndexError, describe_error
-from ..format.layout import CLUSTER_METADATA_TOPIC, parse_partition_dir_name
+from ..format.layout import CLUSTER_METADATA_TOPIC, parse_partition_dir_name, partition_name
 from ..format.meta_properties import parse_properties
 from ..recovery.settings import IndexSettings, SettingError, check_index_setting
-from ..storage.cluster_metadata_files import CLUSTER_METADATA_DIR, find_cluster_metadata, read_cluster_metadata
 from ..storage.discovery import read_log_dir_meta
 
+if TYPE_CHECKING:
+    from ..format.cluster_metadata import ClusterMetadata
+
+#: the partition dir of KRaft's metadata log inside a metadata log dir
+CLUSTER_METADATA_DIR = partition_name(CLUSTER_METADATA_TOPIC, 0)
 #: topic config name -> our setting name (Kafka's spelling in topic config files)
 TOPIC_KEYS = {"index.interval.bytes": "index_interval_bytes", "segment.index.bytes": "segment_index_bytes"}
 #: broker property -> our setting name
@@ -66,7 +69,7 @@ class ClusterSettings:
     broker_id: int | None
     per_topic: dict[str, dict[str, int]]
     broker: dict[str, tuple[int, str]]
-    metadata: ClusterMetadata = field(repr=False, compare=False, default_factory=ClusterMetadata)
+    metadata: ClusterMetadata = field(repr=False, compare=False)
     #: topic ("" for the broker layers) -> setting -> why its value in the metadata is not a valid one
     invalid: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -285,6 +288,8 @@ def load_cluster_settings(
     broker, a copy without it). The broker is the one whose ``meta.properties`` is beside the metadata."""
     if named is not None and named.strip().lower() == "none":
         return None
+    from ..storage.cluster_metadata_files import find_cluster_metadata  # its reader, only when there is metadata
+
     if named is not None:
         if not named.strip():
             raise SettingsFileError("--cluster-metadata: an empty path (give a dir, or none)")
@@ -309,6 +314,8 @@ def load_cluster_settings(
         found = find_cluster_metadata(candidates)
         if found is None:
             return None
+    from ..storage.cluster_metadata_files import read_cluster_metadata
+
     meta = read_log_dir_meta(os.path.dirname(os.path.normpath(found)))
     return cluster_settings(read_cluster_metadata(found), found, meta.identity.broker_id)
 

@@ -23,8 +23,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .metadata_records import MetadataRecord
+if TYPE_CHECKING:
+    from .metadata_records import MetadataRecord
+
 
 #: ``ConfigResource.Type`` ids of the resources whose configs matter here
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4

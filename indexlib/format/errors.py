@@ -87,3 +87,8 @@ def error_line(exc: BaseException, subject: str | None) -> str:
         if subject and subject not in message and not (directory and f"{directory}{os.sep}" in message):
             message = f"{subject}: {message}"
     return " ".join(message.split())
+
+
+class ClusterMetadataError(KafkaIndexError, OSError):
+    """The cluster's metadata (KRaft's ``__cluster_metadata``) cannot be read (a file named in the message): one
+    line, exit 2."""

@@ -5,7 +5,7 @@ and atomic publishing (``publish``).
 
 Imports ``format`` and ``recovery``."""
 
-from .cluster_metadata_files import ClusterMetadataError, find_cluster_metadata, read_cluster_metadata
+from ..format.errors import ClusterMetadataError
 from .discovery import (
     Discovery,
     LogDirError,
@@ -40,3 +40,13 @@ __all__ = [
     "sync_for_task",
     "sync_roots",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``find_cluster_metadata`` and ``read_cluster_metadata``, imported on first use: their module (and the
+    schemas of every metadata record) is not every run's start-up cost."""
+    if name in ("find_cluster_metadata", "read_cluster_metadata"):
+        from . import cluster_metadata_files
+
+        return getattr(cluster_metadata_files, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

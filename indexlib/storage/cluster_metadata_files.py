@@ -16,22 +16,27 @@ does not parse is counted, never raised.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from ..format.batch_walk import open_log, scan_buffer
-from ..format.cluster_metadata import APPLIED_TYPES, ClusterMetadata, MetadataReplay
 from ..format.compression import CodecUnavailableError
-from ..format.errors import InvalidRecordError, KafkaIndexError, describe_error
-from ..format.layout import CLUSTER_METADATA_TOPIC, LOG_SUFFIX, parse_kraft_snapshot_name, parse_segment_name
-from ..format.metadata_records import read_metadata_record
-from ..format.record_decoding import batch_records
+from ..format.errors import ClusterMetadataError, InvalidRecordError, describe_error
+from ..format.layout import (
+    CLUSTER_METADATA_TOPIC,
+    LOG_SUFFIX,
+    parse_kraft_snapshot_name,
+    parse_segment_name,
+    partition_name,
+)
 from ..format.records import ATTR_CONTROL
 
+if TYPE_CHECKING:
+    from ..format.cluster_metadata import ClusterMetadata, MetadataReplay
+
 #: the partition dir of the metadata log inside a metadata log dir
-CLUSTER_METADATA_DIR = f"{CLUSTER_METADATA_TOPIC}-0"
+CLUSTER_METADATA_DIR = partition_name(CLUSTER_METADATA_TOPIC, 0)
 
-
-class ClusterMetadataError(KafkaIndexError, OSError):
-    """The cluster's metadata cannot be read (a file named in the message): one line, exit 2."""
+__all__ = ["CLUSTER_METADATA_DIR", "ClusterMetadataError", "find_cluster_metadata", "read_cluster_metadata"]
 
 
 _WAY_ROUND = "give --cluster-metadata none (and --topic-config) to run without it"
@@ -54,6 +59,10 @@ def _replay_file(replay: MetadataReplay, path: str, from_offset: int, snapshot: 
     """Apply the records at or above ``from_offset`` of the record batches of ``path`` (a segment or a snapshot).
     A snapshot must read whole (Kafka writes one whole, then renames it): else :class:`ClusterMetadataError`. A
     segment whose walk ends early (a torn or corrupt batch) ends the replay there, saying so in ``stopped``."""
+    from ..format.cluster_metadata import APPLIED_TYPES
+    from ..format.metadata_records import read_metadata_record
+    from ..format.record_decoding import batch_records
+
     try:
         size, mm = open_log(path)
     except OSError as exc:
@@ -100,7 +109,10 @@ def _replay_file(replay: MetadataReplay, path: str, from_offset: int, snapshot: 
 
 
 def read_cluster_metadata(metadata_dir: str) -> ClusterMetadata:
-    """The state the metadata in ``metadata_dir`` (a ``__cluster_metadata-0`` dir) describe (module docstring)."""
+    """The state the metadata in ``metadata_dir`` (a ``__cluster_metadata-0`` dir) describe (module docstring).
+    The reader's modules (every metadata record's schema) are imported here, not by a run that finds no metadata."""
+    from ..format.cluster_metadata import MetadataReplay
+
     try:
         names = os.listdir(metadata_dir)
     except OSError as exc:
