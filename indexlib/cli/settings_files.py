@@ -51,7 +51,7 @@ class SettingsFileError(KafkaIndexError, ValueError):
 KAFKA_DEFAULT = "Kafka's default"
 #: the start of the layer's name of a value the cluster's metadata hold that is not a valid setting
 INVALID = "invalid: "
-_JAVA_INT = re.compile(r"[+-]?\d+")
+_JAVA_INT = r"[+-]?\d+"
 SETTING_NAMES = ("index_interval_bytes", "segment_index_bytes")
 
 
@@ -234,7 +234,7 @@ def java_int(text: str) -> int | None:
     """``text`` as Kafka's config parser reads an int (trimmed, then Java's ``Integer.parseInt``: a sign and
     digits, no ``_``), or None."""
     trimmed = text.strip()
-    return int(trimmed) if _JAVA_INT.fullmatch(trimmed) else None
+    return int(trimmed) if re.fullmatch(_JAVA_INT, trimmed) else None
 
 
 def _cluster_config(source: str, what: str, key: str, name: str, value: str) -> int | str:
@@ -321,9 +321,9 @@ def load_cluster_settings(
 
 
 #: the title of each topic in ``kafka-configs.sh --describe --entity-type topics`` (``--all``: every config)
-_DESCRIBE_TITLE = re.compile(r"(?:All|Dynamic) configs for topic (?P<name>\S+) are:")
+_DESCRIBE_TITLE = r"(?:All|Dynamic) configs for topic (?P<name>\S+) are:"
 #: one config line under it: ``  <key>=<value> sensitive=<bool> synonyms={...}``
-_DESCRIBE_LINE = re.compile(r"  (?P<key>[^=\s]+)=(?P<value>.*) sensitive=(?P<sensitive>true|false) synonyms=\{.*\}")
+_DESCRIBE_LINE = r"  (?P<key>[^=\s]+)=(?P<value>.*) sensitive=(?P<sensitive>true|false) synonyms=\{.*\}"
 
 
 def parse_configs_describe(text: str, path: str) -> dict[str, dict[str, str]] | None:
@@ -333,7 +333,7 @@ def parse_configs_describe(text: str, path: str) -> dict[str, dict[str, str]] | 
     that does not read (a tool's log line before it, another entity's output) or a topic listed twice. Sensitive
     configs (shown as null) are left out."""
     lines = text.splitlines()
-    if not any(_DESCRIBE_TITLE.fullmatch(line.rstrip()) for line in lines):
+    if not any(re.fullmatch(_DESCRIBE_TITLE, line.rstrip()) for line in lines):
         return None
     out: dict[str, dict[str, str]] = {}
     topic = None
@@ -341,12 +341,12 @@ def parse_configs_describe(text: str, path: str) -> dict[str, dict[str, str]] | 
         line = raw.rstrip()
         if not line:
             continue
-        if (title := _DESCRIBE_TITLE.fullmatch(line)) is not None:
+        if (title := re.fullmatch(_DESCRIBE_TITLE, line)) is not None:
             topic = title["name"]
             if topic in out:
                 raise SettingsFileError(f"{path}: line {number}: topic {topic!r} is described twice")
             out[topic] = {}
-        elif topic is not None and (config := _DESCRIBE_LINE.fullmatch(line)) is not None:
+        elif topic is not None and (config := re.fullmatch(_DESCRIBE_LINE, line)) is not None:
             if config["sensitive"] == "false":
                 out[topic][config["key"]] = config["value"]
         else:

@@ -9,14 +9,17 @@ import re
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from ..format.cluster_metadata import ClusterFacts
 from ..format.errors import KafkaIndexError
 from ..storage.discovery import Discovery, Partition, directory_key
 from ..storage.file_system_sync import check_available as check_syncfs_available
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
 from ..storage.state import state_dir
 from .identity import BROKER_ID_MAX, broker_id_conflicts
+
+if TYPE_CHECKING:
+    from ..format.cluster_metadata import ClusterFacts
 
 MODES = ("verify", "rebuild", "repair", "recover")
 #: how a writing run makes its files durable: an fsync of each file and dir, or one syncfs per file system

@@ -7,10 +7,10 @@ import bisect
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..format.cluster_metadata import ClusterFacts
 from ..format.layout import (
     CLUSTER_METADATA_TOPIC,
     segment_file,
@@ -53,6 +53,9 @@ from ..storage.partition_files import (
     read_snapshot_files,
 )
 from .segment_task import SegmentOutcome
+
+if TYPE_CHECKING:
+    from ..format.cluster_metadata import ClusterFacts
 
 
 # ------------------------------------------------------------------------------------------- replay

@@ -35,9 +35,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..format.cluster_metadata import ClusterFacts
 from ..format.layout import RECOVERY_POINT_OFFSET_CHECKPOINT, partition_name, run_lock_run_id
 from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import foreign_dir_findings
@@ -82,6 +81,9 @@ from .recover import (
 )
 from .replay import PartitionReplay, SegmentReplay, replay_outcomes
 from .segment_task import MapSegments, SegmentOutcome, SegmentTask, partition_backup_dir, plan_tasks
+
+if TYPE_CHECKING:
+    from ..format.cluster_metadata import ClusterFacts
 
 
 # ---------------------------------------------------------------------------------------------- run

@@ -25,12 +25,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from ..format.checkpoint import CheckpointError
-from ..format.cluster_metadata import ClusterFacts
 from ..format.layout import (
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_OFFSET_CHECKPOINT,
@@ -48,6 +48,9 @@ from .entry_plan import PlanSummary, SegmentPlan
 from .findings import Finding
 from .log_loader import log_end_offset
 from .producer_state import apply_segment, snapshot_entries, state_from_snapshot
+
+if TYPE_CHECKING:
+    from ..format.cluster_metadata import ClusterFacts
 
 
 def snapshot_findings(snapshots: dict[str, bytes | str]) -> list[Finding]:
