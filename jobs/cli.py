@@ -251,7 +251,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         settings.backup_dir,
         args.broker_id,
         getattr(args, "sync", "fsync"),
-        settings.cluster.metadata.facts(settings.cluster.source) if settings.cluster is not None else None,
+        settings.cluster.facts() if settings.cluster is not None else None,
     )
     invalid = settings.topic_settings().invalid_for(p.topic for p in found.partitions)
     if invalid is not None:

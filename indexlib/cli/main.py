@@ -312,7 +312,7 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: TopicSettings) -> int:
     if settings.cluster is not None:  # each partition dir is checked against the cluster's metadata too
-        options = dataclasses.replace(options, cluster=settings.cluster.metadata.facts(settings.cluster.source))
+        options = dataclasses.replace(options, cluster=settings.cluster.facts())
     invalid = settings.invalid_for(p.topic for p in found.partitions)
     if invalid is not None:
         raise InputError(invalid)

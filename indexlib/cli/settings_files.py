@@ -33,7 +33,7 @@ from ..recovery.settings import IndexSettings, SettingError, check_index_setting
 from ..storage.discovery import read_log_dir_meta
 
 if TYPE_CHECKING:
-    from ..format.cluster_metadata import ClusterMetadata
+    from ..format.cluster_metadata import ClusterFacts, ClusterMetadata
 
 #: the partition dir of KRaft's metadata log inside a metadata log dir
 CLUSTER_METADATA_DIR = partition_name(CLUSTER_METADATA_TOPIC, 0)
@@ -72,6 +72,10 @@ class ClusterSettings:
     metadata: ClusterMetadata = field(repr=False, compare=False)
     #: topic ("" for the broker layers) -> setting -> why its value in the metadata is not a valid one
     invalid: dict[str, dict[str, str]] = field(default_factory=dict)
+
+    def facts(self) -> ClusterFacts:
+        """What each partition dir of a run is checked against (:class:`~indexlib.engine.RunOptions` ``cluster``)."""
+        return self.metadata.facts(self.source)
 
     def describe(self) -> str:
         m = self.metadata
@@ -168,10 +172,11 @@ def read_text(path: str | os.PathLike[str], what: str) -> str:
         raise SettingsFileError(f"{path}: cannot read {what}: {describe_error(exc)}") from None
 
 
-def read_mapping(path: str | os.PathLike[str], what: str) -> dict[Any, Any]:
-    """A JSON (``.json``) or YAML file holding a mapping (empty: ``{}``). YAML needs PyYAML (installed with the
-    Spark extra); without it the error says so."""
-    text = read_text(path, what)
+def read_mapping(path: str | os.PathLike[str], what: str, text: str | None = None) -> dict[Any, Any]:
+    """A JSON (``.json``) or YAML file holding a mapping (empty: ``{}``); ``text``: its text, when already read.
+    YAML needs PyYAML (installed with the Spark extra); without it the error says so."""
+    if text is None:
+        text = read_text(path, what)
     try:
         if str(path).endswith(".json"):
             data = json.loads(text)
@@ -361,8 +366,9 @@ def read_topic_config(path: str | os.PathLike[str]) -> dict[str, dict[str, int]]
     names to Kafka topic configs (``index.interval.bytes``, ``segment.index.bytes``; other Kafka topic configs
     are allowed and ignored), or from the output of ``kafka-configs.sh --describe --entity-type topics`` as it is
     (:func:`parse_configs_describe`)."""
-    described = parse_configs_describe(read_text(path, "topic config"), str(path))
-    data: dict[Any, Any] = read_mapping(path, "topic config") if described is None else described
+    text = read_text(path, "topic config")
+    described = parse_configs_describe(text, str(path))
+    data: dict[Any, Any] = read_mapping(path, "topic config", text) if described is None else described
     out: dict[str, dict[str, int]] = {}
     for topic, configs in data.items():
         if not isinstance(topic, str):  # YAML reads an unquoted on, 0123 or 1e3 as a bool or a number
