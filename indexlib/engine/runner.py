@@ -44,7 +44,7 @@ from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
 from ..storage.file_system_sync import by_file_system
-from ..storage.locks import broker_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
+from ..storage.locks import StageFence, broker_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from ..storage.publish import discard_staged, fsync_paths, sweep_partial_backups
 from ..storage.recovery_mark import RecoveringMark
 from .commit import (
@@ -252,7 +252,8 @@ def run(
         if options.checks and options.mode != "recover":  # recover's plan reads the file and reports it itself
             recovery_findings = unreadable_recovery_points(discovery)
         only = {path: plan.bases for path, plan in recovery.items()} if options.mode == "recover" else None
-        tasks = plan_tasks(discovery, options, run_id, index_settings, brokers, only)
+        fence = StageFence(min(lock_dirs), run_id) if lock_dirs else None
+        tasks = plan_tasks(discovery, options, run_id, index_settings, brokers, only, fence.path if fence else None)
         outcomes: list[SegmentOutcome] = []
         results: list[SegmentResult] = []
         partition_findings: dict[str, list[Finding]] = dict(log_dir_findings)
@@ -275,8 +276,11 @@ def run(
         replayer = _Replayer(discovery, tasks, options.checks, run_id, options.cluster)
         mapped = False
         try:
+            if fence is not None:
+                fence.create()
             outcomes = map_segments(tasks, run_id, replayer.arrived) if tasks else []
             mapped = True
+            _close_staging(fence)  # a task attempt Spark runs on (speculative, or a zombie) stages nothing now
             phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
             by_partition, replays = replayer.finish(outcomes)
             for p in discovery.partitions:
@@ -360,6 +364,7 @@ def run(
             unsynced = fsync_paths(left)  # together: one journal commit covers many
             for o in outcomes or replayer.handed_over():  # a map stopped midway: what it handed over before
                 discard_staged(o.staged, o.backups)
+            _close_staging(fence)  # a map stopped midway: no task of it stages after this sweep
             if not mapped:  # and what it did not
                 sweep_map_backups(tasks)
             sweep_staged(tasks, run_id)
@@ -371,6 +376,12 @@ def run(
         discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints, rewritten,
         rewrite_backups, marks, cleared, errors, sorted(set(would_write)),
     )  # fmt: skip
+
+
+def _close_staging(fence: StageFence | None) -> None:
+    """Close the run's staging (:class:`~indexlib.storage.locks.StageFence`): after it no task stages a file."""
+    if fence is not None:
+        fence.close()
 
 
 class _Replayer:

@@ -31,6 +31,7 @@ from ..recovery.settings import (
     IndexSettings,
 )
 from ..storage.discovery import Discovery, Partition
+from ..storage.locks import staging_open
 from ..storage.partition_files import (
     index_file_sizes,
     read_existing_indexes,
@@ -68,6 +69,8 @@ class SegmentTask:
     # an index that is its rebuild then zeros may be cut in place; never in a forced run, beside a broker that may
     # be running: it maps its active segment's indexes, and a cut under its mapping would kill it (SIGBUS)
     may_cut: bool = True
+    # the run's stage fence (storage.locks.StageFence): a task stages only while it is there; None: stages nothing
+    stage_fence: str | None = None
 
 
 #: what a writing mode stages of each segment (:attr:`SegmentTask.stage`)
@@ -90,10 +93,11 @@ def plan_tasks(
     index_settings: Callable[[str], IndexSettings],
     brokers: dict[str, BrokerIdentity] | None = None,
     only: dict[str, list[int]] | None = None,
+    stage_fence: str | None = None,
 ) -> list[SegmentTask]:
     """One task per segment, with what to check and stage for this run's mode (``index_settings``: a
     topic's settings; ``brokers``: each log dir's identity; ``only``: partition dir -> the base offsets to
-    take, all when absent)."""
+    take, all when absent; ``stage_fence``: the run's, which a staging task needs)."""
     stage = "none" if options.read_only else STAGE_BY_MODE[options.mode]
     tasks = []
     for p in discovery.partitions:
@@ -123,6 +127,7 @@ def plan_tasks(
                     run_id,
                     (brokers or {}).get(p.log_dir, BrokerIdentity()),
                     not options.force,
+                    stage_fence if stage != "none" else None,
                 )
             )
     return tasks
@@ -296,11 +301,13 @@ def _keep_backups(
 def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[SegmentOutcome]:
     """:func:`process_segment` of each task, in order, the files they staged and the backup dirs they copied into
     fsynced together at the end (concurrently, :func:`~indexlib.storage.publish.fsync_paths`: a few journal commits
-    for the lot) before any outcome is returned. A segment one of whose paths cannot be fsynced gets an ``error``,
+    for the lot) before any outcome is returned. All of it inside the run's stage fence
+    (:func:`~indexlib.storage.locks.staging_open`): a stopped run's sweep is never followed by a staged file. A segment one of whose paths cannot be fsynced gets an ``error``,
     nothing of it left staged, as if its staging had failed."""
     unsynced: list[list[str]] = [[] for _ in tasks]
-    outcomes = [process_segment(task, tag, paths) for task, paths in zip(tasks, unsynced, strict=True)]
-    failed = fsync_paths(list(dict.fromkeys(path for paths in unsynced for path in paths)))
+    with staging_open(tasks[0].stage_fence if tasks else None):
+        outcomes = [process_segment(task, tag, paths) for task, paths in zip(tasks, unsynced, strict=True)]
+        failed = fsync_paths(list(dict.fromkeys(path for paths in unsynced for path in paths)))
     for outcome, paths in zip(outcomes, unsynced, strict=True):
         errors = [failed[path] for path in paths if path in failed]
         if errors:

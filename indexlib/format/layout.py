@@ -137,8 +137,22 @@ def run_lock_name(run_id: str) -> str:
 
 def run_lock_run_id(name: str) -> str | None:
     """The run id of a run lock file's name (see :func:`run_lock_name`), or None for any other name."""
-    if name.startswith(RUN_LOCK_PREFIX) and name.endswith(".lock") and len(name) > len(RUN_LOCK_PREFIX) + 5:
-        return name[len(RUN_LOCK_PREFIX) : -len(".lock")]
+    return _run_file_run_id(name, ".lock")
+
+
+def stage_fence_name(run_id: str) -> str:
+    """The run's stage fence (``indexlib.storage.locks.StageFence``), beside its run lock."""
+    return f"{RUN_LOCK_PREFIX}{run_id}.fence"
+
+
+def stage_fence_run_id(name: str) -> str | None:
+    """The run id of a stage fence's name (see :func:`stage_fence_name`), or None for any other name."""
+    return _run_file_run_id(name, ".fence")
+
+
+def _run_file_run_id(name: str, suffix: str) -> str | None:
+    if name.startswith(RUN_LOCK_PREFIX) and name.endswith(suffix) and len(name) > len(RUN_LOCK_PREFIX) + len(suffix):
+        return name[len(RUN_LOCK_PREFIX) : -len(suffix)]
     return None
 
 

@@ -9,6 +9,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,6 +18,8 @@ from ..format.layout import (
     LOG_DIR_LOCK,
     run_lock_name,
     run_lock_run_id,
+    stage_fence_name,
+    stage_fence_run_id,
     staged_run_id,
 )
 
@@ -27,6 +30,10 @@ class LockedLogDirError(KafkaIndexError, RuntimeError):
 
 class RunInUseError(LockedLogDirError):
     """Another process is running with the same run id and writes under the same dir."""
+
+
+class StagingClosedError(KafkaIndexError, RuntimeError):
+    """A task of a run that takes no more staged files (stopped, or its map is over): it stages nothing."""
 
 
 def lock_is_held(path: str, lockers: tuple[Callable[[int, int], Any], ...] = (fcntl.lockf, fcntl.flock)) -> bool:
@@ -127,7 +134,8 @@ def run_locks(directories: list[str], run_id: str) -> Iterator[None]:
 def sweep_dead_run_locks(directories: list[str], run_id: str) -> list[str]:
     """Remove the run lock files (:func:`run_locks`) that killed runs left in ``directories``: those no
     process holds. Each is locked before it is unlinked, so a run taking that lock at the same moment either
-    finds it held and takes the new file, or holds it and the file stays. Returns what was removed."""
+    finds it held and takes the new file, or holds it and the file stays. Their stage fences
+    (:class:`StageFence`) go with them. Returns what was removed."""
     removed = []
     for directory in sorted(set(directories)):
         try:
@@ -135,6 +143,11 @@ def sweep_dead_run_locks(directories: list[str], run_id: str) -> list[str]:
         except OSError:
             continue
         for name in names:
+            owner = stage_fence_run_id(name)
+            if owner is not None and owner != run_id and not run_is_alive(directory, owner):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(os.path.join(directory, name))
+                    removed.append(os.path.join(directory, name))
             owner = run_lock_run_id(name)
             if owner is None or owner == run_id:
                 continue
@@ -155,6 +168,67 @@ def sweep_dead_run_locks(directories: list[str], run_id: str) -> list[str]:
             finally:
                 os.close(fd)
     return removed
+
+
+class StageFence:
+    """Closes a run's staging for good, even to executors the driver cannot see or stop (a Spark task that
+    runs on after its job was cancelled). The driver creates ``<dir>/.kafka-index-run-<id>.fence`` before its
+    map (:meth:`create`); every batch of tasks stages only inside :func:`staging_open` on it, which holds a
+    shared ``flock`` for the batch, and is refused once the file is gone. :meth:`close` unlinks the file, then takes the lock
+    exclusively: once it returns, no task stages a file again, so a sweep after it is final. A task that
+    never ends (a stopped process) is waited for ``wait`` seconds at most; what it stages later carries
+    this run's id, and a later run sweeps it as a dead run's."""
+
+    def __init__(self, directory: str, run_id: str) -> None:
+        self.path = os.path.join(directory, stage_fence_name(run_id))
+        self._fd: int | None = None
+
+    def create(self) -> str:
+        """Create (or take over) the fence file; returns its path, which the tasks carry."""
+        self._fd = os.open(self.path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return self.path
+
+    def close(self, wait: float = 60.0) -> bool:
+        """Close staging (idempotent): unlink the file, wait until no task stages. False if one still held the
+        fence after ``wait`` seconds."""
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return True
+        try:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            deadline = time.monotonic() + wait
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return True
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        return False
+                    time.sleep(0.01)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def staging_open(fence: str | None) -> Iterator[None]:
+    """For a batch of tasks: hold ``fence`` (:class:`StageFence`) shared for the block, or raise
+    :class:`StagingClosedError` if the run already closed it. ``None``: a run that stages nothing."""
+    if fence is None:
+        yield
+        return
+    closed = f"{fence}: the run takes no more staged files (it was stopped, or its map is over)"
+    try:
+        fd = os.open(fence, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise StagingClosedError(closed) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # waits while the run closes it: then the file is gone
+        if not _is_file_at(fd, fence):
+            raise StagingClosedError(closed)
+        yield
+    finally:
+        os.close(fd)
 
 
 def run_is_alive(directory: str, run_id: str) -> bool:

@@ -395,16 +395,21 @@ def test_a_run_sigkilled_leaves_a_lock_the_next_writing_run_removes(tmp_path, vi
             pytest.fail(f"the rebuild ended (exit {proc.returncode}) before it could be killed in its scan")
         time.sleep(1)
         assert seen and running(seen) == [], "the pool outlived its run"
-        locks = [p for p in logs.iterdir() if p.name.startswith(".kafka-index-run-rebuild-")]
-        assert len(locks) == 1  # the killed run's: nobody removed it
-        dead_run = locks[0].name.removeprefix(".kafka-index-run-").removesuffix(".lock")
+        left = sorted(p.name for p in logs.iterdir() if p.name.startswith(".kafka-index-run-rebuild-"))
+        assert [os.path.splitext(name)[1] for name in left] == [
+            ".fence",
+            ".lock",
+        ]  # the killed run's: nobody removed them
+        dead_run = left[1].removeprefix(".kafka-index-run-").removesuffix(".lock")
+        assert left[0] == f".kafka-index-run-{dead_run}.fence"
         assert not run_is_alive(str(logs), dead_run)
         done = subprocess.run(
             [sys.executable, "-m", "indexlib", "rebuild", str(logs)],
             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert done.returncode == 0 and "staged files that killed runs had left" in done.stdout, done.stderr
-        # the live run's lock only: the .lock the killed run created went with the next run, as its own
+        # the live run's lock only: the .lock the killed run created went with the next run, as its own, and its
+        # run lock and stage fence as a dead run's
         assert sorted(p.name for p in logs.iterdir() if p.name.startswith(".")) == [".kafka-index-run-live-run.lock"]
         assert not list(logs.glob("*/.*"))
         assert run_is_alive(str(logs), "live-run")
@@ -654,3 +659,94 @@ def test_a_pool_whose_worker_cannot_exit_still_ends_and_leaves_no_worker():
     child = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
     assert child.returncode == 0, child.stderr
     assert child.stdout.split("\n")[0] == "[1, 2] [] True"
+
+
+_ZOMBIE_EXECUTOR = """
+import pickle, sys
+from indexlib.engine import StagingClosedError, process_segments
+tasks = pickle.load(open(sys.argv[1], "rb"))
+try:
+    for one in tasks:  # a bin per segment: each a new look at the fence, as Spark's task attempts are
+        process_segments([one], sys.argv[2])
+except StagingClosedError:
+    sys.exit(3)
+"""
+
+
+def test_an_executor_the_run_cannot_stop_stages_nothing_after_the_run_swept(tmp_path):
+    """A Spark task goes on after its job is cancelled until Spark kills it, and Spark's own status may call it
+    ended before that: a run that failed (or was stopped) in its map sweeps its staged files, and a task still
+    running must not stage one after that sweep. Here the "executor" is a process the run never sees; the map fails
+    as soon as it has staged its first file. The run's stage fence makes the run wait for the executor's batch, and
+    every later batch finds the fence gone: nothing staged is left, and no file of the log dir changed."""
+    import subprocess
+    import sys
+    import time
+
+    from indexlib.engine.runner import run
+
+    from ..conftest import PROJECT_ROOT
+
+    logs = tmp_path / "logs"
+    for p in range(40):
+        generate_partition(logs / f"t-{p}", segments=2, batches_per_segment=40, seed=p)
+    before = {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()}
+    executors: list[subprocess.Popen[bytes]] = []
+
+    def map_then_lose_the_executor(tasks, run_id, arrived=None):
+        (tmp_path / "tasks.pickle").write_bytes(pickle.dumps(tasks))
+        executors.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _ZOMBIE_EXECUTOR, str(tmp_path / "tasks.pickle"), f"{run_id}~7"],
+                cwd=PROJECT_ROOT,
+            )  # fmt: skip
+        )
+        deadline = time.monotonic() + 60
+        while not any(logs.glob("*/.*.rebuild.tmp")) and time.monotonic() < deadline:
+            time.sleep(0.001)
+        raise RuntimeError("lost the executor")  # as a cancelled Spark job: the task goes on regardless
+
+    try:
+        with pytest.raises(RuntimeError, match="lost the executor"):
+            run(
+                discover([str(logs)]),
+                RunOptions("rebuild", run_id="r1"),
+                lambda t: IndexSettings(),
+                map_then_lose_the_executor,
+            )
+        assert executors[0].wait(timeout=60) == 3  # it went on, and found the run's staging closed
+        assert sorted(str(p.relative_to(logs)) for p in logs.rglob(".*")) == []  # no staged file, fence or lock
+        assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
+    finally:
+        for executor in executors:
+            executor.kill()
+            executor.wait()
+
+
+def test_a_stage_fence_waits_for_a_batch_inside_it_and_then_refuses_every_batch(tmp_path):
+    """:class:`StageFence`: a batch holding it delays ``close`` until the batch ends (the file is gone at once);
+    after ``close`` a new batch is refused; ``close`` gives up after ``wait`` on a batch that never ends."""
+    import threading
+    import time
+
+    from indexlib.storage.locks import StageFence, StagingClosedError, staging_open
+
+    fence = StageFence(str(tmp_path), "r1")
+    path = fence.create()
+    assert os.path.basename(path) == ".kafka-index-run-r1.fence"
+    closed_at: list[float] = []
+    with staging_open(path):
+        closer = threading.Thread(target=lambda: closed_at.append(fence.close() and time.monotonic()))
+        closer.start()
+        time.sleep(0.3)
+        assert not closed_at and not os.path.exists(path)  # unlinked at once, waiting for this batch
+        left = time.monotonic()
+    closer.join(10)
+    assert closed_at and closed_at[0] >= left
+    with pytest.raises(StagingClosedError, match="takes no more staged files"):
+        with staging_open(path):
+            pass
+    stuck = StageFence(str(tmp_path), "r2")
+    with staging_open(stuck.create()):
+        assert stuck.close(wait=0.2) is False
+    assert not os.path.exists(stuck.path)

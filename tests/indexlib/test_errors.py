@@ -148,6 +148,7 @@ ERROR_CLASSES = [
     (engine.LockedLogDirError, RuntimeError),
     (engine.RunInUseError, RuntimeError),
     (engine.WorkerDiedError, RuntimeError),
+    (engine.StagingClosedError, RuntimeError),
     (UnrebuildableSegmentError, ValueError),
     (UnrebuildableSegmentError, TypeError),
     (BackupExistsError, FileExistsError),
