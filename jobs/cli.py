@@ -187,8 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
 def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]:
     """A job's settings, partitions and run options from its arguments, everything checked before Spark starts:
     ``UsageError`` or a ``ValueError`` (a config, log dir or run option error) with the one line to print."""
-    from indexlib.cli import check_json_target
-    from indexlib.engine import RunOptions, check_outside_log_dirs, check_run, log_dir_identities, new_run_id
+    from indexlib.cli import check_json_target, check_planned_run, run_options
+    from indexlib.engine import check_outside_log_dirs, log_dir_identities
     from indexlib.storage import discover, is_partition_dir, parse_partition_filter, parse_topic_filter
 
     from .config import resolve_settings
@@ -241,22 +241,10 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         _check_dir_can_exist(settings.audit_table, "--audit-table")
     if settings.audit_table is not None:
         _check_dir_can_exist(settings.audit_journal, "--audit-journal")
-    options = RunOptions(
-        args.command,
-        new_run_id(args.command) if args.run_id is None else args.run_id,  # '' is refused by check_run, as there
-        output_dir,
-        getattr(args, "dry_run", False),
-        getattr(args, "truncate_corrupt_tail", False),
-        getattr(args, "force", False),
-        settings.backup_dir,
-        args.broker_id,
-        getattr(args, "sync", "fsync"),
-        settings.cluster.facts() if settings.cluster is not None else None,
-    )
-    invalid = settings.topic_settings().invalid_for(p.topic for p in found.partitions)
-    if invalid is not None:
-        raise UsageError(invalid)
-    check_run(found, options)  # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
+    topic_settings = settings.topic_settings()
+    options = run_options(args.command, args, topic_settings, settings.backup_dir)
+    # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
+    check_planned_run(found, options, topic_settings)
     if args.run_id is not None and not options.read_only:
         check_run_id_unused(args.run_id, settings, log_dir_identities(found, options.broker_id))
     return settings, found, options

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         print_report,
         write_json,
     )
+    from .run_planning import check_planned_run, run_options
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
     from .settings_files import (
         ClusterSettings,
@@ -47,6 +48,8 @@ if TYPE_CHECKING:
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
     "main": "main",
+    "run_options": "run_planning",
+    "check_planned_run": "run_planning",
     "SettingsFileError": "settings_files",
     "ClusterSettings": "settings_files",
     "load_cluster_settings": "settings_files",
@@ -83,6 +86,8 @@ _PUBLIC = {
     "write_json": "report",
 }
 __all__ = [
+    "check_planned_run",
+    "run_options",
     "add_settings_files",
     "ClusterSettings",
     "load_cluster_settings",

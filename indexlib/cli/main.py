@@ -35,14 +35,13 @@ Errors are one line on stderr, ``python -m indexlib: error: <file>: <problem>``,
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import stat
 import sys
 from typing import TextIO
 
 from .. import __version__
-from ..engine import RunOptions, RunReport, SegmentResult, WorkerDiedError, check_run, map_locally, run
+from ..engine import RunOptions, RunReport, SegmentResult, WorkerDiedError, map_locally, run
 from ..engine.interrupts import stdout_closed, stop_on_signals, stopped_by
 from ..format.errors import ClusterMetadataError, KafkaIndexError, error_line
 from ..format.layout import (
@@ -82,6 +81,7 @@ from .options import (
     report_level,
 )
 from .report import check_json_target, keep_output_in_order, print_report, write_json
+from .run_planning import check_planned_run, run_options
 from .segment_lookup import check_target, lookup, print_lookup
 from .settings_files import (
     SettingsFileError,
@@ -273,15 +273,7 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 def run_rebuild(args: argparse.Namespace) -> int:
     settings, paths = check_settings(args)
     found = discover_paths(paths, args.topics, args.partitions)
-    options = RunOptions(
-        "rebuild",
-        run_id=args.run_id,
-        output_dir=args.output_dir,
-        force=args.force,
-        backup_root=args.backup_dir,
-        broker_id=args.broker_id,
-        sync=args.sync,
-    )
+    options = run_options("rebuild", args, settings, args.backup_dir)
     if args.force:  # the run holds every .lock it can; one a broker holds it leaves, as asked
         for log_dir in sorted({p.log_dir for p in found.partitions if options.in_place(p)}):
             if log_dir_is_locked(log_dir):
@@ -293,31 +285,18 @@ def run_rebuild(args: argparse.Namespace) -> int:
 def run_recover(args: argparse.Namespace) -> int:
     settings, paths = check_settings(args)
     found = discover_paths(paths, args.topics, args.partitions)
-    options = RunOptions(
-        "recover",
-        run_id=args.run_id,
-        dry_run=args.dry_run,
-        backup_root=args.backup_dir,
-        broker_id=args.broker_id,
-        sync=args.sync,
-    )
-    return _run(args, found, options, settings)
+    return _run(args, found, run_options("recover", args, settings, args.backup_dir), settings)
 
 
 def run_verify(args: argparse.Namespace) -> int:
     settings, paths = check_settings(args)
     found = discover_paths(paths, args.topics, args.partitions)
-    return _run(args, found, RunOptions("verify", broker_id=args.broker_id), settings)
+    return _run(args, found, run_options("verify", args, settings, None), settings)
 
 
 def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: TopicSettings) -> int:
-    if settings.cluster is not None:  # each partition dir is checked against the cluster's metadata too
-        options = dataclasses.replace(options, cluster=settings.cluster.facts())
-    invalid = settings.invalid_for(p.topic for p in found.partitions)
-    if invalid is not None:
-        raise InputError(invalid)
     try:
-        check_run(found, options)
+        check_planned_run(found, options, settings)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     try:

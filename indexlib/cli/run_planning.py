@@ -1,0 +1,39 @@
+"""A run's :class:`~indexlib.engine.RunOptions` from a command line's parsed arguments, built and checked the same
+way by ``python -m indexlib`` and ``kafka-index`` (a flag one of them lacks takes the engine's default)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..engine.options import RunOptions, check_run, new_run_id
+from ..recovery.settings import SettingError
+from ..storage.discovery import Discovery
+from .settings_files import TopicSettings
+
+
+def run_options(command: str, args: argparse.Namespace, settings: TopicSettings, backup_root: str | None) -> RunOptions:
+    """The options of ``command`` run with ``args``: a new run id unless ``--run-id`` names one (``''`` is kept, for
+    :func:`check_run` to refuse); ``backup_root`` as the command line resolved it; the cluster's facts when
+    ``settings`` read its metadata."""
+    run_id = getattr(args, "run_id", None)
+    return RunOptions(
+        command,
+        new_run_id(command) if run_id is None else run_id,
+        getattr(args, "output_dir", None),
+        getattr(args, "dry_run", False),
+        getattr(args, "truncate_corrupt_tail", False),
+        getattr(args, "force", False),
+        backup_root,
+        getattr(args, "broker_id", None),
+        getattr(args, "sync", "fsync"),
+        settings.cluster.facts() if settings.cluster is not None else None,
+    )
+
+
+def check_planned_run(found: Discovery, options: RunOptions, settings: TopicSettings) -> None:
+    """Everything a run is refused for before it starts (a ``ValueError`` with the one line to print): a topic's
+    settings that Kafka would not take, then :func:`~indexlib.engine.check_run`."""
+    invalid = settings.invalid_for(p.topic for p in found.partitions)
+    if invalid is not None:
+        raise SettingError(invalid)
+    check_run(found, options)
