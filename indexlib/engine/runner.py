@@ -32,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -216,166 +216,238 @@ def run(
     is told about every commit that writes."""
     started = datetime.now(UTC)
     check_run(discovery, options)
-    run_id = options.run_id or new_run_id(options.mode)
-    # the dirs a writing run writes under: each in-place partition's log dir, or the output dir
-    lock_dirs = [
-        p.log_dir if options.in_place(p) else os.path.dirname(options.target_dir(p))
-        for p in discovery.partitions
-        if not options.read_only
-    ]
-    swept: list[str] = []
-    root = backup_root(options)
-    sync_roots = sorted({*lock_dirs, *([root] if root is not None else [])})
-    durability = by_file_system(sync_roots) if options.sync == "syncfs" and not options.read_only else None
-    in_place_log_dirs = [p.log_dir for p in discovery.partitions if options.in_place(p)]
-    advice = {
-        "recover": "recover works only on a stopped broker's log dirs",
-        "rebuild": "stop the broker, use --output-dir, or pass --force",
-    }.get(options.mode, "stop the broker, or pass --force")
-    with (
-        broker_locks(in_place_log_dirs, options.force, advice),
-        durability or contextlib.nullcontext(),
-        run_locks(lock_dirs, run_id),
-    ):
-        marks = interrupted_recoveries(discovery)  # recovers that did not finish: reported; a recover finishes them
+    stages = _RunStages(discovery, options, observer)
+    with stages.held():
+        stages.prepare(index_settings)
+        try:
+            stages.map(map_segments)
+            stages.replay()
+            stages.commit()
+        finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
+            stages.clean_up()
+    return stages.report(started)
+
+
+class _RunStages:
+    """One run's stages in order (:func:`run`) and what they hand on: ``held`` (the locks), ``prepare`` (sweeps,
+    identities, the recover plan, the tasks, the findings before any scan), ``map``, ``replay``, ``commit`` (per
+    partition, then a recover's files beside the segments and its recovery points), ``clean_up`` (always), and
+    ``report``."""
+
+    def __init__(self, discovery: Discovery, options: RunOptions, observer: CommitObserver | None) -> None:
+        self.discovery, self.options, self.observer = discovery, options, observer
+        self.run_id = options.run_id or new_run_id(options.mode)
+        # the dirs a writing run writes under: each in-place partition's log dir, or the output dir
+        self.lock_dirs = [
+            p.log_dir if options.in_place(p) else os.path.dirname(options.target_dir(p))
+            for p in discovery.partitions
+            if not options.read_only
+        ]
+        self.root = backup_root(options)
+        self.fence = StageFence(min(self.lock_dirs), self.run_id) if self.lock_dirs else None
+        self.swept: list[str] = []
+        self.phases: dict[str, float] = {}
+        self.clock = time.perf_counter()
+        self.tasks: list[SegmentTask] = []
+        self.outcomes: list[SegmentOutcome] = []
+        self.mapped = False
+        self.results: list[SegmentResult] = []
+        self.partition_findings: dict[str, list[Finding]] = {}
+        self.checkpoints: list[str] = []
+        self.errors: list[str] = []  # failures after work began that no segment's row holds
+        self.cleared: list[str] = []
+        self.rewritten: list[str] = []
+        self.rewrite_backups: dict[str, list[str]] = {}
+        self.unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]] = []  # recover's, in order
+        self.would_write: list[str] = []  # a dry run's files beside the segments
+        self.touched: set[str] = set()  # dirs with a name changed by this run: fsynced at its end
+        self.trimmed: list[str] = []  # files cut in place (commit_segment): fsynced at its end
+        self.finished: set[str] = set()  # recover: partition dirs whose files (trimmed ones too) are fsynced already
+        self.marked: list[str] = []
+        self.by_partition: dict[str, list[SegmentOutcome]] = {}
+        self.replays: dict[str, PartitionReplay] = {}
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The broker's ``.lock`` of every log dir written in place, the file systems' durability (``--sync
+        syncfs``), and the run locks, for the whole run."""
+        options = self.options
+        sync_roots = sorted({*self.lock_dirs, *([self.root] if self.root is not None else [])})
+        durability = by_file_system(sync_roots) if options.sync == "syncfs" and not options.read_only else None
+        in_place_log_dirs = [p.log_dir for p in self.discovery.partitions if options.in_place(p)]
+        advice = {
+            "recover": "recover works only on a stopped broker's log dirs",
+            "rebuild": "stop the broker, use --output-dir, or pass --force",
+        }.get(options.mode, "stop the broker, or pass --force")
+        with (
+            broker_locks(in_place_log_dirs, options.force, advice),
+            durability or contextlib.nullcontext(),
+            run_locks(self.lock_dirs, self.run_id),
+        ):
+            yield
+
+    def prepare(self, index_settings: Callable[[str], IndexSettings]) -> None:
+        """Before the map: the leftovers of dead runs swept, unfinished recovers found, each log dir's identity, a
+        recover's plan, the tasks, and the findings that need no scan."""
+        options, run_id = self.options, self.run_id
+        self.marks = interrupted_recoveries(
+            self.discovery
+        )  # recovers that did not finish: reported; a recover finishes them
         if options.mode == "recover":
-            discovery = with_interrupted_partitions(discovery, marks)
+            self.discovery = with_interrupted_partitions(self.discovery, self.marks)
+        discovery = self.discovery
         if not options.read_only:
-            swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
-            dead = {run_lock_run_id(os.path.basename(path)) for path in sweep_dead_run_locks(lock_dirs, run_id)}
-            if root is not None:  # the copies those runs were making into their backups (under this root)
-                swept += sweep_partial_backups(root, {d for d in dead if d is not None})
-        clock = time.perf_counter()
-        phases: dict[str, float] = {}
-        brokers, log_dir_findings = identities(discovery, options.broker_id)
-        recovery, recovery_findings = plan_recovery(discovery) if options.mode == "recover" else ({}, {})
+            self.swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
+            dead = {run_lock_run_id(os.path.basename(path)) for path in sweep_dead_run_locks(self.lock_dirs, run_id)}
+            if self.root is not None:  # the copies those runs were making into their backups (under this root)
+                self.swept += sweep_partial_backups(self.root, {d for d in dead if d is not None})
+        self.clock = time.perf_counter()
+        self.brokers, log_dir_findings = identities(discovery, options.broker_id)
+        self.recovery, recovery_findings = plan_recovery(discovery) if options.mode == "recover" else ({}, {})
         if options.checks and options.mode != "recover":  # recover's plan reads the file and reports it itself
             recovery_findings = unreadable_recovery_points(discovery)
-        only = {path: plan.bases for path, plan in recovery.items()} if options.mode == "recover" else None
-        fence = StageFence(min(lock_dirs), run_id) if lock_dirs else None
-        tasks = plan_tasks(discovery, options, run_id, index_settings, brokers, only, fence.path if fence else None)
-        outcomes: list[SegmentOutcome] = []
-        results: list[SegmentResult] = []
-        partition_findings: dict[str, list[Finding]] = dict(log_dir_findings)
-        for path, found in [*interrupted_recovery_findings(marks).items(), *recovery_findings.items()]:
-            partition_findings.setdefault(path, []).extend(found)
+        self.recovery_findings = recovery_findings
+        only = {path: plan.bases for path, plan in self.recovery.items()} if options.mode == "recover" else None
+        fence = self.fence.path if self.fence else None
+        self.tasks = plan_tasks(discovery, options, run_id, index_settings, self.brokers, only, fence)
+        self.partition_findings = dict(log_dir_findings)
+        for path, found in [*interrupted_recovery_findings(self.marks).items(), *recovery_findings.items()]:
+            self.partition_findings.setdefault(path, []).extend(found)
         for path in discovery.foreign:
-            partition_findings.setdefault(os.path.dirname(path), []).extend(foreign_dir_findings([path]))
+            self.partition_findings.setdefault(os.path.dirname(path), []).extend(foreign_dir_findings([path]))
         for path, found in unreadable_log_start_points(discovery).items():
-            partition_findings.setdefault(path, []).extend(found)
-        checkpoints: list[str] = []
-        errors: list[str] = []  # failures after work began that no segment's row holds
-        cleared: list[str] = []
-        rewritten: list[str] = []
-        rewrite_backups: dict[str, list[str]] = {}
-        unfinished: list[tuple[Partition, PartitionRecovery, list[SegmentResult]]] = []  # recover's, in order
-        would_write: list[str] = []  # a dry run's files beside the segments
-        touched: set[str] = set()  # dirs with a name changed by this run: fsynced at its end
-        trimmed: list[str] = []  # files cut in place (commit_segment): fsynced at its end
-        finished: set[str] = set()  # recover: partition dirs whose files (trimmed ones too) are fsynced already
-        replayer = _Replayer(discovery, tasks, options.checks, run_id, options.cluster)
-        mapped = False
-        try:
-            if fence is not None:
-                fence.create()
-            outcomes = map_segments(tasks, run_id, replayer.arrived) if tasks else []
-            mapped = True
-            _close_staging(fence)  # a task attempt Spark runs on (speculative, or a zombie) stages nothing now
-            phases["scan"], clock = time.perf_counter() - clock, time.perf_counter()
-            by_partition, replays = replayer.finish(outcomes)
-            for p in discovery.partitions:
-                partition_findings[p.path] = recovery_findings.get(p.path, []) + replays[p.path].findings
-            phases["replay"], clock = time.perf_counter() - clock, time.perf_counter()
-            marked = mark_log_dirs(recovery, marks, run_id) if recovery and not options.dry_run else []
-            for p in discovery.partitions:
-                mine: list[SegmentResult] = []
-                pairs = list(zip(by_partition.get(p.path, []), replays[p.path].segments, strict=True))
-                decisions, cut = _decisions(p, pairs, options)
-                real = _decisions(p, pairs, replace(options, dry_run=False))[0] if options.dry_run else decisions
-                if cut is not None and decisions[cut].drop:  # the segments it drops are moved whole, their files
-                    for outcome, _ in pairs[cut + 1 :]:  # as they are: nothing staged or copied for them stays in
-                        discard_staged(outcome.staged, outcome.backups)  # the way of those moves
-                        outcome.staged, outcome.backups = {}, []
-                for i in ([cut] if cut is not None else []) + [i for i in range(len(pairs)) if i != cut]:
-                    outcome, replay = pairs[i]
-                    decision = decisions[i]
-                    if cut is not None and i != cut:  # the cut segment's commit came first (mine[0])
-                        if mine[0].action != "failed" and i > cut:  # moved away with that commit
-                            mine.append(dropped_result(outcome, replay, options.dry_run, mine[0].dropped))
-                            if options.dry_run:  # the files the cut's commit would move away
-                                base = outcome.task.base_offset
-                                mine[-1].would_write = sorted(f for b, fs in real[cut].drop if b == base for f in fs)
-                            continue
-                        if mine[0].action == "failed" and decision.install:
-                            decision = Decision("kept")  # the cut failed: the partition stops unchanged
-                    # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
-                    # renames and row (a commit that touches no file, as all of a verify's, has none to cut)
-                    with deferred_signals() if decision.install or outcome.staged else contextlib.nullcontext():
-                        target = outcome.task.target_dir or outcome.task.partition_dir
-                        if decision.install and observer is not None:
-                            observer.before_commit(outcome, decision)
-                        try:
-                            result = commit_segment(outcome, replay, decision)
-                        except BaseException:  # fsynced at the end even if the commit failed after a rename
-                            if decision.install:
-                                touched.add(target)
-                            raise
-                        if options.dry_run:
-                            result.would_write = files_to_write(outcome, replay, real[i], options.mode)
-                        if len(result.written) > len(result.trimmed):  # a name in the dir changed
-                            touched.add(target)
-                        trimmed += result.trimmed
-                        if decision.install and observer is not None:
-                            observer.after_commit(result)
-                        mine.append(result)
-                mine.sort(key=lambda r: r.task.base_offset)
-                if p.path in recovery and writes_partition_files(mine):
-                    unfinished.append((p, recovery[p.path], mine))
-                    if len(unfinished) == FINISHED_TOGETHER:
-                        finished |= _finish_partitions(unfinished, brokers, observer)
-                        unfinished = []
-                rewrites = replays[p.path].rewrites
-                if options.dry_run and p.path in recovery and writes_partition_files(mine, dry_run=True):
-                    would_write += partition_files_a_dry_run_lists(recovery[p.path], mine)
-                    if recovery[p.path].left is None:
-                        would_write.append(os.path.join(p.log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT))
-                if options.mode == "repair" and options.dry_run:
-                    would_write += [os.path.join(options.target_dir(p), os.path.basename(f)) for f in rewrites]
-                if options.mode == "repair" and not options.dry_run and rewrites:
-                    touched.add(options.target_dir(p))
-                    who = brokers.get(p.log_dir, BrokerIdentity())
-                    written, copies = _rewrite_partition_files(p, who, rewrites, options, run_id, observer)
-                    rewritten += written
-                    rewrite_backups[p.path] = copies
-                results += mine
-            finished |= _finish_partitions(unfinished, brokers, observer)
-            errors += [plan.error for plan in recovery.values() if plan.error]
-            if recovery and not options.dry_run:
-                with deferred_signals():
-                    checkpoints, unmoved = write_recovery_points(recovery, os.path.join(root, run_id) if root else None)
-                    errors += [unmoved[d] for d in sorted(unmoved)]
-                    # a stale mark too (its partitions are done); a log dir whose points did not move keeps its mark
-                    cleared = clear_marks([d for d in marked + list(marks) if d not in unmoved])
-                    for log_dir in sorted(set(marked) - set(marks) - {os.path.dirname(m) for m in cleared}):
-                        partition_findings.setdefault(log_dir, []).extend(own_mark_findings(log_dir, run_id))
-            phases["commit"] = time.perf_counter() - clock
-        finally:  # a failed map or an interrupted commit: the renames made are durable, nothing staged stays
-            left = [t for t in trimmed if os.path.dirname(t) not in finished] + sorted(touched - finished)
-            unsynced = fsync_paths(left)  # together: one journal commit covers many
-            for o in outcomes or replayer.handed_over():  # a map stopped midway: what it handed over before
-                discard_staged(o.staged, o.backups)
-            _close_staging(fence)  # a map stopped midway: no task of it stages after this sweep
-            if not mapped:  # and what it did not
-                sweep_map_backups(tasks)
-            sweep_staged(tasks, run_id)
-            if unsynced:
-                raise unsynced[min(unsynced)]
-    results.sort(key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset))
-    return RunReport(
-        run_id, options.mode, started, datetime.now(UTC), options, results, partition_findings, discovery.skipped,
-        discovery.partitions, discovery.log_dirs, phases, swept, brokers, recovery, checkpoints, rewritten,
-        rewrite_backups, marks, cleared, errors, sorted(set(would_write)),
-    )  # fmt: skip
+            self.partition_findings.setdefault(path, []).extend(found)
+        self.replayer = _Replayer(discovery, self.tasks, options.checks, run_id, options.cluster)
+
+    def map(self, map_segments: MapSegments) -> None:
+        """The map, inside the run's stage fence; closed as it returns, so a task attempt Spark runs on (speculative,
+        or a zombie) stages nothing now."""
+        if self.fence is not None:
+            self.fence.create()
+        self.outcomes = map_segments(self.tasks, self.run_id, self.replayer.arrived) if self.tasks else []
+        self.mapped = True
+        _close_staging(self.fence)
+        self.phases["scan"], self.clock = time.perf_counter() - self.clock, time.perf_counter()
+
+    def replay(self) -> None:
+        """Every partition replayed (most of them already, beside the map); their findings."""
+        self.by_partition, self.replays = self.replayer.finish(self.outcomes)
+        for p in self.discovery.partitions:
+            self.partition_findings[p.path] = self.recovery_findings.get(p.path, []) + self.replays[p.path].findings
+        self.phases["replay"], self.clock = time.perf_counter() - self.clock, time.perf_counter()
+
+    def commit(self) -> None:
+        """Each partition's segments decided and committed, in order; a recover's files beside the segments (in
+        groups as they come) and its recovery points."""
+        options = self.options
+        marks = self.marks
+        self.marked = mark_log_dirs(self.recovery, marks, self.run_id) if self.recovery and not options.dry_run else []
+        for p in self.discovery.partitions:
+            self._commit_partition(p)
+        self.finished |= _finish_partitions(self.unfinished, self.brokers, self.observer)
+        self.errors += [plan.error for plan in self.recovery.values() if plan.error]
+        if self.recovery and not options.dry_run:
+            with deferred_signals():
+                root = self.root
+                self.checkpoints, unmoved = write_recovery_points(
+                    self.recovery, os.path.join(root, self.run_id) if root else None
+                )
+                self.errors += [unmoved[d] for d in sorted(unmoved)]
+                # a stale mark too (its partitions are done); a log dir whose points did not move keeps its mark
+                self.cleared = clear_marks([d for d in self.marked + list(marks) if d not in unmoved])
+                cleared_dirs = {os.path.dirname(m) for m in self.cleared}
+                for log_dir in sorted(set(self.marked) - set(marks) - cleared_dirs):
+                    self.partition_findings.setdefault(log_dir, []).extend(own_mark_findings(log_dir, self.run_id))
+        self.phases["commit"] = time.perf_counter() - self.clock
+
+    def _commit_partition(self, p: Partition) -> None:
+        options, observer, recovery = self.options, self.observer, self.recovery
+        mine: list[SegmentResult] = []
+        pairs = list(zip(self.by_partition.get(p.path, []), self.replays[p.path].segments, strict=True))
+        decisions, cut = _decisions(p, pairs, options)
+        real = _decisions(p, pairs, replace(options, dry_run=False))[0] if options.dry_run else decisions
+        if cut is not None and decisions[cut].drop:  # the segments it drops are moved whole, their files
+            for outcome, _ in pairs[cut + 1 :]:  # as they are: nothing staged or copied for them stays in
+                discard_staged(outcome.staged, outcome.backups)  # the way of those moves
+                outcome.staged, outcome.backups = {}, []
+        for i in ([cut] if cut is not None else []) + [i for i in range(len(pairs)) if i != cut]:
+            outcome, replay = pairs[i]
+            decision = decisions[i]
+            if cut is not None and i != cut:  # the cut segment's commit came first (mine[0])
+                if mine[0].action != "failed" and i > cut:  # moved away with that commit
+                    mine.append(dropped_result(outcome, replay, options.dry_run, mine[0].dropped))
+                    if options.dry_run:  # the files the cut's commit would move away
+                        base = outcome.task.base_offset
+                        mine[-1].would_write = sorted(f for b, fs in real[cut].drop if b == base for f in fs)
+                    continue
+                if mine[0].action == "failed" and decision.install:
+                    decision = Decision("kept")  # the cut failed: the partition stops unchanged
+            # SIGINT/SIGTERM stop the run between two segments, never inside one's journal record,
+            # renames and row (a commit that touches no file, as all of a verify's, has none to cut)
+            with deferred_signals() if decision.install or outcome.staged else contextlib.nullcontext():
+                target = outcome.task.target_dir or outcome.task.partition_dir
+                if decision.install and observer is not None:
+                    observer.before_commit(outcome, decision)
+                try:
+                    result = commit_segment(outcome, replay, decision)
+                except BaseException:  # fsynced at the end even if the commit failed after a rename
+                    if decision.install:
+                        self.touched.add(target)
+                    raise
+                if options.dry_run:
+                    result.would_write = files_to_write(outcome, replay, real[i], options.mode)
+                if len(result.written) > len(result.trimmed):  # a name in the dir changed
+                    self.touched.add(target)
+                self.trimmed += result.trimmed
+                if decision.install and observer is not None:
+                    observer.after_commit(result)
+                mine.append(result)
+        mine.sort(key=lambda r: r.task.base_offset)
+        if p.path in recovery and writes_partition_files(mine):
+            self.unfinished.append((p, recovery[p.path], mine))
+            if len(self.unfinished) == FINISHED_TOGETHER:
+                self.finished |= _finish_partitions(self.unfinished, self.brokers, observer)
+                self.unfinished = []
+        rewrites = self.replays[p.path].rewrites
+        if options.dry_run and p.path in recovery and writes_partition_files(mine, dry_run=True):
+            self.would_write += partition_files_a_dry_run_lists(recovery[p.path], mine)
+            if recovery[p.path].left is None:
+                self.would_write.append(os.path.join(p.log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT))
+        if options.mode == "repair" and options.dry_run:
+            self.would_write += [os.path.join(options.target_dir(p), os.path.basename(f)) for f in rewrites]
+        if options.mode == "repair" and not options.dry_run and rewrites:
+            self.touched.add(options.target_dir(p))
+            who = self.brokers.get(p.log_dir, BrokerIdentity())
+            written, copies = _rewrite_partition_files(p, who, rewrites, options, self.run_id, observer)
+            self.rewritten += written
+            self.rewrite_backups[p.path] = copies
+        self.results += mine
+
+    def clean_up(self) -> None:
+        """After the commit, or a failed map or commit: the renames made are durable, nothing staged stays."""
+        left = [t for t in self.trimmed if os.path.dirname(t) not in self.finished]
+        left += sorted(self.touched - self.finished)
+        unsynced = fsync_paths(left)  # together: one journal commit covers many
+        _close_staging(self.fence)  # a map stopped midway: no task of it stages after this sweep
+        for o in self.outcomes or self.replayer.handed_over():  # a map stopped midway: what it handed over before
+            discard_staged(o.staged, o.backups)
+        if not self.mapped:  # and what it did not
+            sweep_map_backups(self.tasks)
+        sweep_staged(self.tasks, self.run_id)
+        if unsynced:
+            raise unsynced[min(unsynced)]
+
+    def report(self, started: datetime) -> RunReport:
+        results = sorted(
+            self.results, key=lambda r: (r.task.log_dir, r.task.topic, r.task.partition, r.task.base_offset)
+        )
+        d = self.discovery
+        return RunReport(
+            self.run_id, self.options.mode, started, datetime.now(UTC), self.options, results,
+            self.partition_findings, d.skipped, d.partitions, d.log_dirs, self.phases, self.swept, self.brokers,
+            self.recovery, self.checkpoints, self.rewritten, self.rewrite_backups, self.marks, self.cleared,
+            self.errors, sorted(set(self.would_write)),
+        )  # fmt: skip
 
 
 def _close_staging(fence: StageFence | None) -> None:
