@@ -16,6 +16,7 @@ from ..storage.discovery import Discovery, Partition, directory_key
 from ..storage.file_system_sync import check_available as check_syncfs_available
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
 from ..storage.state import state_dir
+from ..storage.store import LOCAL, StoreSpec
 from .identity import BROKER_ID_MAX, broker_id_conflicts
 
 if TYPE_CHECKING:
@@ -57,6 +58,7 @@ class RunOptions:
     broker_id: int | None = None  # names the broker of a log dir without meta.properties (--broker-id)
     sync: str = "fsync"  # how a writing run makes its files durable (SYNC_METHODS)
     cluster: ClusterFacts | None = None  # the cluster's metadata each partition dir is checked against, when read
+    store: StoreSpec = LOCAL  # where the log dirs are (every task carries it)
 
     @property
     def read_only(self) -> bool:

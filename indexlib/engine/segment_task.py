@@ -18,13 +18,12 @@ from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import (
     REBUILT_BYTES,
     check_segment_files,
-    has_invalid_tail,
     holds_only_the_rebuild,
     log_findings,
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan, plan_segment
 from ..recovery.findings import Finding, files_to_rebuild
-from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, Probes, probes_for, unreadable_summary
+from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, Probes, unreadable_summary
 from ..recovery.settings import (
     DEFAULT_INDEX_INTERVAL_BYTES,
     DEFAULT_SEGMENT_INDEX_BYTES,
@@ -33,12 +32,10 @@ from ..recovery.settings import (
 from ..storage.discovery import Discovery, Partition
 from ..storage.locks import staging_open
 from ..storage.partition_files import (
-    index_file_sizes,
-    read_existing_indexes,
     summarize_log,
-    tail_is_zero,
 )
 from ..storage.publish import discard_staged, fsync_paths, keep_backup, stage_segment, writable
+from ..storage.store import LOCAL, StoreSpec, store_for
 from .options import RunOptions, backup_root
 
 #: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
@@ -71,6 +68,7 @@ class SegmentTask:
     may_cut: bool = True
     # the run's stage fence (storage.locks.StageFence): a task stages only while it is there; None: stages nothing
     stage_fence: str | None = None
+    store: StoreSpec = LOCAL  # where the segment's files are: each process builds the same store from it
 
 
 #: what a writing mode stages of each segment (:attr:`SegmentTask.stage`)
@@ -128,6 +126,7 @@ def plan_tasks(
                     (brokers or {}).get(p.log_dir, BrokerIdentity()),
                     not options.force,
                     stage_fence if stage != "none" else None,
+                    options.store,
                 )
             )
     return tasks
@@ -206,17 +205,14 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     (:func:`process_segments`)."""
     started = time.perf_counter()
     target_dir = task.target_dir or task.partition_dir
+    store = store_for(task.store)
     # read when checked, and when written in place (an index that is its rebuild then zeros is only cut)
-    reads = task.check or (task.stage != "none" and target_dir == task.partition_dir and task.may_cut)
-    existing = read_existing_indexes(task.partition_dir, task.base_offset) if reads else None
-    summary, plan = plan_segment_file(
-        task.log_path,
-        task.base_offset,
-        task.index_interval_bytes,
-        task.segment_index_bytes,
-        probes_for(existing, task.base_offset) if task.check and existing is not None else NO_PROBES,
+    read_indexes = task.check or (task.stage != "none" and target_dir == task.partition_dir and task.may_cut)
+    reads = store.read_segment(
+        task.log_path, task.partition_dir, task.base_offset, task.index_interval_bytes, read_indexes, task.check
     )
-    zero_tail = has_invalid_tail(summary) and tail_is_zero(task.log_path, summary.valid_bytes)
+    summary, existing, zero_tail = reads.summary, reads.existing, reads.zero_tail
+    plan = plan_segment(summary, task.segment_index_bytes)
     if task.check:
         findings, identical = check_segment_files(
             task.log_path, task.base_offset, summary, plan, task.active, existing, zero_tail
@@ -225,7 +221,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
         findings, identical = log_findings(task.log_path, summary, plan.fatal, zero_tail), {}
     outcome = SegmentOutcome(
         task, plan.summary(), summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
-        identical, index_file_sizes(task.partition_dir, task.base_offset, existing), 0.0,
+        identical, reads.index_sizes, 0.0,
     )  # fmt: skip
     suffixes = staged_suffixes(task.stage, task.partition_dir, task.base_offset, findings)
     if suffixes and plan.fatal is None:
@@ -286,7 +282,7 @@ def _keep_backups(
     assert task.backup_dir is not None
     in_place = (task.target_dir or task.partition_dir) == task.partition_dir
     if existing is None and in_place:  # a rebuild does not check them: read them (their stored bytes only)
-        existing = read_existing_indexes(task.partition_dir, task.base_offset)
+        existing = store_for(task.store).read_indexes(task.partition_dir, task.base_offset)
     copies = []
     for suffix in suffixes:
         if existing is not None and in_place and holds_only_the_rebuild(existing[suffix], plan, suffix):

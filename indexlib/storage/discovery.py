@@ -25,6 +25,7 @@ from ..format.layout import (
     skipped_dir_kind,
 )
 from ..format.meta_properties import META_PROPERTIES, BrokerIdentity, MetaPropertiesError, parse_meta_properties
+from .store import LOCAL, Store, store_for
 
 
 class LogDirError(KafkaIndexError, ValueError):
@@ -154,22 +155,27 @@ def read_log_dir_meta(log_dir: str) -> LogDirMeta:
 
 
 def discover(
-    log_dirs: list[str], topics: re.Pattern[str] | None = None, partitions: PartitionSelection | None = None
+    log_dirs: list[str],
+    topics: re.Pattern[str] | None = None,
+    partitions: PartitionSelection | None = None,
+    store: Store | None = None,
 ) -> Discovery:
-    """Every selected partition of every log dir, with its segments' sizes (ascending base offset)."""
+    """Every selected partition of every log dir, with its segments' sizes (ascending base offset), as ``store``
+    (default: the local file system) lists them."""
+    store = store_for(LOCAL) if store is None else store
     found = Discovery(log_dirs=list(log_dirs))
     for log_dir in log_dirs:
-        if not os.path.exists(log_dir):
+        if not store.exists(log_dir):
             raise LogDirError(f"{log_dir}: log dir does not exist")
-        if not os.path.isdir(log_dir):
+        if not store.is_dir(log_dir):
             raise LogDirError(f"{log_dir}: expected a log dir (a directory), found a file")
         try:
-            names = sorted(os.listdir(log_dir))
+            names = sorted(store.list_names(log_dir))
         except OSError as exc:
             raise LogDirError(f"{log_dir}: cannot list the log dir: {exc.strerror}") from None
         for name in names:
             path = os.path.join(log_dir, name)
-            if not os.path.isdir(path):
+            if not store.is_dir(path):
                 continue  # checkpoints, meta.properties, .lock
             skipped = skipped_dir_kind(name)
             if skipped:
@@ -186,7 +192,7 @@ def discover(
                 continue
             if partitions is not None and number not in partitions:
                 continue
-            _add_partition(found, log_dir, path, topic, number)
+            _add_partition(found, log_dir, path, topic, number, store)
     return found
 
 
@@ -199,7 +205,7 @@ def discover_partition_dir(path: str) -> Discovery:
     if parsed is None:
         raise LogDirError(f"{path}: not a Kafka partition directory (expected <topic>-<partition>)")
     found = Discovery(log_dirs=[os.path.dirname(os.path.abspath(path))])
-    _add_partition(found, found.log_dirs[0], path, *parsed)
+    _add_partition(found, found.log_dirs[0], path, *parsed, store_for(LOCAL))
     return found
 
 
@@ -213,9 +219,9 @@ def is_partition_dir(path: str) -> bool:
         return False
 
 
-def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number: int) -> None:
+def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number: int, store: Store) -> None:
     try:
-        names = sorted(os.listdir(path))
+        names = sorted(store.list_names(path))
     except OSError as exc:
         found.partitions.append(Partition(log_dir, path, topic, number, [], f"cannot list it: {exc.strerror}"))
         return
@@ -224,7 +230,7 @@ def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number
     for i, base in enumerate(bases):
         log_path = segment_file(path, base, LOG_SUFFIX)
         try:
-            size = os.stat(log_path).st_size
+            size = store.size(log_path)
         except OSError:
             size = 0
         segments.append(Segment(base, log_path, size, i == len(bases) - 1))

@@ -26,6 +26,7 @@ from indexlib.recovery.findings import FindingKindError
 from indexlib.storage.cluster_metadata_files import ClusterMetadataError
 from indexlib.storage.file_system_sync import SyncfsUnavailableError
 from indexlib.storage.publish import BackupExistsError, ChangedSinceReadError, UnrebuildableSegmentError
+from indexlib.storage.store import UnknownStoreError
 
 
 def test_an_oserror_line_names_its_file_and_the_second_file_of_a_rename():
@@ -162,6 +163,7 @@ ERROR_CLASSES = [
     (CodecUnavailableError, ImportError),
     (cli.DumpUsageError, ValueError),
     (ClusterMetadataError, OSError),
+    (UnknownStoreError, ValueError),
 ]
 
 

@@ -1,0 +1,137 @@
+"""The store a run's files are in, as one object: the names and sizes discovery lists, and what the map side of a
+run reads of a segment, in one call.
+
+A :class:`Store` is built in each process that needs it (the driver, a pool worker, a Spark executor) from a
+picklable :class:`StoreSpec` that every :class:`~indexlib.engine.SegmentTask` carries (:func:`store_for`). The map
+side of a segment is: :meth:`Store.read_segment` (every read, once), then the computation in ``recovery/`` (pure),
+then staging. :class:`LocalStore` is a local file system, with the same reads and system calls as the functions of
+:mod:`~indexlib.storage.partition_files` it calls.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from typing import Protocol
+
+from ..format.errors import KafkaIndexError
+from ..recovery.checks import has_invalid_tail
+from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, probes_for, unreadable_summary
+from .partition_files import index_file_sizes, read_existing_indexes, summarize_log, tail_is_zero
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """What a process builds the run's store from (picklable; the same store in every process): the scheme of its
+    paths (``file``: a local file system) and the store's options."""
+
+    scheme: str = "file"
+    options: tuple[tuple[str, str], ...] = ()
+
+
+#: the local file system's spec: every run's until another store is named
+LOCAL = StoreSpec()
+
+
+@dataclass
+class SegmentReads:
+    """All that the map side of a run reads of one segment: the ``.log``'s summary (one scan; its ``fatal`` says why
+    a ``.log`` could not be read), the existing ``.index`` and ``.timeindex`` (None: not asked for), whether the
+    ``.log``'s invalid tail is all zeros, and the size of each index file (None: none there, or unreadable)."""
+
+    summary: LogSummary
+    existing: dict[str, ExistingIndex] | None
+    zero_tail: bool
+    index_sizes: dict[str, int | None]
+
+
+class Store(Protocol):
+    """Where a run's files are. Paths are the store's own (a local path, or a URI)."""
+
+    spec: StoreSpec
+
+    def read_segment(
+        self,
+        log_path: str,
+        partition_dir: str,
+        base_offset: int,
+        index_interval_bytes: int,
+        read_indexes: bool,
+        probe: bool,
+    ) -> SegmentReads:
+        """Read a segment once: its existing indexes when ``read_indexes``, its ``.log`` scanned (probed for the
+        existing entries' lookups when ``probe``), its zero tail, its index files' sizes. Never raises on bad file
+        contents or an unreadable file: the result says it."""
+        ...
+
+    def read_indexes(self, partition_dir: str, base_offset: int) -> dict[str, ExistingIndex]:
+        """A segment's existing ``.index`` and ``.timeindex``, as :meth:`read_segment` reads them."""
+        ...
+
+    def exists(self, path: str) -> bool:
+        """Whether anything is at ``path`` (a file, or a dir: a prefix with something under it)."""
+        ...
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a dir (in an object store: a prefix with something under it)."""
+        ...
+
+    def list_names(self, path: str) -> list[str]:
+        """The names in the dir ``path`` (files and dirs, unsorted); ``OSError`` when it cannot be listed."""
+        ...
+
+    def size(self, path: str) -> int:
+        """The size of the file at ``path``; ``OSError`` when there is none or it cannot be read."""
+        ...
+
+
+class LocalStore:
+    """A local file system (and any mount): the reads of :mod:`~indexlib.storage.partition_files`."""
+
+    spec = LOCAL
+
+    def read_segment(
+        self,
+        log_path: str,
+        partition_dir: str,
+        base_offset: int,
+        index_interval_bytes: int,
+        read_indexes: bool,
+        probe: bool,
+    ) -> SegmentReads:
+        existing = read_existing_indexes(partition_dir, base_offset) if read_indexes else None
+        probes = probes_for(existing, base_offset) if probe and existing is not None else NO_PROBES
+        try:
+            summary = summarize_log(log_path, base_offset, index_interval_bytes, probes)
+        except (OSError, ValueError) as exc:
+            summary = unreadable_summary(log_path, base_offset, index_interval_bytes, exc)
+        zero_tail = has_invalid_tail(summary) and tail_is_zero(log_path, summary.valid_bytes)
+        return SegmentReads(summary, existing, zero_tail, index_file_sizes(partition_dir, base_offset, existing))
+
+    def read_indexes(self, partition_dir: str, base_offset: int) -> dict[str, ExistingIndex]:
+        return read_existing_indexes(partition_dir, base_offset)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def list_names(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def size(self, path: str) -> int:
+        return os.stat(path).st_size
+
+
+class UnknownStoreError(KafkaIndexError, ValueError):
+    """A store spec whose scheme no store of this build serves."""
+
+
+@cache
+def store_for(spec: StoreSpec) -> Store:
+    """The store of ``spec``, one per process (built on first use)."""
+    if spec.scheme == "file":
+        return LocalStore()
+    raise UnknownStoreError(f"no store for {spec.scheme}:// paths")
