@@ -230,13 +230,15 @@ typedef struct {
 
 typedef struct {
     int fd;
+    PyObject *source; /* NULL: read `fd`; else an object whose pread_into(buffer, offset) reads (see source_pread) */
+    PyObject *source_error; /* the exception a source raised (err == ERR_SOURCE), kept until the walk ends */
     int64_t end;     /* never read at or past it */
     size_t window;   /* bytes a refill reads */
     rbuf_t cur;      /* holds the bytes below */
     uint8_t *buf;    /* buf[0] is the file's byte bpos; within cur */
     int64_t bpos;    /* a multiple of READ_ALIGN */
     size_t blen;     /* bytes of the file held in buf */
-    int err;         /* errno of a failed pread; -1: the file ended before `end` */
+    int err;         /* errno of a failed pread; -1: the file ended before `end`; ERR_SOURCE: the source raised */
     int nomem;
     prefetch_t *pf;  /* NULL: no prefetch thread */
     rbuf_t spare;    /* the prefetch thread's target */
@@ -269,6 +271,76 @@ static size_t full_pread(int fd, uint8_t *to, size_t want, int64_t at, int *err)
         }
         got += (size_t)n;
     }
+    return got;
+}
+
+#define ERR_SOURCE (-2)
+
+/*
+ * A read of [at, at + want) from a Python source (an object store's reader): `source.pread_into(buffer, offset)`
+ * fills a writable memoryview over our buffer from `offset` and returns how many bytes it wrote (0: the object
+ * ended). Called without the GIL (the walk's), it takes the GIL for the call. The memoryview is released after
+ * each call, so a source that keeps it cannot write through it later (as with readinto, a source must not keep
+ * views derived from it: the buffer is reused). An exception (or a count out of range) ends the read
+ * with *err = ERR_SOURCE and the exception kept in *error, to be raised when the walk ends.
+ */
+static size_t source_pread(PyObject *source, uint8_t *to, size_t want, int64_t at, int *err, PyObject **error) {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    size_t got = 0;
+    while (got < want) {
+        PyObject *view = PyMemoryView_FromMemory((char *)(to + got), (Py_ssize_t)(want - got), PyBUF_WRITE);
+        if (view == NULL) {
+            *err = ERR_SOURCE;
+            break;
+        }
+        PyObject *n = PyObject_CallMethod(source, "pread_into", "OL", view, (long long)(at + (int64_t)got));
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback); /* the call's own exception, if any, while the view is released */
+        PyObject *released = PyObject_CallMethod(view, "release", NULL);
+        Py_DECREF(view);
+        if (released != NULL) {
+            Py_DECREF(released);
+        } else if (type != NULL) {
+            PyErr_Clear(); /* the call's exception is the one to report */
+        } else { /* the source kept an export of the buffer: it must not outlive this call */
+            Py_CLEAR(n);
+            PyErr_Fetch(&type, &value, &traceback);
+        }
+        PyErr_Restore(type, value, traceback);
+        if (n == NULL) {
+            *err = ERR_SOURCE;
+            break;
+        }
+        long long k = PyLong_AsLongLong(n);
+        Py_DECREF(n);
+        if (k == -1 && PyErr_Occurred()) {
+            *err = ERR_SOURCE;
+            break;
+        }
+        if (k < 0 || (unsigned long long)k > (unsigned long long)(want - got)) {
+            PyErr_Format(PyExc_ValueError, "scan_segment: pread_into returned %lld for a buffer of %zu bytes", k,
+                         want - got);
+            *err = ERR_SOURCE;
+            break;
+        }
+        if (k == 0) {
+            *err = -1;
+            break;
+        }
+        got += (size_t)k;
+    }
+    if (*err == ERR_SOURCE) {
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+        PyErr_NormalizeException(&type, &value, &traceback);
+        if (traceback != NULL && value != NULL)
+            PyException_SetTraceback(value, traceback);
+        Py_XDECREF(*error);
+        *error = value;
+        Py_XDECREF(type);
+        Py_XDECREF(traceback);
+    }
+    PyGILState_Release(gil);
     return got;
 }
 
@@ -393,6 +465,7 @@ static void prefetch_stop(reader_t *r) {
 
 static void reader_free(reader_t *r) {
     prefetch_stop(r);
+    Py_CLEAR(r->source_error); /* with the GIL: reader_free runs after the walk */
     PyMem_RawFree(r->spare.raw);
     PyMem_RawFree(r->cur.raw);
     r->spare.raw = r->cur.raw = NULL;
@@ -456,7 +529,10 @@ static int reader_fill(reader_t *r, int64_t pos, size_t need) {
     else if (((at + (int64_t)want) & (READ_ALIGN - 1)) <= (int64_t)(r->blen + want - need))
         want -= (size_t)((at + (int64_t)want) & (READ_ALIGN - 1)); /* end on READ_ALIGN: the next read starts on it */
     int err = 0;
-    r->blen += full_pread(r->fd, r->buf + r->blen, want, at, &err);
+    if (r->source != NULL)
+        r->blen += source_pread(r->source, r->buf + r->blen, want, at, &err, &r->source_error);
+    else
+        r->blen += full_pread(r->fd, r->buf + r->blen, want, at, &err);
     if (r->blen < need) {
         r->err = err ? err : -1;
         return -1;
@@ -803,15 +879,33 @@ static int64_t *copy_probes(const Py_buffer *view, const char *what, Py_ssize_t 
 }
 
 static PyObject *scan_segment(PyObject *self, PyObject *args) {
-    int fd;
+    int fd = -1;
+    PyObject *from;
+    PyObject *source = NULL;
     long long end_arg, base_arg, interval_arg;
     Py_buffer offset_view, time_view;
     PyObject *parser;
     Py_ssize_t window = (Py_ssize_t)1 << 20;
     int prefetch = 1;
-    if (!PyArg_ParseTuple(args, "iLLLy*y*O|np:scan_segment", &fd, &end_arg, &base_arg, &interval_arg, &offset_view,
+    if (!PyArg_ParseTuple(args, "OLLLy*y*O|np:scan_segment", &from, &end_arg, &base_arg, &interval_arg, &offset_view,
                           &time_view, &parser, &window, &prefetch))
         return NULL;
+    if (PyLong_Check(from)) {
+        long value = PyLong_AsLong(from);
+        if (value < INT_MIN || value > INT_MAX) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_OverflowError, "scan_segment: a file descriptor out of range");
+            value = -1;
+        }
+        fd = (int)value;
+        if (fd == -1 && PyErr_Occurred()) {
+            PyBuffer_Release(&offset_view);
+            PyBuffer_Release(&time_view);
+            return NULL;
+        }
+    } else {
+        source = from; /* a borrowed reference: the caller's argument outlives the call */
+    }
     const int64_t end = (int64_t)end_arg, base_offset = (int64_t)base_arg, interval = (int64_t)interval_arg;
 
     PyObject *result = NULL;
@@ -847,7 +941,11 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
     time_probes = copy_probes(&time_view, "time_probes", &n_time_probes);
     if (time_probes == NULL)
         goto done;
-    {
+    if (source != NULL && !PyObject_HasAttrString(source, "pread_into")) {
+        PyErr_SetString(PyExc_TypeError, "scan_segment: the source must be a file descriptor or have pread_into");
+        goto done;
+    }
+    if (source == NULL) {
         struct stat st;
         if (fstat(fd, &st) < 0) {
             PyErr_SetFromErrno(PyExc_OSError);
@@ -866,7 +964,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto done;
     }
-    if (prefetch && end > 2 * (int64_t)window)
+    rd.source = source;
+    if (prefetch && source == NULL && end > 2 * (int64_t)window) /* a source reads ahead itself */
         prefetch_start(&rd);
     for (Py_ssize_t q = 0; q < n_offset_probes; q++) {
         offset_answers[3 * q] = -1;
@@ -1248,6 +1347,8 @@ static PyObject *scan_segment(PyObject *self, PyObject *args) {
             /* the exception is already set */
         } else if (rd.nomem) {
             PyErr_NoMemory();
+        } else if (rd.err == ERR_SOURCE && rd.source_error != NULL) {
+            PyErr_SetObject((PyObject *)Py_TYPE(rd.source_error), rd.source_error);
         } else if (rd.err > 0) {
             errno = rd.err;
             PyErr_SetFromErrno(PyExc_OSError);

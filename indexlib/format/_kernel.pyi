@@ -1,6 +1,7 @@
 """Types of the compiled ``indexlib.format._kernel`` (see ``_kernel.c``)."""
 
 from collections.abc import Callable
+from typing import Protocol
 
 from typing_extensions import Buffer
 
@@ -19,8 +20,16 @@ def crc32c(buffer: Buffer, crc: int = 0, /) -> int: ...
 def crc32c_table(buffer: Buffer, crc: int = 0, /) -> int: ...
 def crc32c_interleaved(buffer: Buffer, crc: int = 0, /) -> int: ...
 def hardware() -> bool: ...
+
+class PreadSource(Protocol):
+    """What scan_segment reads in place of a descriptor (an object store's reader)."""
+
+    def pread_into(self, buffer: memoryview, offset: int, /) -> int:
+        """Fill ``buffer`` from ``offset`` (all or part of it); how many bytes were written, 0 at the end."""
+        ...
+
 def scan_segment(
-    fd: int,
+    source: int | PreadSource,
     end: int,
     base_offset: int,
     index_interval_bytes: int,
@@ -31,7 +40,9 @@ def scan_segment(
     prefetch: bool = True,
     /,
 ) -> dict[str, object]:
-    """Stream bytes [0, end) of the ``.log`` open on ``fd`` once (pread, a reused ``window``-byte buffer).
+    """Stream bytes [0, end) of the ``.log`` open on descriptor ``source`` once (pread, a reused ``window``-byte
+    buffer), or read through ``source.pread_into`` (then without the prefetch thread: a source reads ahead itself;
+    its exception ends the walk as it is).
 
     Keys: ``batch_count``, ``valid_bytes``, ``walked``, ``stop`` (0 end, 1 short tail, 2 incomplete batch,
     3 corrupt batch, 4 invalid record), ``problem`` and ``fatal`` (``(code, position, batch_index,

@@ -223,8 +223,22 @@ def probes_for(data: bytes) -> tuple[list[int], list[int]]:
     return sorted(positions), sorted(offsets)
 
 
+class PreadSource:
+    """A source for scan_segment in place of a descriptor (an object store's reader): ``pread_into`` answers at most
+    ``most`` bytes a call, so a window is filled over several calls."""
+
+    def __init__(self, fd: int, most: int = 777) -> None:
+        self.fd, self.most, self.calls = fd, most, 0
+
+    def pread_into(self, buffer: memoryview, offset: int) -> int:
+        self.calls += 1
+        data = os.pread(self.fd, min(len(buffer), self.most), offset)
+        buffer[: len(data)] = data
+        return len(data)
+
+
 def run(
-    fd: int,
+    fd: int | PreadSource,
     end: int,
     base: int,
     interval: int,
@@ -270,8 +284,9 @@ def assert_same(
         results = []
         for offset_probes, time_probes in probe_sets:
             expected = reference(data, base, interval, offset_probes, time_probes)
-            for window, prefetch in runs:
-                got = run(fd, len(data), base, interval, offset_probes, time_probes, window, prefetch=prefetch)
+            for window, prefetch in runs + [(windows[0], "source"), (windows[-1], "source")]:
+                source = PreadSource(fd) if prefetch == "source" else fd
+                got = run(source, len(data), base, interval, offset_probes, time_probes, window, prefetch=True)
                 assert set(got) == KEYS
                 for key in sorted(KEYS):
                     assert got[key] == expected[key], (key, window, prefetch, len(offset_probes))
@@ -771,6 +786,51 @@ def test_a_directory_or_a_closed_descriptor_is_an_oserror(tmp_path):
     with pytest.raises(OSError) as error:
         run(fd, 100, 0, 0, [], [], 64)
     assert error.value.errno == 9  # EBADF
+
+
+def test_a_sources_error_is_raised_as_it_is_and_its_buffer_is_never_kept():
+    """A Python source (an object store's reader) in place of a descriptor: its own exception ends the walk as
+    that exception; an early end is the file that shrank; a count out of range or an object without
+    ``pread_into`` is refused; the memoryview a call was given is released when the call returns (as with
+    ``readinto``, a source must not keep views derived from it)."""
+    data = b"".join(plain(40))
+    fd = memfd(data)
+    try:
+
+        class Failing(PreadSource):
+            def pread_into(self, buffer: memoryview, offset: int) -> int:
+                if offset > 1000:
+                    raise TimeoutError(f"s3://bucket/orders-0/00000000000000000000.log: read at {offset} timed out")
+                return super().pread_into(buffer, offset)
+
+        with pytest.raises(TimeoutError, match=r"s3://bucket/orders-0/\S+: read at \d+ timed out"):
+            run(Failing(fd), len(data), 0, 0, [], [], 256)
+
+        class Keeping(PreadSource):
+            kept: list[memoryview] = []
+
+            def pread_into(self, buffer: memoryview, offset: int) -> int:
+                self.kept.append(buffer)
+                return super().pread_into(buffer, offset)
+
+        keeping = Keeping(fd)
+        assert run(keeping, len(data), 0, 0, [], [], 256)["batch_count"] == 40
+        with pytest.raises(ValueError, match="released memoryview"):
+            keeping.kept[0][0] = 1
+
+        with pytest.raises(OSError, match="file shrank while being read"):
+            run(PreadSource(fd), len(data) + 100, 0, 0, [], [], 256)
+
+        class Overlong(PreadSource):
+            def pread_into(self, buffer: memoryview, offset: int) -> int:
+                return len(buffer) + 1
+
+        with pytest.raises(ValueError, match="pread_into returned"):
+            run(Overlong(fd), len(data), 0, 0, [], [], 256)
+        with pytest.raises(TypeError, match="a file descriptor or have pread_into"):
+            run(object(), len(data), 0, 0, [], [], 256)  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
 
 
 def test_nothing_at_or_past_end_is_read():
