@@ -20,7 +20,7 @@ from ..format.abstract_index import AbstractIndex
 from ..format.batch_walk import open_segment, scan_log
 from ..format.checkpoint import CheckpointError, parse_offset_checkpoint
 from ..format.errors import CorruptIndexError, NotARegularFileError, describe_error
-from ..format.index_file import data_extents, read_snapshot
+from ..format.index_file import FileIdentity, data_extents, read_snapshot
 from ..format.layout import (
     INDEX_SUFFIXES,
     LEADER_EPOCH_CHECKPOINT,
@@ -99,7 +99,6 @@ def tail_is_zero(path: str, start: int, chunk: int = 1 << 20) -> bool:
 # ------------------------------------------------------------------------------ the existing indexes
 def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingIndex:
     """Read an index file read-only (a copy, never a mapping; its trailing hole skipped), never failing."""
-    es = cls.ENTRY_SIZE
     try:
         opened = _open_index(path)
     except OSError as exc:  # a dangling link among them
@@ -117,17 +116,30 @@ def read_existing_index(cls: type[AbstractIndex[Any]], path: str) -> ExistingInd
             os.close(fd)
     except (OSError, ValueError) as exc:
         return ExistingIndex(path, True, np.empty(0, cls.DTYPE), 0, f"cannot read {path}: {describe_error(exc)}")
-    whole = snapshot.length // es
-    stored = np.frombuffer(snapshot.data, np.uint8)
-    read = min(whole, len(stored) // es)
-    data = stored[: read * es]
-    if read < whole and len(stored) > read * es:  # a stored partial entry before the hole: zero-padded
-        data = np.concatenate((stored[: (read + 1) * es], np.zeros((read + 1) * es - len(stored), np.uint8)))
-        read += 1
     identity = None if link or snapshot.changed or snapshot.identity[3] != 1 else snapshot.identity  # one link
-    return ExistingIndex(
-        path, True, data.view(cls.DTYPE), snapshot.length, None, whole - read, snapshot.changed, identity
-    )
+    return existing_index_of(cls, path, snapshot.data, snapshot.length, snapshot.changed, identity)
+
+
+def existing_index_of(
+    cls: type[AbstractIndex[Any]],
+    path: str,
+    stored: bytes | bytearray,
+    length: int,
+    changed: bool = False,
+    identity: FileIdentity | None = None,
+) -> ExistingIndex:
+    """An index file's entries from its ``stored`` bytes (those before a trailing hole: the rest of ``length`` reads as
+    zeros), as verify reads them: a stored partial entry before the hole zero-padded, whole entries after it
+    counted as sparse. An object's bytes are all stored (``length == len(stored)``)."""
+    es = cls.ENTRY_SIZE
+    whole = length // es
+    raw = np.frombuffer(stored, np.uint8)
+    read = min(whole, len(raw) // es)
+    data = raw[: read * es]
+    if read < whole and len(raw) > read * es:  # a stored partial entry before the hole: zero-padded
+        data = np.concatenate((raw[: (read + 1) * es], np.zeros((read + 1) * es - len(raw), np.uint8)))
+        read += 1
+    return ExistingIndex(path, True, data.view(cls.DTYPE), length, None, whole - read, changed, identity)
 
 
 def _open_index(path: str) -> tuple[int, bool] | None:

@@ -24,9 +24,11 @@ from .partition_files import index_file_sizes, read_existing_indexes, summarize_
 @dataclass(frozen=True)
 class StoreSpec:
     """What a process builds the run's store from (picklable; the same store in every process): the scheme of its
-    paths (``file``: a local file system) and the store's options."""
+    paths (``file``: a local file system), the bucket's URI (``s3://bucket``; empty for ``file``) and the store's
+    options (``--storage-option KEY=VALUE``: credentials, endpoint)."""
 
     scheme: str = "file"
+    root: str = ""
     options: tuple[tuple[str, str], ...] = ()
 
 
@@ -134,4 +136,35 @@ def store_for(spec: StoreSpec) -> Store:
     """The store of ``spec``, one per process (built on first use)."""
     if spec.scheme == "file":
         return LocalStore()
-    raise UnknownStoreError(f"no store for {spec.scheme}:// paths")
+    from .object_clients import SCHEMES, object_client
+    from .object_store import ObjectStore, split_uri
+
+    if spec.scheme not in SCHEMES:
+        raise UnknownStoreError(f"no store for {spec.scheme}:// paths")
+    return ObjectStore(spec, object_client(spec, spec.root), split_uri(spec.root)[1])
+
+
+def is_uri(path: str) -> bool:
+    """Whether ``path`` names an object store's location (``scheme://...``), not a local path."""
+    scheme, sep, _ = path.partition("://")
+    return bool(sep) and scheme.isalnum()
+
+
+def spec_for(paths: list[str], options: dict[str, str] | None = None) -> StoreSpec:
+    """The store of ``paths``: the local file system, or the one bucket they are all in (``options``: its storage
+    options). :class:`UnknownStoreError` for paths in two stores."""
+    roots = set()
+    for path in paths:
+        if is_uri(path):
+            scheme, _, rest = path.partition("://")
+            roots.add((scheme.lower(), f"{scheme.lower()}://{rest.split('/', 1)[0]}"))
+        else:
+            roots.add(("file", ""))
+    if len(roots) > 1:
+        raise UnknownStoreError(
+            f"{', '.join(paths)}: paths in more than one store ({', '.join(sorted(r or 'local' for _, r in roots))}); one run reads one"
+        )
+    if not roots or roots == {("file", "")}:
+        return LOCAL
+    ((scheme, root),) = roots
+    return StoreSpec(scheme, root, tuple(sorted((options or {}).items())))

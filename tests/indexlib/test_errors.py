@@ -25,6 +25,7 @@ from indexlib.recovery.checks import VerifyInputError
 from indexlib.recovery.findings import FindingKindError
 from indexlib.storage.cluster_metadata_files import ClusterMetadataError
 from indexlib.storage.file_system_sync import SyncfsUnavailableError
+from indexlib.storage.object_store import ObjectChangedError, ObjectStoreError
 from indexlib.storage.publish import BackupExistsError, ChangedSinceReadError, UnrebuildableSegmentError
 from indexlib.storage.store import UnknownStoreError
 
@@ -164,6 +165,8 @@ ERROR_CLASSES = [
     (cli.DumpUsageError, ValueError),
     (ClusterMetadataError, OSError),
     (UnknownStoreError, ValueError),
+    (ObjectStoreError, RuntimeError),
+    (ObjectChangedError, RuntimeError),
 ]
 
 
