@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         add_run_id,
         add_selection,
         add_settings_files,
+        add_storage_options,
         add_verbosity,
         add_write_options,
         report_level,
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
         print_report,
         write_json,
     )
-    from .run_planning import check_planned_run, run_options
+    from .run_planning import check_planned_run, run_options, store_spec
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
     from .settings_files import (
         ClusterSettings,
@@ -50,6 +51,8 @@ _PUBLIC = {
     "main": "main",
     "run_options": "run_planning",
     "check_planned_run": "run_planning",
+    "store_spec": "run_planning",
+    "add_storage_options": "options",
     "SettingsFileError": "settings_files",
     "ClusterSettings": "settings_files",
     "load_cluster_settings": "settings_files",
@@ -86,6 +89,8 @@ _PUBLIC = {
     "write_json": "report",
 }
 __all__ = [
+    "add_storage_options",
+    "store_spec",
     "check_planned_run",
     "run_options",
     "add_settings_files",

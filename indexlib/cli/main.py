@@ -66,6 +66,8 @@ from ..storage.discovery import (
     parse_topic_filter,
 )
 from ..storage.locks import LockedLogDirError, log_dir_is_locked
+from ..storage.object_store import ObjectStoreError
+from ..storage.store import LOCAL, StoreSpec, is_uri, store_for
 from .options import (
     add_broker_id,
     add_dump_command,
@@ -76,12 +78,13 @@ from .options import (
     add_run_id,
     add_selection,
     add_settings_files,
+    add_storage_options,
     add_verbosity,
     add_write_options,
     report_level,
 )
 from .report import check_json_target, keep_output_in_order, print_report, write_json
-from .run_planning import check_planned_run, run_options
+from .run_planning import check_planned_run, run_options, store_spec
 from .segment_lookup import check_target, lookup, print_lookup
 from .settings_files import (
     SettingsFileError,
@@ -130,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_json_report(sub)
         add_broker_id(sub)
         add_selection(sub)
+        add_storage_options(sub)
         add_verbosity(sub)
 
     rebuild = commands.add_parser(
@@ -173,10 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------------------------ checks
-def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str]]:
+def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str], StoreSpec]:
     """Each topic's index settings (Kafka's defaults < ``--server-properties`` < the cluster's metadata <
-    ``--topic-config`` < the command line, as ``kafka-index`` layers them) and the paths to run over (``PATH``s,
-    else the broker's ``log.dirs``)."""
+    ``--topic-config`` < the command line, as ``kafka-index`` layers them), the paths to run over (``PATH``s,
+    else the broker's ``log.dirs``) and the store they are in."""
     if args.jobs < 1:
         raise InputError(f"--jobs must be at least 1, got {args.jobs}")
     try:
@@ -191,7 +195,14 @@ def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str]]:
         paths = args.paths or log_dirs
         if not paths:
             raise InputError("no PATH: give a partition dir or a log dir, or --server-properties FILE with log.dirs")
-        cluster = load_cluster_settings(paths, args.cluster_metadata, metadata_dir)
+        store = store_spec(paths, args.storage_option)
+        # the metadata log is looked for on local disks only (one in object storage is named with --cluster-metadata)
+        local = [p for p in paths if not is_uri(p)]
+        cluster = (
+            load_cluster_settings(local, args.cluster_metadata, metadata_dir)
+            if local or args.cluster_metadata
+            else None
+        )
     except (SettingError, SettingsFileError, ClusterMetadataError) as exc:
         raise InputError(str(exc)) from None
     return (
@@ -204,6 +215,7 @@ def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str]]:
             per_topic_from=f"--topic-config {args.topic_config}",
         ),
         paths,
+        store,
     )
 
 
@@ -216,14 +228,24 @@ def warn_unused_topic_configs(args: argparse.Namespace, settings: TopicSettings,
         )
 
 
-def discover_paths(paths: list[str], topics: str | None = None, partitions: str | None = None) -> Discovery:
-    """Each path is a partition dir or a log dir; InputError naming a path that is neither. ``topics`` and
-    ``partitions`` (``--topics``, ``--partitions``) choose among the partitions found; none chosen is an
-    InputError."""
+def discover_paths(
+    paths: list[str], topics: str | None = None, partitions: str | None = None, store: StoreSpec = LOCAL
+) -> Discovery:
+    """Each path is a partition dir or a log dir (in object storage: a log dir); InputError naming a path that is
+    neither. ``topics`` and ``partitions`` (``--topics``, ``--partitions``) choose among the partitions found; none
+    chosen is an InputError."""
     try:
         topic_filter, partition_filter = parse_topic_filter(topics), parse_partition_filter(partitions)
     except ValueError as exc:
         raise InputError(str(exc)) from None
+    if store != LOCAL:
+        try:
+            found = discover(paths, topic_filter, partition_filter, store_for(store))
+        except (ValueError, ObjectStoreError) as exc:
+            raise InputError(str(exc)) from None
+        if not found.partitions:
+            raise InputError(f"no partition dir (<topic>-<partition>) in {', '.join(paths)}")
+        return found
     found = Discovery()
     for path in paths:
         try:
@@ -271,9 +293,9 @@ def _plural(n: int, one: str, many: str | None = None) -> str:
 
 # ------------------------------------------------------------------------------ rebuild and verify
 def run_rebuild(args: argparse.Namespace) -> int:
-    settings, paths = check_settings(args)
-    found = discover_paths(paths, args.topics, args.partitions)
-    options = run_options("rebuild", args, settings, args.backup_dir)
+    settings, paths, store = check_settings(args)
+    found = discover_paths(paths, args.topics, args.partitions, store)
+    options = run_options("rebuild", args, settings, args.backup_dir, store)
     if args.force:  # the run holds every .lock it can; one a broker holds it leaves, as asked
         for log_dir in sorted({p.log_dir for p in found.partitions if options.in_place(p)}):
             if log_dir_is_locked(log_dir):
@@ -283,15 +305,15 @@ def run_rebuild(args: argparse.Namespace) -> int:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    settings, paths = check_settings(args)
-    found = discover_paths(paths, args.topics, args.partitions)
-    return _run(args, found, run_options("recover", args, settings, args.backup_dir), settings)
+    settings, paths, store = check_settings(args)
+    found = discover_paths(paths, args.topics, args.partitions, store)
+    return _run(args, found, run_options("recover", args, settings, args.backup_dir, store), settings)
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    settings, paths = check_settings(args)
-    found = discover_paths(paths, args.topics, args.partitions)
-    return _run(args, found, run_options("verify", args, settings, None), settings)
+    settings, paths, store = check_settings(args)
+    found = discover_paths(paths, args.topics, args.partitions, store)
+    return _run(args, found, run_options("verify", args, settings, None, store), settings)
 
 
 def _run(args: argparse.Namespace, found: Discovery, options: RunOptions, settings: TopicSettings) -> int:
@@ -460,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     except WorkerDiedError as exc:  # the run stopped before its commit and swept what it staged
         _error(f"{exc} (run it again)")
         return EXIT_FINDINGS
+    except ObjectStoreError as exc:  # object storage failed (endpoint, credentials, an object changed): nothing written
+        _error(f"{exc}; the run stopped, nothing was written")
+        return EXIT_BAD_INPUT
     except (OSError, ValueError) as exc:  # unreadable, not a regular file, garbage, bad name, ...
         _error(error_line(exc, subject))
         return EXIT_BAD_INPUT

@@ -62,6 +62,18 @@ def add_selection(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--partitions", metavar="LIST", help="only these partition numbers, e.g. 0,3,5-7")
 
 
+def add_storage_options(parser: argparse.ArgumentParser) -> None:
+    """``--storage-option KEY=VALUE`` (repeatable): credentials and endpoint of log dirs in object storage."""
+    parser.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="for log dirs in object storage (s3://, gs://, abfs://): a storage option, as the audit table takes "
+        "them (repeatable; e.g. AWS_ENDPOINT_URL=http://host:9000, AWS_ALLOW_HTTP=true); the AWS_*, GOOGLE_* and "
+        "AZURE_* environment variables work too",
+    )
+
+
 def add_verbosity(parser: argparse.ArgumentParser) -> None:
     """``-q`` and ``-v`` (``quiet``, ``verbose``), one at most: :func:`report_level` turns them into the report's level."""
     loud = parser.add_mutually_exclusive_group()

@@ -40,10 +40,12 @@ def _cell(value: Any) -> str:
 def relative_paths() -> Callable[[str], str]:
     """``os.path.relpath`` from this process's working directory, each directory's worked out once from its parent's
     (a report names thousands of files in thousands of dirs of a few log dirs): a file's is its dir's and its name,
-    except below an ancestor of the working directory (the path may lead back into it)."""
+    except below an ancestor of the working directory (the path may lead back into it). A URI stays as it is."""
     dirs: dict[str, str] = {}
 
     def relative(path: str) -> str:
+        if "://" in path:  # an object's URI is shown whole
+            return path
         head, name = os.path.split(path)
         if not name or name in (os.curdir, os.pardir) or head == path:
             return os.path.relpath(path)

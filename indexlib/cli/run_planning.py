@@ -8,13 +8,33 @@ import argparse
 from ..engine.options import RunOptions, check_run, new_run_id
 from ..recovery.settings import SettingError
 from ..storage.discovery import Discovery
+from ..storage.store import LOCAL, StoreSpec, spec_for
 from .settings_files import TopicSettings
 
 
-def run_options(command: str, args: argparse.Namespace, settings: TopicSettings, backup_root: str | None) -> RunOptions:
+def store_spec(paths: list[str], pairs: list[str] | None) -> StoreSpec:
+    """The store the run's ``paths`` are in, with ``--storage-option KEY=VALUE`` pairs (a ``ValueError`` naming a
+    malformed pair, or paths in two stores)."""
+    options = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise SettingError(f"--storage-option: expected KEY=VALUE, got {pair!r}")
+        options[key.strip()] = value
+    spec = spec_for(paths, options)
+    if options and spec == LOCAL:
+        raise SettingError(
+            "--storage-option is for log dirs in object storage (s3://, gs://, abfs://); these are local"
+        )
+    return spec
+
+
+def run_options(
+    command: str, args: argparse.Namespace, settings: TopicSettings, backup_root: str | None, store: StoreSpec = LOCAL
+) -> RunOptions:
     """The options of ``command`` run with ``args``: a new run id unless ``--run-id`` names one (``''`` is kept, for
     :func:`check_run` to refuse); ``backup_root`` as the command line resolved it; the cluster's facts when
-    ``settings`` read its metadata."""
+    ``settings`` read its metadata; the ``store`` the log dirs are in."""
     run_id = getattr(args, "run_id", None)
     return RunOptions(
         command,
@@ -27,6 +47,7 @@ def run_options(command: str, args: argparse.Namespace, settings: TopicSettings,
         getattr(args, "broker_id", None),
         getattr(args, "sync", "fsync"),
         settings.cluster.facts() if settings.cluster is not None else None,
+        store,
     )
 
 

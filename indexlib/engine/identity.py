@@ -8,6 +8,7 @@ from __future__ import annotations
 from ..format.meta_properties import BrokerIdentity
 from ..recovery.findings import Finding
 from ..storage.discovery import Discovery, LogDirMeta, read_log_dir_meta
+from ..storage.store import remote_store
 
 BROKER_ID_MAX = 2**31 - 1
 
@@ -22,8 +23,9 @@ def broker_id_conflicts(discovery: Discovery, broker_id: int) -> list[str]:
     """The log dirs whose ``meta.properties`` names another broker than ``broker_id`` (``--broker-id``): the
     run was pointed at another broker's disk. One message per log dir."""
     conflicts = []
+    store = remote_store(discovery.store)
     for log_dir in run_log_dirs(discovery):
-        meta = read_log_dir_meta(log_dir)
+        meta = read_log_dir_meta(log_dir, store)
         named = meta.identity.broker_id
         if named is not None and named != broker_id:
             conflicts.append(f"{meta.path} names broker {named}, not --broker-id {broker_id}")
@@ -57,8 +59,9 @@ def identities(
     """Each log dir's identity, and the log dirs' findings (keyed by log dir)."""
     brokers: dict[str, BrokerIdentity] = {}
     findings: dict[str, list[Finding]] = {}
+    store = remote_store(discovery.store)
     for log_dir in run_log_dirs(discovery):
-        meta = read_log_dir_meta(log_dir)
+        meta = read_log_dir_meta(log_dir, store)
         brokers[log_dir] = resolve(meta, broker_id)
         if (finding := meta_finding(meta, broker_id)) is not None:
             findings[log_dir] = [finding]

@@ -16,7 +16,7 @@ from ..storage.discovery import Discovery, Partition, directory_key
 from ..storage.file_system_sync import check_available as check_syncfs_available
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
 from ..storage.state import state_dir
-from ..storage.store import LOCAL, StoreSpec
+from ..storage.store import LOCAL, StoreSpec, is_uri
 from .identity import BROKER_ID_MAX, broker_id_conflicts
 
 if TYPE_CHECKING:
@@ -96,6 +96,16 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
         raise RunOptionError(f"unknown sync method {options.sync!r} (one of {', '.join(SYNC_METHODS)})")
     if options.sync == "syncfs" and not options.read_only:
         check_syncfs_available()
+    if options.store.scheme != "file" and not options.read_only and options.output_dir is None:
+        raise RunOptionError(
+            f"{options.store.root}: objects in object storage are never changed in place, so {options.mode} cannot "
+            "run there; verify reads it, and rebuild --output-dir LOCAL_DIR writes the rebuilt log dir elsewhere"
+        )
+    if options.output_dir is not None and is_uri(options.output_dir):
+        raise RunOptionError(
+            f"--output-dir {options.output_dir}: a rebuild writes to a local dir (or a mount); writing to object "
+            "storage is not supported yet"
+        )
     if options.broker_id is not None:
         if not 0 <= options.broker_id <= BROKER_ID_MAX:
             raise RunOptionError(f"--broker-id {options.broker_id}: a broker id is 0 to {BROKER_ID_MAX}")

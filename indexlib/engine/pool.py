@@ -48,6 +48,7 @@ def map_locally(jobs: int = 1) -> MapSegments:
             max_workers=workers,
             initializer=pool_worker,
             initargs=(pool_reads_ahead(workers), file_system_sync.roots()),
+            mp_context=_start_method(tasks),
         )
         stopping = contextlib.ExitStack()
         try:
@@ -65,6 +66,17 @@ def map_locally(jobs: int = 1) -> MapSegments:
                 _shut_down(pool)
 
     return map_segments
+
+
+def _start_method(tasks: list[SegmentTask]) -> Any:
+    """How the pool's workers start: forked (cheap), but for tasks in object storage from a fork server (a clean
+    process that never opened the store): the object store's client runs its requests on threads a forked copy of
+    this process would not have, and hangs there."""
+    if all(t.store.scheme == "file" for t in tasks):
+        return None  # the platform's default: fork on Linux
+    import multiprocessing
+
+    return multiprocessing.get_context("forkserver")
 
 
 def _handed(outcomes: list[SegmentOutcome], arrived: Arrived | None) -> list[SegmentOutcome]:

@@ -69,6 +69,7 @@ from ..storage.publish import (
     write_checkpoint_file,
 )
 from ..storage.recovery_mark import RecoveringMark, mark_path, read_mark, remove_mark, write_mark
+from ..storage.store import remote_store
 from .commit import Decision, SegmentResult
 from .options import TargetDirError
 from .replay import SegmentReplay
@@ -124,9 +125,10 @@ def unreadable_recovery_points(discovery: Discovery) -> dict[str, list[Finding]]
     ``recovery-point-offset-checkpoint`` (an absent or 0-byte one it reads as empty): verify's and repair's check
     (recover's :func:`plan_recovery` reads the file and reports it itself)."""
     findings: dict[str, list[Finding]] = {}
+    store = remote_store(discovery.store)
     for log_dir in sorted({p.log_dir for p in discovery.partitions}):
         try:
-            read_offset_checkpoint(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT)
+            read_offset_checkpoint(log_dir, RECOVERY_POINT_OFFSET_CHECKPOINT, store)
         except (OSError, CheckpointError) as exc:
             findings[log_dir] = recovery_point_findings(log_dir, exc)
     return findings
@@ -136,9 +138,10 @@ def unreadable_log_start_points(discovery: Discovery) -> dict[str, list[Finding]
     """Per log dir of the partitions, ``bad_log_start_checkpoint`` when its ``log-start-offset-checkpoint`` cannot
     be read (every mode: the replay of each of its partitions then assumes log start offset 0), once per log dir."""
     findings: dict[str, list[Finding]] = {}
+    store = remote_store(discovery.store)
     for log_dir in sorted({p.log_dir for p in discovery.partitions}):
         try:
-            read_log_start_offset(log_dir, "", 0)
+            read_log_start_offset(log_dir, "", 0, store)
         except (OSError, CheckpointError) as exc:
             path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
             detail = f"{error_line(exc, path)}; assuming log start offset 0 for every partition here"
@@ -177,7 +180,9 @@ def recover_decisions(
 
 def interrupted_recoveries(discovery: Discovery) -> dict[str, RecoveringMark]:
     """The marks killed recovers left in the log dirs of ``discovery`` (log dir -> its mark)."""
-    return {d: mark for d in sorted({p.log_dir for p in discovery.partitions}) if (mark := read_mark(d)) is not None}
+    store = remote_store(discovery.store)
+    log_dirs = sorted({p.log_dir for p in discovery.partitions})
+    return {d: mark for d in log_dirs if (mark := read_mark(d, store)) is not None}
 
 
 def interrupted_recovery_findings(marks: dict[str, RecoveringMark]) -> dict[str, list[Finding]]:

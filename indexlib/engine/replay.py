@@ -56,6 +56,7 @@ from .segment_task import SegmentOutcome
 
 if TYPE_CHECKING:
     from ..format.cluster_metadata import ClusterFacts
+    from ..storage.store import Store
 
 
 # ------------------------------------------------------------------------------------------- replay
@@ -79,11 +80,17 @@ class PartitionReplay:
 
 
 def replay_outcomes(
-    partition: Partition, outcomes: list[SegmentOutcome], check: bool, run_id: str, cluster: ClusterFacts | None = None
+    partition: Partition,
+    outcomes: list[SegmentOutcome],
+    check: bool,
+    run_id: str,
+    cluster: ClusterFacts | None = None,
+    store: Store | None = None,
 ) -> PartitionReplay:
     """Replay producer state over one partition's outcomes (ascending base offset) and, when ``check``,
     check its ``.txnindex`` files and directory (this run's own staged files are not leftovers), and the dir
-    against the cluster's metadata (``cluster``, when read)."""
+    against the cluster's metadata (``cluster``, when read). Its files are read through ``store`` (None: the local
+    disk)."""
     if partition.unreadable is not None:
         detail = f"{partition.unreadable}; nothing in it was verified or written"
         return PartitionReplay([Finding("unreadable_partition", partition.path, detail=detail)], [])
@@ -91,36 +98,36 @@ def replay_outcomes(
     snapshots: dict[str, bytes | str] = {}
     epoch_path, epoch_text, epoch_unreadable = "", None, None
     if check:
-        names = partition_file_names(partition.path)
+        names = partition_file_names(partition.path, store)
         findings = [
             f for f in directory_findings(partition.path, names) if not staged_by_run(os.path.basename(f.file), run_id)
         ]
-        snapshots = read_snapshot_files(partition.path, names)
+        snapshots = read_snapshot_files(partition.path, names, store)
         findings += snapshot_findings(snapshots)
-        epoch_path, epoch_text, epoch_unreadable = read_leader_epoch_text(partition.path)
+        epoch_path, epoch_text, epoch_unreadable = read_leader_epoch_text(partition.path, store)
         findings += leader_epoch_findings(epoch_path, epoch_text, epoch_unreadable)
         if cluster is not None and partition.topic != CLUSTER_METADATA_TOPIC:
             epochs = readable_leader_epochs(epoch_path, epoch_text)
-            topic_id = read_partition_topic_id(partition.path)
+            topic_id = read_partition_topic_id(partition.path, store)
             findings += cluster_findings(
                 partition.path, partition.topic, partition.partition, topic_id, epochs, epoch_path, cluster
             )
     if not outcomes:
         return PartitionReplay(findings, [])
     try:
-        log_start = read_log_start_offset(partition.log_dir, partition.topic, partition.partition)
+        log_start = read_log_start_offset(partition.log_dir, partition.topic, partition.partition, store)
     except (OSError, ValueError):  # reported once for the log dir (unreadable_log_start_points)
         log_start = 0
     bases = [o.task.base_offset for o in outcomes]
     plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]
     if check:
         findings += log_start_findings(partition.log_dir, partition.name, log_start, bases[-1], plans[-1])
-    replays = replay_partition(partition.path, bases, plans, log_start)
+    replays = replay_partition(partition.path, bases, plans, log_start, store)
     rewrites: dict[str, bytes] = {}
     if check and all(p.fatal is None for p in plans):  # epochs past a refused batch are not known
         log_epochs = recovered_leader_epochs([], [p.epoch_starts for p in plans])
         if epoch_unreadable is None:
-            before = _last_offset_before(outcomes)
+            before = _last_offset_before(outcomes, store)
             firsts = [(int(p.epoch_starts[0]["epoch"]), int(p.epoch_starts[0]["start_offset"])) for p in plans
                       if len(p.epoch_starts)]  # fmt: skip
             findings += leader_epoch_log_findings(epoch_path, epoch_text, log_epochs, log_start, before, firsts)
@@ -135,7 +142,9 @@ def replay_outcomes(
         findings += snapshot_log_findings(snapshots, snapshot_replays)
         rewrites.update(snapshot_rewrites(snapshots, snapshot_replays))
     if check:
-        txn_files = [read_existing_txn_index(segment_file(partition.path, base, ".txnindex"), base) for base in bases]
+        txn_files = [
+            read_existing_txn_index(segment_file(partition.path, base, ".txnindex"), base, store) for base in bases
+        ]
         txn = check_partition_transactions([o.task.log_path for o in outcomes], bases, plans, replays, txn_files)
     else:
         txn = [
@@ -149,7 +158,7 @@ def replay_outcomes(
     return PartitionReplay(findings, segments, rewrites)
 
 
-def _last_offset_before(outcomes: list[SegmentOutcome]) -> Callable[[int], int | None]:
+def _last_offset_before(outcomes: list[SegmentOutcome], store: Store | None) -> Callable[[int], int | None]:
     """For the leader-epoch check: the last offset of the batch before the batch at an offset (a segment's first
     batch: the previous segment's last offset; else read from its ``.log``)."""
 
@@ -160,13 +169,17 @@ def _last_offset_before(outcomes: list[SegmentOutcome]) -> Callable[[int], int |
             return None
         if outcomes[i].plan.batch_count and offset == outcomes[i].task.base_offset:
             return outcomes[i - 1].plan.last_offset if i > 0 and outcomes[i - 1].plan.batch_count else None
-        return last_offset_before_batch(outcomes[i].task.log_path, offset)
+        return last_offset_before_batch(outcomes[i].task.log_path, offset, store)
 
     return last_offset_before
 
 
 def replay_partition(
-    partition_dir: str, bases: list[int], plans: Sequence[SegmentPlan | PlanSummary], log_start_offset: int
+    partition_dir: str,
+    bases: list[int],
+    plans: Sequence[SegmentPlan | PlanSummary],
+    log_start_offset: int,
+    store: Store | None = None,
 ) -> list[tuple[list[AbortedTxn], ScanProblem | None]]:
     """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting state.
 
@@ -192,7 +205,7 @@ def replay_partition(
         elif previous_map_end is not None and previous_map_end > log_start_offset:
             map_end = previous_map_end  # carry on
         else:
-            ongoing, snapshot = initial_state_for(partition_dir, base, log_start_offset)
+            ongoing, snapshot = initial_state_for(partition_dir, base, log_start_offset, store)
             map_end = snapshot if snapshot is not None else log_start_offset
         if len(txn_pids) or ongoing:
             pids = sorted_unique(np.concatenate((txn_pids, np.fromiter(ongoing, dtype=np.int64, count=len(ongoing)))))

@@ -47,6 +47,7 @@ from ..storage.file_system_sync import by_file_system
 from ..storage.locks import StageFence, broker_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
 from ..storage.publish import discard_staged, fsync_paths, sweep_partial_backups
 from ..storage.recovery_mark import RecoveringMark
+from ..storage.store import remote_store
 from .commit import (
     Decision,
     SegmentResult,
@@ -466,6 +467,7 @@ class _Replayer:
     ) -> None:
         self.partitions = {p.path: p for p in discovery.partitions}
         self.check, self.run_id, self.cluster = check, run_id, cluster
+        self.store = remote_store(discovery.store)
         self.expected: dict[str, int] = {}
         for t in tasks:
             self.expected[t.partition_dir] = self.expected.get(t.partition_dir, 0) + 1
@@ -503,7 +505,9 @@ class _Replayer:
 
     def _replay(self, path: str, outcomes: list[SegmentOutcome]) -> None:
         outcomes.sort(key=lambda o: o.task.base_offset)
-        self.replays[path] = replay_outcomes(self.partitions[path], outcomes, self.check, self.run_id, self.cluster)
+        self.replays[path] = replay_outcomes(
+            self.partitions[path], outcomes, self.check, self.run_id, self.cluster, self.store
+        )
 
 
 #: how many partitions a recover finishes at once (their files' fsyncs in flight together: one journal commit of

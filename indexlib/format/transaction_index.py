@@ -71,13 +71,6 @@ class TransactionIndex(IndexFile):
     def _file_length(self) -> int:
         return os.fstat(self._fd).st_size if self._fd >= 0 else 0
 
-    def _check_version(self, version: int, n: int) -> None:
-        if version != ABORTED_TXN_VERSION:
-            raise CorruptIndexError(
-                f"{self._path}: record {n} (byte {n * self.RECORD_SIZE}) has version {version}; "
-                f"only version {ABORTED_TXN_VERSION} exists"
-            )
-
     def _is_open(self) -> bool:
         return not self._closed  # an open index may have no file yet (it is created by the first append)
 
@@ -121,11 +114,7 @@ class TransactionIndex(IndexFile):
         data = os.pread(self._fd, whole, 0)
         if len(data) != whole:
             raise CorruptIndexError(f"{self._path}: file shrank while being read")
-        records = np.frombuffer(data, dtype=self.DTYPE)
-        bad = np.flatnonzero(records["version"] != ABORTED_TXN_VERSION)
-        if len(bad):
-            self._check_version(int(records["version"][bad[0]]), int(bad[0]))
-        return records
+        return transaction_records(data, self._path)
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
         """Every record in file order."""
@@ -215,3 +204,18 @@ class TransactionIndex(IndexFile):
         """Close the file handle. Closing twice is a no-op."""
         super().close_handler()
         self._closed = True
+
+
+def transaction_records(data: bytes, path: str) -> npt.NDArray[np.void]:
+    """The whole records of a ``.txnindex``'s bytes (a trailing partial record ignored, as Kafka does), as a
+    big-endian structured array; :class:`CorruptIndexError` naming ``path`` for a record whose version is not 0."""
+    size = TransactionIndex.RECORD_SIZE
+    records = np.frombuffer(data, dtype=TransactionIndex.DTYPE, count=len(data) // size)
+    bad = np.flatnonzero(records["version"] != ABORTED_TXN_VERSION)
+    if len(bad):
+        n = int(bad[0])
+        raise CorruptIndexError(
+            f"{path}: record {n} (byte {n * size}) has version {int(records['version'][n])}; "
+            f"only version {ABORTED_TXN_VERSION} exists"
+        )
+    return records

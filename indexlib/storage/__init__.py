@@ -1,7 +1,8 @@
-"""Every file the engine touches, found, read, locked and written here and nowhere else (the seam where
-another store plugs in): log dirs and partitions (``discovery``), a partition's files as a run reads them
-(``partition_files``), KRaft's metadata (``cluster_metadata_files``), the broker's ``.lock`` and the run locks (``locks``), and staging, backups, tail cuts
-and atomic publishing (``publish``).
+"""Every file the engine touches, found, read, locked and written here and nowhere else: the store a run's paths
+are in (``store``: the local file system, or a log dir in object storage, ``object_store`` over an
+``object_clients`` client), log dirs and partitions (``discovery``), a partition's files as a run reads them
+(``partition_files``), KRaft's metadata (``cluster_metadata_files``), the broker's ``.lock``, the run locks and the
+stage fence (``locks``), and staging, backups, tail cuts and atomic publishing (``publish``).
 
 Imports ``format`` and ``recovery``."""
 

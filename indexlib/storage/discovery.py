@@ -25,7 +25,7 @@ from ..format.layout import (
     skipped_dir_kind,
 )
 from ..format.meta_properties import META_PROPERTIES, BrokerIdentity, MetaPropertiesError, parse_meta_properties
-from .store import LOCAL, Store, store_for
+from .store import LOCAL, Store, StoreSpec, store_for
 
 
 class LogDirError(KafkaIndexError, ValueError):
@@ -73,6 +73,7 @@ class Discovery:
     log_dirs: list[str] = field(default_factory=list)  # where they were looked for
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (path, reason)
     foreign: list[str] = field(default_factory=list)  # dirs in a log dir Kafka's start refuses (not partitions)
+    store: StoreSpec = LOCAL  # the store the paths are in
 
 
 @dataclass(frozen=True)
@@ -138,12 +139,16 @@ class LogDirMeta:
     detail: str = ""
 
 
-def read_log_dir_meta(log_dir: str) -> LogDirMeta:
-    """Read ``<log_dir>/meta.properties`` (:func:`indexlib.format.meta_properties.parse_meta_properties`)."""
+def read_log_dir_meta(log_dir: str, store: Store | None = None) -> LogDirMeta:
+    """Read ``<log_dir>/meta.properties`` (:func:`indexlib.format.meta_properties.parse_meta_properties`), from the
+    local disk or through ``store``."""
     path = os.path.join(log_dir, META_PROPERTIES)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        if store is None:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        else:
+            text = store.read_bytes(path).decode("utf-8")
     except FileNotFoundError:
         return LogDirMeta(log_dir, path, BrokerIdentity(), "missing", "no meta.properties in this log dir")
     except (OSError, UnicodeDecodeError) as exc:
@@ -163,7 +168,7 @@ def discover(
     """Every selected partition of every log dir, with its segments' sizes (ascending base offset), as ``store``
     (default: the local file system) lists them."""
     store = store_for(LOCAL) if store is None else store
-    found = Discovery(log_dirs=list(log_dirs))
+    found = Discovery(log_dirs=list(log_dirs), store=store.spec)
     for log_dir in log_dirs:
         if not store.exists(log_dir):
             raise LogDirError(f"{log_dir}: log dir does not exist")

@@ -8,6 +8,7 @@ Every failure becomes one :class:`~indexlib.storage.object_store.ObjectStoreErro
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -46,8 +47,10 @@ class ObstoreClient:
         self._obstore = obstore
         options = dict(spec.options)
         client_options: dict[str, Any] = dict(DEFAULT_CLIENT_OPTIONS)
+        if "AWS_ALLOW_HTTP" in os.environ:  # as delta-rs takes it (obstore reads only the AWS_* keys of a store)
+            client_options["allow_http"] = os.environ["AWS_ALLOW_HTTP"]
         for key in ("allow_http", "AWS_ALLOW_HTTP", "timeout", "connect_timeout"):
-            if key in options:
+            if key in options:  # client options, not the store's: obstore refuses them among the store's keys
                 client_options[key.lower().removeprefix("aws_")] = options.pop(key)
         try:
             self.store = make(

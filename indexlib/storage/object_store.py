@@ -186,6 +186,12 @@ class ObjectStore:
             raise FileNotFoundError(2, "No such object", path)
         return meta.size
 
+    def read_bytes(self, path: str) -> bytes:
+        data = self.client.get(self._key(path))
+        if data is None:
+            raise FileNotFoundError(2, "No such object", path)
+        return data
+
     # ---------------------------------------------------------------------------------------- a segment
     def read_indexes(self, partition_dir: str, base_offset: int) -> dict[str, ExistingIndex]:
         found = {}

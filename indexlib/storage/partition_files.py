@@ -11,13 +11,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..format import control_records, scan_kernel
 from ..format.abstract_index import AbstractIndex
-from ..format.batch_walk import open_segment, scan_log
+from ..format.batch_walk import open_segment, scan_buffer, scan_log
 from ..format.checkpoint import CheckpointError, parse_offset_checkpoint
 from ..format.errors import CorruptIndexError, NotARegularFileError, describe_error
 from ..format.index_file import FileIdentity, data_extents, read_snapshot
@@ -33,9 +33,12 @@ from ..format.layout import (
 from ..format.offset_index import OffsetIndex
 from ..format.producer_snapshot import SnapshotError, parse_snapshot
 from ..format.time_index import TimeIndex
-from ..format.transaction_index import TransactionIndex
+from ..format.transaction_index import TransactionIndex, transaction_records
 from ..recovery.entry_checks import ExistingTxnIndex
 from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, Probes, from_kernel, summarize
+
+if TYPE_CHECKING:
+    from .store import Store
 
 
 # ------------------------------------------------------------------------------------------ the .log
@@ -165,8 +168,19 @@ def read_existing_indexes(directory: str, base_offset: int) -> dict[str, Existin
     }
 
 
-def read_existing_txn_index(path: str, base_offset: int) -> ExistingTxnIndex:
+def read_existing_txn_index(path: str, base_offset: int, store: Store | None = None) -> ExistingTxnIndex:
     """Read a ``.txnindex`` read-only, never failing: its records, or why they cannot be read."""
+    if store is not None:
+        try:
+            data = read_file(path, store)
+        except FileNotFoundError:
+            return ExistingTxnIndex(path, False)
+        except OSError as exc:
+            return ExistingTxnIndex(path, True, error=f"cannot read {path}: {describe_error(exc)}")
+        try:
+            return ExistingTxnIndex(path, True, transaction_records(data, path), len(data))
+        except CorruptIndexError as exc:
+            return ExistingTxnIndex(path, True, bad_version=str(exc))
     if not os.path.lexists(path):
         return ExistingTxnIndex(path, False)
     try:
@@ -179,39 +193,49 @@ def read_existing_txn_index(path: str, base_offset: int) -> ExistingTxnIndex:
 
 
 # ------------------------------------------------------------------------------------ the directory
-def partition_file_names(partition_dir: str) -> list[str]:
+def partition_file_names(partition_dir: str, store: Store | None = None) -> list[str]:
     """The names in a partition directory, sorted."""
-    return sorted(os.listdir(partition_dir))
+    return sorted(os.listdir(partition_dir) if store is None else store.list_names(partition_dir))
 
 
-def snapshot_offsets(partition_dir: str | os.PathLike[str]) -> list[int]:
+def snapshot_offsets(partition_dir: str | os.PathLike[str], store: Store | None = None) -> list[int]:
     """Offsets of the ``<offset>.snapshot`` files in a partition directory, ascending."""
-    parsed = (parse_segment_name(name) for name in os.listdir(partition_dir))
+    names = os.listdir(partition_dir) if store is None else store.list_names(os.fspath(partition_dir))
+    parsed = (parse_segment_name(name) for name in names)
     return sorted(p[0] for p in parsed if p is not None and p[1] == SNAPSHOT_SUFFIX)
 
 
-def read_producer_snapshot(path: str | os.PathLike[str]) -> dict[int, int]:
+def read_producer_snapshot(path: str | os.PathLike[str], store: Store | None = None) -> dict[int, int]:
     """The open transactions of a ``.snapshot`` file (:func:`indexlib.format.producer_snapshot.parse_snapshot`)."""
     path = os.fspath(path)
-    with open(path, "rb") as f:
-        return parse_snapshot(f.read(), path)
+    return parse_snapshot(read_file(path, store), path)
 
 
 def initial_state_for(
-    partition_dir: str | os.PathLike[str], base_offset: int, log_start_offset: int
+    partition_dir: str | os.PathLike[str], base_offset: int, log_start_offset: int, store: Store | None = None
 ) -> tuple[dict[int, int], int | None]:
     """State of the first segment with ``base > L``: the newest valid snapshot with
     ``L < offset <= base``, skipping invalid ones as Kafka does. Returns (state, snapshot offset used)."""
-    for offset in reversed(snapshot_offsets(partition_dir)):
+    for offset in reversed(snapshot_offsets(partition_dir, store)):
         if log_start_offset < offset <= base_offset:
             try:
-                return read_producer_snapshot(segment_file(os.fspath(partition_dir), offset, SNAPSHOT_SUFFIX)), offset
+                path = segment_file(os.fspath(partition_dir), offset, SNAPSHOT_SUFFIX)
+                return read_producer_snapshot(path, store), offset
             except (SnapshotError, OSError):
                 continue
     return {}, None
 
 
-def read_snapshot_files(partition_dir: str, names: list[str]) -> dict[str, bytes | str]:
+def read_file(path: str, store: Store | None = None) -> bytes:
+    """A small file's bytes (a checkpoint, a snapshot): from the local disk, or through ``store``. FileNotFoundError
+    when there is none."""
+    if store is not None:
+        return store.read_bytes(path)
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def read_snapshot_files(partition_dir: str, names: list[str], store: Store | None = None) -> dict[str, bytes | str]:
     """Every ``<offset>.snapshot`` among ``names`` (the dir's listing): path -> its bytes, or why it could not
     be read."""
     found: dict[str, bytes | str] = {}
@@ -221,32 +245,29 @@ def read_snapshot_files(partition_dir: str, names: list[str]) -> dict[str, bytes
             continue
         path = os.path.join(partition_dir, name)
         try:
-            with open(path, "rb") as f:
-                found[path] = f.read()
+            found[path] = read_file(path, store)
         except OSError as exc:
             found[path] = f"cannot read {path}: {describe_error(exc)}"
     return found
 
 
-def read_leader_epoch_text(partition_dir: str) -> tuple[str, str | None, str | None]:
+def read_leader_epoch_text(partition_dir: str, store: Store | None = None) -> tuple[str, str | None, str | None]:
     """The partition's ``leader-epoch-checkpoint``: (path, its text or None when absent, why it could not be
     read or None)."""
     path = os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT)
     try:
-        with open(path, encoding="utf-8") as f:
-            return path, f.read(), None
+        return path, read_file(path, store).decode("utf-8"), None
     except FileNotFoundError:
         return path, None, None
     except (OSError, UnicodeDecodeError) as exc:
         return path, None, f"cannot read {path}: {describe_error(exc)}"
 
 
-def read_partition_topic_id(partition_dir: str) -> str | None:
+def read_partition_topic_id(partition_dir: str, store: Store | None = None) -> str | None:
     """The topic id a partition dir's ``partition.metadata`` names (``topic_id: <id>``), or None when it has none
     or it cannot be read (Kafka writes it when it creates the partition)."""
     try:
-        with open(os.path.join(partition_dir, PARTITION_METADATA), encoding="utf-8") as f:
-            text = f.read(4096)
+        text = read_file(os.path.join(partition_dir, PARTITION_METADATA), store)[:4096].decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
     for line in text.splitlines():
@@ -256,13 +277,14 @@ def read_partition_topic_id(partition_dir: str) -> str | None:
     return None
 
 
-def read_offset_checkpoint(log_dir: str, name: str) -> tuple[str, dict[tuple[str, int], int]]:
+def read_offset_checkpoint(
+    log_dir: str, name: str, store: Store | None = None
+) -> tuple[str, dict[tuple[str, int], int]]:
     """A log dir's offset checkpoint ``name``: (its path, its entries; empty when absent or 0 bytes, as Kafka
     reads it). Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when malformed."""
     path = os.path.join(log_dir, name)
     try:
-        with open(path, "rb") as f:
-            text = _checkpoint_text(f.read(), path)
+        text = _checkpoint_text(read_file(path, store), path)
     except FileNotFoundError:
         return path, {}
     return path, parse_offset_checkpoint(text, path)
@@ -281,14 +303,26 @@ def _checkpoint_text(data: bytes, path: str) -> str:
 
 #: log start offset checkpoints as parsed, by path, with the identity of the file they were parsed from
 _LOG_STARTS: dict[str, tuple[tuple[int, ...], dict[tuple[str, int], int]]] = {}
+#: the same, of log dirs read through a store (by URI)
+_STORED_LOG_STARTS: dict[str, dict[tuple[str, int], int]] = {}
 
 
-def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition: int) -> int:
+def read_log_start_offset(
+    log_dir: str | os.PathLike[str], topic: str, partition: int, store: Store | None = None
+) -> int:
     """The partition's log start offset from ``<log_dir>/log-start-offset-checkpoint`` (0 when absent).
     Raises :class:`~indexlib.format.checkpoint.CheckpointError` naming the file when it is malformed. The file
     lists every partition of its log dir and is asked once per partition: it is parsed again only when it is
     another file (Kafka replaces it by a rename) or its size or times changed."""
     path = os.path.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
+    if store is not None:  # an object store's copy does not change under a run: parsed once
+        if path not in _STORED_LOG_STARTS:
+            try:
+                data = read_file(path, store)
+            except FileNotFoundError:
+                data = b""
+            _STORED_LOG_STARTS[path] = parse_offset_checkpoint(_checkpoint_text(data, path), path)
+        return _STORED_LOG_STARTS[path].get((topic, partition), 0)
     try:
         cached = _LOG_STARTS.get(path)
         if cached is not None:  # one stat to see that it is still the file parsed
@@ -306,11 +340,15 @@ def read_log_start_offset(log_dir: str | os.PathLike[str], topic: str, partition
     return entries.get((topic, partition), 0)
 
 
-def last_offset_before_batch(log_path: str, offset: int) -> int | None:
+def last_offset_before_batch(log_path: str, offset: int, store: Store | None = None) -> int | None:
     """The last offset of the batch just before the valid batch whose base offset is ``offset`` in the ``.log``
     (None: no such batch, or it is the segment's first). Reads the whole segment's headers: for the rare check that
-    needs it (a leader epoch's start offset below its first batch)."""
-    scan = scan_log(log_path)
+    needs it (a leader epoch's start offset below its first batch). Through a ``store``, the object is read whole."""
+    if store is not None:
+        data = store.read_bytes(log_path)
+        scan = scan_buffer(data, len(data), log_path)
+    else:
+        scan = scan_log(log_path)
     found = np.flatnonzero(scan.base_offsets[: scan.batch_count] == offset)
     return int(scan.last_offsets[found[0] - 1]) if found.size and found[0] > 0 else None
 

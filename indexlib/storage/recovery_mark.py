@@ -13,6 +13,10 @@ import contextlib
 import json
 import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .store import Store
 
 from ..format.layout import RECOVERING_MARK
 from .publish import fsync_path, write_checkpoint_file
@@ -33,12 +37,15 @@ def mark_path(log_dir: str) -> str:
     return os.path.join(log_dir, RECOVERING_MARK)
 
 
-def read_mark(log_dir: str) -> RecoveringMark | None:
-    """The log dir's mark, or None when it has none."""
+def read_mark(log_dir: str, store: Store | None = None) -> RecoveringMark | None:
+    """The log dir's mark, or None when it has none (read through ``store``, or from the local disk)."""
     path = mark_path(log_dir)
     try:
-        with open(path, "rb") as f:
-            data = f.read()
+        if store is None:
+            with open(path, "rb") as f:
+                data = f.read()
+        else:
+            data = store.read_bytes(path)
     except FileNotFoundError:
         return None
     except OSError as exc:

@@ -87,6 +87,10 @@ class Store(Protocol):
         """The size of the file at ``path``; ``OSError`` when there is none or it cannot be read."""
         ...
 
+    def read_bytes(self, path: str) -> bytes:
+        """A small file's whole bytes (a checkpoint, a snapshot); ``FileNotFoundError`` when there is none."""
+        ...
+
 
 class LocalStore:
     """A local file system (and any mount): the reads of :mod:`~indexlib.storage.partition_files`."""
@@ -126,6 +130,10 @@ class LocalStore:
     def size(self, path: str) -> int:
         return os.stat(path).st_size
 
+    def read_bytes(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
 
 class UnknownStoreError(KafkaIndexError, ValueError):
     """A store spec whose scheme no store of this build serves."""
@@ -142,6 +150,11 @@ def store_for(spec: StoreSpec) -> Store:
     if spec.scheme not in SCHEMES:
         raise UnknownStoreError(f"no store for {spec.scheme}:// paths")
     return ObjectStore(spec, object_client(spec, spec.root), split_uri(spec.root)[1])
+
+
+def remote_store(spec: StoreSpec) -> Store | None:
+    """The store of ``spec`` where it is not the local file system (whose reads keep their own calls), else None."""
+    return None if spec.scheme == "file" else store_for(spec)
 
 
 def is_uri(path: str) -> bool:

@@ -521,9 +521,9 @@ def test_a_partition_is_replayed_as_soon_as_its_outcomes_are_in_and_the_report_i
     events: list[str] = []
     real_replay = runner_module.replay_outcomes
 
-    def recorded_replay(partition, outcomes, check, run_id, cluster=None):
+    def recorded_replay(partition, outcomes, check, run_id, cluster=None, store=None):
         events.append(f"replay {partition.name}")
-        return real_replay(partition, outcomes, check, run_id, cluster)
+        return real_replay(partition, outcomes, check, run_id, cluster, store)
 
     monkeypatch.setattr(runner_module, "replay_outcomes", recorded_replay)
     local = map_locally(2)
@@ -575,10 +575,10 @@ def test_a_replay_that_fails_while_the_map_goes_on_leaves_no_backup_of_a_file_it
     before = {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()}
     real_replay = runner_module.replay_outcomes
 
-    def failing_replay(partition, outcomes, check, run_id, cluster=None):
+    def failing_replay(partition, outcomes, check, run_id, cluster=None, store=None):
         if partition.name == "t-1":
             raise OSError(5, "Input/output error", partition.path)
-        return real_replay(partition, outcomes, check, run_id, cluster)
+        return real_replay(partition, outcomes, check, run_id, cluster, store)
 
     monkeypatch.setattr(runner_module, "replay_outcomes", failing_replay)
     backups = tmp_path / "backups"
@@ -639,6 +639,7 @@ def test_a_pool_whose_worker_cannot_exit_still_ends_and_leaves_no_worker():
         import os, signal, time
         from types import SimpleNamespace
         from indexlib.engine import pool
+        from indexlib.storage.store import StoreSpec
 
         def stop_the_others(batch, run_id):
             if batch[0].size == 2:  # the bigger task: the other worker is idle by the time it stops it
@@ -652,7 +653,8 @@ def test_a_pool_whose_worker_cannot_exit_still_ends_and_leaves_no_worker():
         pool.process_segments = stop_the_others
         pool.EXIT_GRACE = 0.5
         started = time.monotonic()
-        out = pool.map_locally(2)([SimpleNamespace(size=2), SimpleNamespace(size=1)], "r1")
+        local = StoreSpec()
+        out = pool.map_locally(2)([SimpleNamespace(size=2, store=local), SimpleNamespace(size=1, store=local)], "r1")
         left = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
         print(sorted(out), left, time.monotonic() - started < 30)
     """
