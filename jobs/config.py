@@ -196,13 +196,12 @@ def _in_state_dir(path: str | None) -> str | None:
 
 def parse_storage_options(pairs: list[str] | None) -> dict[str, str]:
     """``--audit-storage-option KEY=VALUE`` (repeatable) as a mapping; ConfigError for one without ``=``."""
-    options = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--audit-storage-option: expected KEY=VALUE, got {pair!r}")
-        options[key.strip()] = value
-    return options
+    from indexlib.cli import key_values
+
+    try:
+        return key_values(pairs, "--audit-storage-option")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def resolve_settings(

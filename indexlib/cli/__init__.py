@@ -32,7 +32,7 @@ if TYPE_CHECKING:
         print_report,
         write_json,
     )
-    from .run_planning import check_planned_run, run_options, store_spec
+    from .run_planning import check_planned_run, key_values, run_options, store_spec
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
     from .settings_files import (
         ClusterSettings,
@@ -52,6 +52,7 @@ _PUBLIC = {
     "run_options": "run_planning",
     "check_planned_run": "run_planning",
     "store_spec": "run_planning",
+    "key_values": "run_planning",
     "add_storage_options": "options",
     "SettingsFileError": "settings_files",
     "ClusterSettings": "settings_files",
@@ -90,6 +91,7 @@ _PUBLIC = {
 }
 __all__ = [
     "add_storage_options",
+    "key_values",
     "store_spec",
     "check_planned_run",
     "run_options",

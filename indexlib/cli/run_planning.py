@@ -12,15 +12,22 @@ from ..storage.store import LOCAL, StoreSpec, spec_for
 from .settings_files import TopicSettings
 
 
-def store_spec(paths: list[str], pairs: list[str] | None) -> StoreSpec:
-    """The store the run's ``paths`` are in, with ``--storage-option KEY=VALUE`` pairs (a ``ValueError`` naming a
-    malformed pair, or paths in two stores)."""
+def key_values(pairs: list[str] | None, flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` arguments of a repeatable ``flag`` as a mapping (a value may hold ``=``); :class:`SettingError`
+    naming the flag for a pair without ``=`` or with an empty key."""
     options = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise SettingError(f"--storage-option: expected KEY=VALUE, got {pair!r}")
+            raise SettingError(f"{flag}: expected KEY=VALUE, got {pair!r}")
         options[key.strip()] = value
+    return options
+
+
+def store_spec(paths: list[str], pairs: list[str] | None) -> StoreSpec:
+    """The store the run's ``paths`` are in, with ``--storage-option KEY=VALUE`` pairs (a ``ValueError`` naming a
+    malformed pair, or paths in two stores)."""
+    options = key_values(pairs, "--storage-option")
     spec = spec_for(paths, options)
     if options and spec == LOCAL:
         raise SettingError(
