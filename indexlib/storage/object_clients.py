@@ -1,7 +1,9 @@
 """The :class:`~indexlib.storage.object_store.ObjectClient` of each object store, through ``obstore`` (the Python
 binding of the Rust ``object_store`` crate, which delta-rs, the audit table's writer, uses too: the same storage
-options and ``AWS_*`` / ``GOOGLE_*`` / ``AZURE_*`` environment variables configure both). Chosen by measurement
-against the others (benchmarks/RESULTS.md, "Object storage libraries"); installed by the ``object-storage`` extra.
+options and ``AWS_*`` / ``GOOGLE_*`` / ``AZURE_*`` environment variables configure both), and the one of those
+compared (pyarrow.fs, fsspec/s3fs) that sends conditional ranged reads (If-Match), so a replaced object is told;
+installed by the ``object-storage`` extra. Its client is not fork-safe: a pool over object storage starts its
+workers from a fork server (``engine.pool``).
 
 Every failure becomes one :class:`~indexlib.storage.object_store.ObjectStoreError` line naming the URI.
 """
