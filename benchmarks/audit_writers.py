@@ -55,14 +55,18 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def moto_server(log_path: str | None = None) -> Iterator[str]:
+def moto_server(log_path: str | None = None, env: dict[str, str] | None = None) -> Iterator[str]:
     """A real S3 API server (``moto.server``) on 127.0.0.1 with the bucket made; yields its endpoint. Stopped by
-    its PID at the end."""
+    its PID at the end. ``env``: more of its environment (``INITIAL_NO_AUTH_ACTION_COUNT``: credentials checked
+    after that many requests)."""
     port = _free_port()
     endpoint = f"http://127.0.0.1:{port}"
     log = open(log_path or os.devnull, "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=log,
+        env={**os.environ, **(env or {})},
     )
     try:
         deadline = time.monotonic() + 30

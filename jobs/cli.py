@@ -26,6 +26,7 @@ from indexlib.cli import (
     add_run_id,
     add_selection,
     add_settings_files,
+    add_storage_options,
     add_verbosity,
     add_write_options,
     report_level,
@@ -61,8 +62,10 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         action="append",
         dest="log_dirs",
         metavar="DIR",
-        help="a Kafka log dir (repeatable; Kafka's log.dirs)",
+        help="a Kafka log dir (repeatable; Kafka's log.dirs), or a copy of one in object storage "
+        "(s3://bucket/prefix, gs://, abfs://; read-only: verify, and rebuild --output-dir)",
     )
+    add_storage_options(p)
     add_selection(p)
     add_settings_files(p)
     add_index_settings(p, None)
@@ -187,9 +190,17 @@ def build_parser() -> argparse.ArgumentParser:
 def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]:
     """A job's settings, partitions and run options from its arguments, everything checked before Spark starts:
     ``UsageError`` or a ``ValueError`` (a config, log dir or run option error) with the one line to print."""
-    from indexlib.cli import check_json_target, check_planned_run, run_options
+    from indexlib.cli import check_json_target, check_planned_run, run_options, store_spec
     from indexlib.engine import check_outside_log_dirs, log_dir_identities
-    from indexlib.storage import discover, is_partition_dir, parse_partition_filter, parse_topic_filter
+    from indexlib.storage import (
+        LOCAL,
+        discover,
+        is_partition_dir,
+        is_uri,
+        parse_partition_filter,
+        parse_topic_filter,
+        store_for,
+    )
 
     from .config import resolve_settings
 
@@ -208,18 +219,19 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
     )
     if not settings.log_dirs:
         raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")
+    store = store_spec(settings.log_dirs, args.storage_option)  # the local file system, or one bucket
     topics, partitions = parse_topic_filter(args.topics), parse_partition_filter(args.partitions)
     output_dir = getattr(args, "output_dir", None)
     if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):
         raise UsageError(f"{output_dir}: --output-dir exists and is not a directory")
     check_json_target(args.json_file)
     for log_dir in settings.log_dirs:
-        if is_partition_dir(log_dir):
+        if not is_uri(log_dir) and is_partition_dir(log_dir):
             raise UsageError(
                 f"{log_dir}: --log-dir names a partition dir; give its log dir "
                 f"{os.path.dirname(os.path.abspath(log_dir))} (and --topics/--partitions to choose)"
             )
-    found = discover(settings.log_dirs, topics, partitions)
+    found = discover(settings.log_dirs, topics, partitions, None if store == LOCAL else store_for(store))
     if not found.partitions:
         chosen = " and ".join(
             f"{flag} {value!r}"
@@ -242,7 +254,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
     if settings.audit_table is not None:
         _check_dir_can_exist(settings.audit_journal, "--audit-journal")
     topic_settings = settings.topic_settings()
-    options = run_options(args.command, args, topic_settings, settings.backup_dir)
+    options = run_options(args.command, args, topic_settings, settings.backup_dir, store)
     # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
     check_planned_run(found, options, topic_settings)
     if args.run_id is not None and not options.read_only:
@@ -251,9 +263,11 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
 
 
 def run_job(args: argparse.Namespace) -> int:
+    from indexlib.storage import ObjectStoreError
+
     try:
         settings, found, options = plan_run(args)
-    except (ValueError, UsageError) as exc:  # ConfigError, LogDirError are ValueErrors
+    except (ValueError, UsageError, ObjectStoreError) as exc:  # ConfigError, LogDirError are ValueErrors
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     for path, reason in found.skipped:
@@ -282,6 +296,7 @@ def _run_journaled(
     from pyspark.errors import PySparkException
 
     from indexlib.engine import LockedLogDirError
+    from indexlib.storage import ObjectStoreError
 
     from .pipeline import SparkJobError, run
 
@@ -309,6 +324,8 @@ def _run_journaled(
     except LockedLogDirError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except ObjectStoreError as exc:  # an executor's (or the driver's) reads of object storage failed
+        return _object_store_failed(exc)
     except (Py4JError, PySparkException, SparkJobError, OSError) as exc:
         if (stop := received()) is not None:  # SIGINT/SIGTERM, then cleaning up met a failing call to the JVM
             return _stopped(stop, options, journal)
@@ -358,6 +375,7 @@ def run_local(
     no pyspark import; the report, ``--json`` and audit rows are those of a Spark run (:func:`finish_run`)."""
     from indexlib.engine import LockedLogDirError, WorkerDiedError, map_locally
     from indexlib.engine import run as run_engine
+    from indexlib.storage import ObjectStoreError
 
     try:  # main's stop_on_signals is in place (no Spark replaced its handler)
         report = run_engine(found, options, settings.for_topic, map_locally(args.jobs), journal)
@@ -369,12 +387,21 @@ def run_local(
     except WorkerDiedError as exc:  # as a killed Spark executor: the map stopped, the run swept what it staged
         print(f"{PROG}: error: {exc} (run it again)", file=sys.stderr)
         return 1
+    except ObjectStoreError as exc:
+        return _object_store_failed(exc)
     except OSError as exc:  # a run lock or the journal could not be written: nothing more was replaced
         print(
             f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
         )
         return 1
     return finish_run(args, report, settings, journal, None)
+
+
+def _object_store_failed(exc: Exception) -> int:
+    """One line for a run whose reads of object storage failed (endpoint, credentials, an object that changed): it
+    stopped before its commit, so nothing was written; exit 2, as ``python -m indexlib`` says it."""
+    print(f"{PROG}: error: {exc}; the run stopped, nothing was written", file=sys.stderr)
+    return 2
 
 
 def _stopped(exc: KeyboardInterrupt, options: RunOptions | None = None, journal: AuditJournal | None = None) -> int:

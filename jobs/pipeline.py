@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import heapq
+import re
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -31,7 +32,7 @@ from indexlib.engine import (
 )
 from indexlib.engine import run as run_engine
 from indexlib.format import describe_error
-from indexlib.storage import Discovery, sync_for_task, sync_roots
+from indexlib.storage import Discovery, ObjectStoreError, sync_for_task, sync_roots
 
 from .config import Settings
 
@@ -121,6 +122,8 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
             stop_job(sc, group)
             if isinstance(exc, OSError):  # a socket to the JVM, never a file of the run: the JVM is gone
                 raise SparkJobError(f"lost the connection to Spark's JVM ({describe_error(exc)})") from None
+            if isinstance(exc, Exception) and (line := object_store_failure(exc)) is not None:
+                raise ObjectStoreError(line) from None
             raise
         finally:
             if progress is not None:
@@ -130,6 +133,18 @@ def spark_map(sc: SparkContext, bytes_per_task: int, progress: Progress | None =
                     sc.setLocalProperty(key, None)  # type: ignore[arg-type]  # None unsets it
 
     return map_segments
+
+
+#: how an executor's :class:`~indexlib.storage.ObjectStoreError` (or a subclass) ends the Python traceback Spark
+#: sends back to the driver as text
+_OBJECT_STORE_FAILURE = re.compile(r"^(?:[\w.]+\.)?(?:ObjectStoreError|ObjectChangedError): (.+)$", re.MULTILINE)
+
+
+def object_store_failure(exc: Exception) -> str | None:
+    """The message of the object-storage failure that failed a Spark job (its executors' tracebacks reach the
+    driver as text inside the job's error), or None when object storage was not why."""
+    found = _OBJECT_STORE_FAILURE.findall(str(exc))
+    return found[-1].strip() if found else None
 
 
 def stop_job(sc: SparkContext, group: str, wait: float = 15.0) -> None:

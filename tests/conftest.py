@@ -4,6 +4,7 @@ run started."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -13,6 +14,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from indexlib.format import scan_kernel
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 KAFKA_REAL = PROJECT_ROOT.parent / "shared" / "fixtures" / "kafka-real"
@@ -272,3 +275,63 @@ def damage_log_dir(log_dir: Path, case: str) -> None:
             for i in range(6)
         )  # fmt: skip
         (refused / "00000000000000000000.log").write_bytes(data)
+
+
+# ------------------------------------------------------------------------------ object storage (moto's S3 server)
+#: the bucket the object-storage tests put log dirs in
+S3_BUCKET = "broker-copies"
+
+#: the marks of a test that reads log dirs from moto's real S3 API server
+needs_object_storage = [
+    pytest.mark.skipif(
+        importlib.util.find_spec("moto") is None or importlib.util.find_spec("boto3") is None,
+        reason="needs moto[server] and boto3 (the spark-test extra) for a real S3 API",
+    ),
+    pytest.mark.skipif(importlib.util.find_spec("obstore") is None, reason="needs obstore (the object-storage extra)"),
+    pytest.mark.skipif(
+        scan_kernel.kernel_for(None) is None,
+        reason="object storage is read through the compiled scan kernel only (not built, or the pure-Python pass)",
+    ),
+]
+
+
+def moto_server(log_path: str | None = None, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """moto's S3 server on 127.0.0.1 (as the benchmarks start it: ``benchmarks/audit_writers.py``)."""
+    import sys
+
+    sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+    import audit_writers
+
+    return audit_writers.moto_server(log_path, env)
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory):
+    """moto's server for the whole session, :data:`S3_BUCKET` made: (storage options, a boto3 client)."""
+    import sys
+
+    import boto3
+
+    sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
+    import audit_writers
+
+    with moto_server(str(tmp_path_factory.mktemp("moto") / "moto.log")) as endpoint:
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )  # fmt: skip
+        client.create_bucket(Bucket=S3_BUCKET)
+        yield audit_writers.s3_options(endpoint), client
+
+
+def upload(client, root: Path, prefix: str) -> str:  # type: ignore[no-untyped-def]
+    """Every file under ``root`` as an object of :data:`S3_BUCKET` under ``prefix``, laid out as on disk; its URI."""
+    for path in sorted(root.rglob("*")):
+        if path.is_file():
+            client.upload_file(str(path), S3_BUCKET, f"{prefix}/{path.relative_to(root)}")
+    return f"s3://{S3_BUCKET}/{prefix}"
+
+
+def storage_flags(options: dict[str, str]) -> list[str]:
+    """``--storage-option KEY=VALUE`` for each option."""
+    return [flag for key, value in options.items() for flag in ("--storage-option", f"{key}={value}")]

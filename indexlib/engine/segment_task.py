@@ -209,8 +209,9 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     # read when checked, and when written in place (an index that is its rebuild then zeros is only cut)
     read_indexes = task.check or (task.stage != "none" and target_dir == task.partition_dir and task.may_cut)
     reads = store.read_segment(
-        task.log_path, task.partition_dir, task.base_offset, task.index_interval_bytes, read_indexes, task.check
-    )
+        task.log_path, task.partition_dir, task.base_offset, task.index_interval_bytes, read_indexes, task.check,
+        task.size,
+    )  # fmt: skip
     summary, existing, zero_tail = reads.summary, reads.existing, reads.zero_tail
     plan = plan_segment(summary, task.segment_index_bytes)
     if task.check:

@@ -21,7 +21,9 @@ from .discovery import (
 )
 from .file_system_sync import for_task as sync_for_task
 from .file_system_sync import roots as sync_roots
+from .object_store import ObjectChangedError, ObjectStoreError
 from .publish import fsync_path
+from .store import LOCAL, StoreSpec, is_uri, store_for
 
 __all__ = [
     "ClusterMetadataError",
@@ -30,6 +32,10 @@ __all__ = [
     "Discovery",
     "LogDirError",
     "LogDirMeta",
+    "LOCAL",
+    "ObjectChangedError",
+    "ObjectStoreError",
+    "StoreSpec",
     "Partition",
     "PartitionFilterError",
     "discover",
@@ -39,7 +45,9 @@ __all__ = [
     "parse_topic_filter",
     "read_log_dir_meta",
     "sync_for_task",
+    "store_for",
     "sync_roots",
+    "is_uri",
 ]
 
 

@@ -64,6 +64,8 @@ class ObjectClient(Protocol):
     """The requests :class:`ObjectStore` makes, in one bucket (``key`` without it). Failures raise
     :class:`ObjectStoreError` (naming the URI); a missing object is ``None`` where a method says so."""
 
+    root: str  # the bucket's URI (``s3://bucket``): a key's URI is ``root/key``
+
     def list(self, prefix: str) -> Iterator[tuple[str, int]]:
         """Every key under ``prefix`` (recursively) and its size, in any order."""
         ...
@@ -122,6 +124,12 @@ class ObjectSource:
             for old in [i for i in self._chunks if i < index - 1]:
                 self._chunks.pop(old).cancel()
         data = current.result()
+        expected = min(self.meta.size, (index + 1) * self.chunk) - index * self.chunk
+        if len(data) != expected:  # a response cut short: never scanned as the object's end (a torn tail)
+            raise ObjectStoreError(
+                f"{self.client.root}/{self.key}: a ranged read of bytes {index * self.chunk}-{index * self.chunk + expected} "
+                f"returned {len(data)} bytes"
+            )
         at = offset - index * self.chunk
         n = max(0, min(len(buffer), len(data) - at))
         buffer[:n] = data[at : at + n]
@@ -213,11 +221,17 @@ class ObjectStore:
         index_interval_bytes: int,
         read_indexes: bool,
         probe: bool,
+        listed_size: int | None = None,
     ) -> SegmentReads:
-        existing = self.read_indexes(partition_dir, base_offset) if read_indexes else None
-        probes = probes_for(existing, base_offset) if probe and existing is not None else NO_PROBES
         key = self._key(log_path)
         meta = self.client.head(key)
+        if meta is not None and listed_size is not None and meta.size != listed_size:
+            raise ObjectChangedError(
+                f"{log_path}: the object changed since the log dir was listed ({listed_size} bytes then, "
+                f"{meta.size} now)"
+            )
+        existing = self.read_indexes(partition_dir, base_offset) if read_indexes else None
+        probes = probes_for(existing, base_offset) if probe and existing is not None else NO_PROBES
         if meta is None:
             summary = unreadable_summary(
                 log_path, base_offset, index_interval_bytes, FileNotFoundError(2, "No such object", log_path)

@@ -61,10 +61,12 @@ class Store(Protocol):
         index_interval_bytes: int,
         read_indexes: bool,
         probe: bool,
+        listed_size: int | None = None,
     ) -> SegmentReads:
         """Read a segment once: its existing indexes when ``read_indexes``, its ``.log`` scanned (probed for the
         existing entries' lookups when ``probe``), its zero tail, its index files' sizes. Never raises on bad file
-        contents or an unreadable file: the result says it."""
+        contents or an unreadable file: the result says it. ``listed_size``: the ``.log``'s size when discovery
+        listed it (a local ``.log`` may grow since, an active segment; an object must not change)."""
         ...
 
     def read_indexes(self, partition_dir: str, base_offset: int) -> dict[str, ExistingIndex]:
@@ -105,6 +107,7 @@ class LocalStore:
         index_interval_bytes: int,
         read_indexes: bool,
         probe: bool,
+        listed_size: int | None = None,
     ) -> SegmentReads:
         existing = read_existing_indexes(partition_dir, base_offset) if read_indexes else None
         probes = probes_for(existing, base_offset) if probe and existing is not None else NO_PROBES

@@ -5,7 +5,6 @@ faults: an object replaced while it is read, a missing ``.log``, an endpoint whe
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import socket
@@ -17,52 +16,18 @@ from pathlib import Path
 import pytest
 
 from indexlib.engine import rebuild_partition
-from indexlib.format import scan_kernel
 from indexlib.storage.discovery import discover
 from indexlib.storage.object_store import CHUNK, ObjectChangedError, ObjectSource, ObjectStoreError
 from indexlib.storage.store import LOCAL, StoreSpec, UnknownStoreError, spec_for, store_for
 from indexlib.testing.generate import generate_partition
 
-from ..conftest import KAFKA_REAL, PROJECT_ROOT
+from ..conftest import KAFKA_REAL, PROJECT_ROOT, S3_BUCKET, needs_object_storage, storage_flags, upload
 
 sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
-import audit_writers  # noqa: E402  (moto's server on 127.0.0.1, as the audit benchmarks start it)
+import audit_writers  # noqa: E402  (moto's S3 options, as the audit benchmarks give them)
 
-pytestmark = [
-    pytest.mark.skipif(
-        importlib.util.find_spec("moto") is None or importlib.util.find_spec("boto3") is None,
-        reason="needs moto[server] and boto3 (the spark-test extra) for a real S3 API",
-    ),
-    pytest.mark.skipif(importlib.util.find_spec("obstore") is None, reason="needs obstore (the object-storage extra)"),
-    pytest.mark.skipif(
-        scan_kernel.kernel_for(None) is None, reason="object storage is read through the compiled kernel only"
-    ),
-]
-
-BUCKET = "broker-copies"
-
-
-@pytest.fixture(scope="module")
-def s3(tmp_path_factory):
-    """moto's server, a bucket, and a client to put objects with: (storage options, boto3 client)."""
-    import boto3
-
-    with audit_writers.moto_server(str(tmp_path_factory.mktemp("moto") / "moto.log")) as endpoint:
-        options = audit_writers.s3_options(endpoint)
-        client = boto3.client(
-            "s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
-            region_name="us-east-1",
-        )  # fmt: skip
-        client.create_bucket(Bucket=BUCKET)
-        yield options, client
-
-
-def upload(client, root: Path, prefix: str) -> str:
-    """Every file under ``root`` as an object under ``prefix``, laid out as on disk; the prefix's URI."""
-    for path in sorted(root.rglob("*")):
-        if path.is_file():
-            client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(root)}")
-    return f"s3://{BUCKET}/{prefix}"
+pytestmark = needs_object_storage
+BUCKET = S3_BUCKET
 
 
 @pytest.fixture(scope="module")
@@ -202,10 +167,6 @@ def indexlib_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Co
         [sys.executable, "-m", "indexlib", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
         env=env,
     )  # fmt: skip
-
-
-def storage_flags(options: dict[str, str]) -> list[str]:
-    return [flag for key, value in options.items() for flag in ("--storage-option", f"{key}={value}")]
 
 
 def findings_of(report: dict, root: str) -> list[tuple[str, str]]:
