@@ -11,6 +11,7 @@ Every failure becomes one :class:`~indexlib.storage.object_store.ObjectStoreErro
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -110,10 +111,21 @@ class ObstoreClient:
             raise self._fail(key, exc) from None
 
 
+_SERVICE_ERROR = re.compile(r"<Code>([^<]*)</Code>\s*<Message>([^<]*)</Message>")
+_ELAPSED = re.compile(r" in [0-9.]+[mµn]?s\b")
+
+
 def _line(exc: BaseException) -> str:
-    """An obstore error as one line: its first line, which names the operation and the cause."""
+    """An obstore error as one line: its first line, which names the operation and the cause, with the service's
+    own error code and message in place of the XML body it quotes (``InvalidAccessKeyId: ...``)."""
     text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.splitlines()[0].split())
+    line = _ELAPSED.sub("", text.splitlines()[0].split("<?xml", 1)[0]).rstrip(": ")
+    service = _SERVICE_ERROR.search(text)
+    if service is not None:
+        line += f": {service.group(1)}: {service.group(2)}"
+    elif "kind: Timeout" in text:  # said only in the error's debug text
+        line += " (timed out; the storage options timeout and connect_timeout set how long)"
+    return " ".join(line.split())
 
 
 def object_client(spec: StoreSpec, uri: str) -> ObstoreClient:

@@ -259,3 +259,84 @@ def test_storage_options_from_the_environment_and_bad_ones(generated, s3):
     assert local.returncode == 2 and "--storage-option is for log dirs in object storage" in local.stderr
     dead = indexlib_cli("verify", uri, *storage_flags({**s3[0], "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}))
     assert dead.returncode == 2 and len(dead.stderr.strip().splitlines()) == 1 and "Traceback" not in dead.stderr
+
+
+# ------------------------------------------------------------------------------------------------ faults
+def test_bad_credentials_are_one_line_naming_the_service_error(tmp_path):
+    """moto checking credentials (after its first request, which makes the bucket): keys it does not know are
+    refused, and the run says so in one line with S3's own error code, exit 2, no traceback."""
+    import boto3
+
+    from ..conftest import moto_server
+
+    with moto_server(str(tmp_path / "moto.log"), {"INITIAL_NO_AUTH_ACTION_COUNT": "2"}) as endpoint:
+        client = boto3.client(
+            "s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
+            region_name="us-east-1",
+        )  # fmt: skip
+        client.put_object(Bucket=audit_writers.BUCKET, Key="logs/orders-0/00000000000000000000.log", Body=b"")
+        uri = f"s3://{audit_writers.BUCKET}/logs"
+        done = indexlib_cli("verify", uri, *storage_flags(audit_writers.s3_options(endpoint)))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"python -m indexlib: error: {uri}/: ") and "403 Forbidden: InvalidAccessKeyId: " in line
+
+
+def test_an_endpoint_that_never_answers_times_out_in_one_line(tmp_path):
+    """A server that accepts connections and never answers: every request times out (``--storage-option
+    timeout=1s``), the retries are bounded (3), and the run ends in one line saying it timed out."""
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(server.accept()[0])
+            except OSError:  # closed at the end
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        options = audit_writers.s3_options(f"http://127.0.0.1:{server.getsockname()[1]}")
+        started = time.monotonic()
+        done = indexlib_cli("verify", f"s3://{BUCKET}/logs", *storage_flags({**options, "timeout": "1s"}))
+        elapsed = time.monotonic() - started
+    finally:
+        server.close()
+        for connection in held:
+            connection.close()
+    assert done.returncode == 2 and elapsed < 30
+    (line,) = done.stderr.strip().splitlines()
+    assert "after 3 retries" in line and "timed out" in line
+    assert len(held) == 4  # the first request and its 3 retries
+
+
+class _CutShort:
+    """The real client (moto's), except that its ranged reads return a byte less than asked: a response cut short,
+    which a real server gives only on a broken connection (moto cannot be made to), hence this wrapper."""
+
+    def __init__(self, client) -> None:
+        self.client, self.root = client, client.root
+
+    def __getattr__(self, name: str):
+        return getattr(self.client, name)
+
+    def get_range(self, key: str, start: int, end: int, version: str) -> bytes:
+        return self.client.get_range(key, start, end, version)[:-1]
+
+
+def test_a_ranged_read_cut_short_is_an_error_never_a_torn_tail(generated, s3):
+    """Fewer bytes than the range asked (the object's size per its HEAD) would scan as a torn ``.log``: a finding
+    of damage that is not there. It is a failed read instead."""
+    from indexlib.storage.object_store import ObjectStore
+
+    _, uri = generated
+    real = store_for(spec_for([uri], s3[0]))
+    store = ObjectStore(real.spec, _CutShort(real.client), real.bucket)
+    log = f"{uri}/orders-1/00000000000000000000.log"
+    with pytest.raises(ObjectStoreError, match=rf"{log}: a ranged read of bytes 0-\d+ returned \d+ bytes"):
+        store.read_segment(log, f"{uri}/orders-1", 0, 4096, True, True)
