@@ -185,6 +185,7 @@ def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> 
         "{recovery-point,log-start,replication,cleaner}-offset-checkpoint",
     )
     dump.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
+    add_storage_options(dump)
     dump.add_argument(
         "--deep-iteration", action="store_true", help="also each record of a .log: offset, timestamp, sizes, headers"
     )

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import numpy as np
 
@@ -199,6 +199,24 @@ class ObjectStore:
         if data is None:
             raise FileNotFoundError(2, "No such object", path)
         return data
+
+    def copy_to(self, path: str, target: BinaryIO, limit: int | None = None) -> int:
+        """Write the object at ``path`` (its first ``limit`` bytes) into ``target`` in ranged reads of
+        :data:`CHUNK` bytes, each naming the version the ``HEAD`` saw; the object's whole size. ``FileNotFoundError``
+        when there is no object."""
+        key = self._key(path)
+        meta = self.client.head(key)
+        if meta is None:
+            raise FileNotFoundError(2, "No such object", path)
+        end = meta.size if limit is None else min(meta.size, limit)
+        for at in range(0, end, CHUNK):
+            data = self.client.get_range(key, at, min(end, at + CHUNK), meta.version)
+            if len(data) != min(end, at + CHUNK) - at:
+                raise ObjectStoreError(
+                    f"{path}: a ranged read of bytes {at}-{min(end, at + CHUNK)} returned {len(data)} bytes"
+                )
+            target.write(data)
+        return meta.size
 
     # ---------------------------------------------------------------------------------------- a segment
     def read_indexes(self, partition_dir: str, base_offset: int) -> dict[str, ExistingIndex]:

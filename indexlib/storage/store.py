@@ -11,9 +11,12 @@ then staging. :class:`LocalStore` is a local file system, with the same reads an
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from ..format.errors import KafkaIndexError
 from ..recovery.checks import has_invalid_tail
@@ -93,6 +96,10 @@ class Store(Protocol):
         """A small file's whole bytes (a checkpoint, a snapshot); ``FileNotFoundError`` when there is none."""
         ...
 
+    def copy_to(self, path: str, target: BinaryIO, limit: int | None = None) -> int:
+        """Write the file at ``path`` (its first ``limit`` bytes) into ``target``; the file's whole size."""
+        ...
+
 
 class LocalStore:
     """A local file system (and any mount): the reads of :mod:`~indexlib.storage.partition_files`."""
@@ -136,6 +143,36 @@ class LocalStore:
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
+
+    def copy_to(self, path: str, target: BinaryIO, limit: int | None = None) -> int:
+        written = 0
+        with open(path, "rb") as f:
+            while limit is None or written < limit:
+                data = f.read(1 << 20 if limit is None else min(1 << 20, limit - written))
+                if not data:
+                    break
+                target.write(data)
+                written += len(data)
+            return os.fstat(f.fileno()).st_size
+
+
+@contextmanager
+def local_copy(spec: StoreSpec, path: str, limit: int | None = None) -> Iterator[str]:
+    """A local file holding the file at ``path`` of the store of ``spec`` (for a tool that reads one file whole, as
+    ``dump`` does): the path itself on the local file system; else the object's bytes (its first ``limit``) copied
+    into a private temporary dir, under the object's own name, the file as long as the object (a hole past
+    ``limit``, never read), and removed when the block ends."""
+    if spec.scheme == "file":
+        yield path
+        return
+    store = store_for(spec)
+    with tempfile.TemporaryDirectory(prefix="kafka-index-object-") as directory:
+        local = os.path.join(directory, path.rstrip("/").rsplit("/", 1)[-1])
+        with open(local, "wb") as target:
+            size = store.copy_to(path, target, limit)
+            if limit is not None and size > limit:  # the file's own size, as a hole past ``limit`` (never read)
+                target.truncate(size)
+        yield local
 
 
 class UnknownStoreError(KafkaIndexError, ValueError):

@@ -340,3 +340,47 @@ def test_a_ranged_read_cut_short_is_an_error_never_a_torn_tail(generated, s3):
     log = f"{uri}/orders-1/00000000000000000000.log"
     with pytest.raises(ObjectStoreError, match=rf"{log}: a ranged read of bytes 0-\d+ returned \d+ bytes"):
         store.read_segment(log, f"{uri}/orders-1", 0, 4096, True, True)
+
+
+# ------------------------------------------------------------------------------------------------ dump
+@pytest.mark.skipif(not KAFKA_REAL.is_dir(), reason="needs ../shared/fixtures/kafka-real (real brokers' segments)")
+def test_dump_of_an_object_prints_what_the_dump_of_the_file_prints(s3, capsys):
+    """Every kind of file ``dump`` reads (segment files, a producer snapshot, checkpoints; text, JSON, records up to
+    ``--max-bytes``), from a real broker's log dir in the bucket: the same output as the local file's, the URI in
+    place of the path."""
+    from indexlib.cli.main import main
+
+    logs = KAFKA_REAL / "local-apache-kafka-4.1.0"
+    uri = upload(s3[1], logs, "dump/local-apache-kafka-4.1.0")
+    chosen = [p for p in sorted(logs.rglob("*")) if p.is_file() and "_rebuilt_by" not in str(p)]
+    kinds = {p.suffix or p.name for p in chosen}
+    assert {".log", ".index", ".timeindex", ".snapshot", "leader-epoch-checkpoint"} <= kinds
+    compared = 0
+    for path in chosen:
+        if path.name in ("MANIFEST.json", "meta.properties", "partition.metadata", ".lock") or path.suffix == ".json":
+            continue
+        remote = f"{uri}/{path.relative_to(logs)}"
+        for extra in ([], ["--json"], ["--deep-iteration", "--max-bytes", "5000"] if path.suffix == ".log" else []):
+            local_code = main(["dump", str(path), *extra])
+            local = capsys.readouterr()
+            remote_code = main(["dump", remote, *extra, *storage_flags(s3[0])])
+            got = capsys.readouterr()
+            assert remote_code == local_code, (remote, got.err)
+            assert got.out.replace(remote, "FILE") == local.out.replace(str(path), "FILE"), (remote, extra)
+            assert got.err.replace(remote, "FILE") == local.err.replace(str(path), "FILE"), (remote, extra)
+            compared += 1
+    assert compared > 30
+
+
+def test_dump_of_objects_refuses_what_it_cannot_do_in_one_line(generated, s3, capsys):
+    from indexlib.cli.main import main
+
+    logs, uri = generated
+    missing = f"{uri}/orders-1/00000000000000000000.index"  # deleted before the upload
+    assert main(["dump", missing, *storage_flags(s3[0])]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"python -m indexlib: error: {missing}: No such object"]
+    one = f"{uri}/orders-0/00000000000000000000.index"
+    assert main(["dump", "--check", one, *storage_flags(s3[0])]) == 2
+    assert "--check reads index files on a local disk" in capsys.readouterr().err
+    assert main(["dump", one, str(logs / "orders-0" / "00000000000000000000.index"), *storage_flags(s3[0])]) == 2
+    assert "paths in more than one store" in capsys.readouterr().err

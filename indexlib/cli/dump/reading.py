@@ -28,10 +28,19 @@ def check_regular(path: str) -> os.stat_result:
     return st
 
 
-def read_dump(path: str | os.PathLike[str], options: DumpOptions = DEFAULT_OPTIONS) -> FileDump:
+def read_dump(
+    path: str | os.PathLike[str], options: DumpOptions = DEFAULT_OPTIONS, shown: str | None = None
+) -> FileDump:
     """Open one segment, snapshot or checkpoint file read-only and read everything a dump shows (``options`` matter
-    for a ``.log``)."""
+    for a ``.log``); the dump names the file ``shown`` when given (an object's URI, for its local copy)."""
     path = os.fspath(path)
+    dump = _read_dump(path, options)
+    if shown is not None:
+        dump.summary["file"] = shown
+    return dump
+
+
+def _read_dump(path: str, options: DumpOptions) -> FileDump:
     base_offset, kind = dump_kind(path)
     check_regular(path)
     if kind == "leader_epoch_checkpoint":

@@ -179,9 +179,16 @@ def iter_json(dump: FileDump | Mapping[str, Any], indent: int | None = None) -> 
     yield "\n], " + json.dumps("problems") + ": " + json.dumps(dump.summary["problems"]) + "}"
 
 
-def write_dump(path: str | os.PathLike[str], as_json: bool, out: TextIO, options: DumpOptions = DEFAULT_OPTIONS) -> int:
-    """Dump one file to ``out`` as text or JSON, streamed; exit code 1 when the file has problems."""
-    dump = read_dump(path, options)
+def write_dump(
+    path: str | os.PathLike[str],
+    as_json: bool,
+    out: TextIO,
+    options: DumpOptions = DEFAULT_OPTIONS,
+    shown: str | None = None,
+) -> int:
+    """Dump one file to ``out`` as text or JSON, streamed (naming it ``shown`` when given); exit code 1 when the
+    file has problems."""
+    dump = read_dump(path, options, shown)
     if as_json:
         _write_chunks(out, iter_json(dump), "")
         out.write("\n")
