@@ -63,7 +63,7 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         dest="log_dirs",
         metavar="DIR",
         help="a Kafka log dir (repeatable; Kafka's log.dirs), or a copy of one in object storage "
-        "(s3://bucket/prefix, gs://, abfs://; read-only: verify, and rebuild --output-dir)",
+        "(s3://bucket/prefix, gs://, abfs://; read-only there: verify, and rebuild into another dir)",
     )
     add_storage_options(p)
     add_selection(p)
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
 def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]:
     """A job's settings, partitions and run options from its arguments, everything checked before Spark starts:
     ``UsageError`` or a ``ValueError`` (a config, log dir or run option error) with the one line to print."""
-    from indexlib.cli import check_json_target, check_planned_run, run_options, store_spec
+    from indexlib.cli import check_json_target, check_planned_run, run_options
     from indexlib.engine import check_outside_log_dirs, log_dir_identities
     from indexlib.storage import (
         LOCAL,
@@ -216,10 +216,11 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         backup_dir=getattr(args, "backup_dir", None),
         audit_storage_options=args.audit_storage_option,
         cluster_metadata=args.cluster_metadata,
+        storage_options=getattr(args, "storage_option", None),
     )
     if not settings.log_dirs:
         raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")
-    store = store_spec(settings.log_dirs, args.storage_option)  # the local file system, or one bucket
+    store = settings.store
     topics, partitions = parse_topic_filter(args.topics), parse_partition_filter(args.partitions)
     output_dir = getattr(args, "output_dir", None)
     if output_dir and os.path.exists(output_dir) and not os.path.isdir(output_dir):

@@ -27,6 +27,7 @@ from indexlib.cli import (
     read_mapping,
     read_server_properties,
     read_topic_config,
+    store_spec,
 )
 from indexlib.recovery import (
     DEFAULT_INDEX_INTERVAL_BYTES,
@@ -35,7 +36,7 @@ from indexlib.recovery import (
     SettingError,
     check_index_setting,
 )
-from indexlib.storage import ClusterMetadataError
+from indexlib.storage import LOCAL, ClusterMetadataError, StoreSpec, remote_store
 
 
 def conf_dir() -> Path:
@@ -82,6 +83,7 @@ class Settings:
     spark_app_name: str = "kafka-index-rebuild"
     spark_conf: dict[str, str] = field(default_factory=dict)
     cluster: ClusterSettings | None = None  # the cluster's metadata, when read
+    store: StoreSpec = LOCAL  # where the log dirs are: the local file system, or a bucket
     defaults_from: dict[str, str] = field(default_factory=dict)  # the layer each of ``defaults`` came from
     topic_config: str | None = None
 
@@ -217,9 +219,11 @@ def resolve_settings(
     backup_dir: str | None = None,
     audit_storage_options: list[str] | None = None,
     cluster_metadata: str | None = None,
+    storage_options: list[str] | None = None,
 ) -> Settings:
     """Merge every layer (see the module docstring). ``audit_table="none"`` disables auditing;
-    ``cluster_metadata``: ``--cluster-metadata`` (default: found in the log dirs or ``metadata.log.dir``)."""
+    ``cluster_metadata``: ``--cluster-metadata`` (default: found in the log dirs or ``metadata.log.dir``);
+    ``storage_options``: ``--storage-option KEY=VALUE`` of log dirs in object storage."""
     conf = load_config_file(config_file)
     base = {"index_interval_bytes": conf["index_interval_bytes"], "segment_index_bytes": conf["segment_index_bytes"]}
     kafka = {"index_interval_bytes": DEFAULT_INDEX_INTERVAL_BYTES, "segment_index_bytes": DEFAULT_SEGMENT_INDEX_BYTES}
@@ -235,8 +239,9 @@ def resolve_settings(
             metadata_dir = metadata_log_dir(server_properties)
     if log_dirs:
         dirs = list(log_dirs)
+    store = store_spec(dirs, storage_options)  # the local file system, or the one bucket of the log dirs
     with _as_config_error():
-        cluster = load_cluster_settings(dirs, cluster_metadata, metadata_dir) if dirs else None
+        cluster = load_cluster_settings(dirs, cluster_metadata, metadata_dir, remote_store(store)) if dirs else None
     cli = {}
     for name, value in (("index_interval_bytes", index_interval_bytes), ("segment_index_bytes", segment_index_bytes)):
         if value is not None:
@@ -258,6 +263,7 @@ def resolve_settings(
         spark_app_name=conf["spark"]["app_name"],
         spark_conf=dict(conf["spark"]["conf"]),
         cluster=cluster,
+        store=store,
         defaults_from=defaults_from,
         topic_config=topic_config,
     )

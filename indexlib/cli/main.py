@@ -67,7 +67,7 @@ from ..storage.discovery import (
 )
 from ..storage.locks import LockedLogDirError, log_dir_is_locked
 from ..storage.object_store import ObjectStoreError
-from ..storage.store import LOCAL, StoreSpec, is_uri, store_for
+from ..storage.store import LOCAL, StoreSpec, remote_store, store_for
 from .options import (
     add_broker_id,
     add_dump_command,
@@ -196,14 +196,8 @@ def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str], 
         if not paths:
             raise InputError("no PATH: give a partition dir or a log dir, or --server-properties FILE with log.dirs")
         store = store_spec(paths, args.storage_option)
-        # the metadata log is looked for on local disks only (one in object storage is named with --cluster-metadata)
-        local = [p for p in paths if not is_uri(p)]
-        cluster = (
-            load_cluster_settings(local, args.cluster_metadata, metadata_dir)
-            if local or args.cluster_metadata
-            else None
-        )
-    except (SettingError, SettingsFileError, ClusterMetadataError) as exc:
+        cluster = load_cluster_settings(paths, args.cluster_metadata, metadata_dir, remote_store(store))
+    except (SettingError, SettingsFileError, ClusterMetadataError, ObjectStoreError) as exc:
         raise InputError(str(exc)) from None
     return (
         TopicSettings(

@@ -34,6 +34,7 @@ from ..storage.discovery import read_log_dir_meta
 
 if TYPE_CHECKING:
     from ..format.cluster_metadata import ClusterFacts, ClusterMetadata
+    from ..storage.store import Store
 
 #: the partition dir of KRaft's metadata log inside a metadata log dir
 CLUSTER_METADATA_DIR = partition_name(CLUSTER_METADATA_TOPIC, 0)
@@ -284,13 +285,23 @@ def cluster_settings(metadata: ClusterMetadata, source: str, broker_id: int | No
     return ClusterSettings(source, broker_id, per_topic, broker, metadata, invalid)
 
 
+def _split(path: str) -> tuple[str, str]:
+    """(parent dir, name) of a local path or a URI (whose ``//`` a normpath would fold)."""
+    if "://" in path:
+        parent, _, name = path.rstrip("/").rpartition("/")
+        return parent, name
+    normal = os.path.normpath(path)
+    return os.path.dirname(normal), os.path.basename(normal)
+
+
 def load_cluster_settings(
-    paths: list[str], named: str | None = None, metadata_dir: str | None = None
+    paths: list[str], named: str | None = None, metadata_dir: str | None = None, store: Store | None = None
 ) -> ClusterSettings | None:
     """The settings of the cluster's metadata: ``named`` (``--cluster-metadata``: a ``__cluster_metadata-0`` dir,
     or a log dir holding one; ``none``: not read), else the first of ``metadata_dir`` (``metadata.log.dir``) and
     the log dirs of ``paths`` (a partition dir's parent) that holds one; None where none does (a ZooKeeper-era
-    broker, a copy without it). The broker is the one whose ``meta.properties`` is beside the metadata."""
+    broker, a copy without it). The broker is the one whose ``meta.properties`` is beside the metadata. ``store``:
+    where ``paths`` and ``named`` are when not on the local disk (a copy of a log dir in object storage)."""
     if named is not None and named.strip().lower() == "none":
         return None
     from ..storage.cluster_metadata_files import find_cluster_metadata  # its reader, only when there is metadata
@@ -298,31 +309,31 @@ def load_cluster_settings(
     if named is not None:
         if not named.strip():
             raise SettingsFileError("--cluster-metadata: an empty path (give a dir, or none)")
-        if not os.path.isdir(named):
-            why = "not a directory" if os.path.lexists(named) else "no such directory"
-            raise SettingsFileError(f"{named}: --cluster-metadata: {why}")
-        found = (
-            named
-            if os.path.basename(os.path.normpath(named)) == CLUSTER_METADATA_DIR
-            else find_cluster_metadata([named])
-        )
+        if not (os.path.isdir(named) if store is None else store.is_dir(named)):
+            exists = os.path.lexists(named) if store is None else store.exists(named)
+            raise SettingsFileError(
+                f"{named}: --cluster-metadata: {'not a directory' if exists else 'no such directory'}"
+            )
+        found = named if _split(named)[1] == CLUSTER_METADATA_DIR else find_cluster_metadata([named], store)
         if found is None:
             raise SettingsFileError(f"{named}: --cluster-metadata: no KRaft metadata ({CLUSTER_METADATA_DIR}) there")
     else:
+        if store is not None:  # a copy in object storage: a broker's metadata.log.dir is on its own disk, not there
+            metadata_dir = None
         if metadata_dir and not os.path.isdir(metadata_dir):
             raise SettingsFileError(f"{metadata_dir}: metadata.log.dir of --server-properties is not a directory")
         candidates = [metadata_dir] if metadata_dir else []
         for path in paths:  # a log dir, or a partition dir inside one
-            parent = os.path.dirname(os.path.normpath(path))
-            is_partition = parse_partition_dir_name(os.path.basename(os.path.normpath(path))) is not None
+            parent, name = _split(path)
+            is_partition = parse_partition_dir_name(name) is not None
             candidates += [path, parent] if is_partition and parent else [path]
-        found = find_cluster_metadata(candidates)
+        found = find_cluster_metadata(candidates, store)
         if found is None:
             return None
     from ..storage.cluster_metadata_files import read_cluster_metadata
 
-    meta = read_log_dir_meta(os.path.dirname(os.path.normpath(found)))
-    return cluster_settings(read_cluster_metadata(found), found, meta.identity.broker_id)
+    meta = read_log_dir_meta(_split(found)[0], store)
+    return cluster_settings(read_cluster_metadata(found, store), found, meta.identity.broker_id)
 
 
 #: the title of each topic in ``kafka-configs.sh --describe --entity-type topics`` (``--all``: every config)

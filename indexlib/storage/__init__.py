@@ -23,7 +23,7 @@ from .file_system_sync import for_task as sync_for_task
 from .file_system_sync import roots as sync_roots
 from .object_store import ObjectChangedError, ObjectStoreError
 from .publish import fsync_path
-from .store import LOCAL, StoreSpec, is_uri, store_for
+from .store import LOCAL, StoreSpec, is_uri, remote_store, store_for
 
 __all__ = [
     "ClusterMetadataError",
@@ -45,6 +45,7 @@ __all__ = [
     "parse_topic_filter",
     "read_log_dir_meta",
     "sync_for_task",
+    "remote_store",
     "store_for",
     "sync_roots",
     "is_uri",

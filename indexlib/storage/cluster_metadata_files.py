@@ -31,7 +31,11 @@ from ..format.layout import (
 from ..format.records import ATTR_CONTROL
 
 if TYPE_CHECKING:
+    import mmap
+    from collections.abc import Callable
+
     from ..format.cluster_metadata import ClusterMetadata, MetadataReplay
+    from .store import Store
 
 #: the partition dir of the metadata log inside a metadata log dir
 CLUSTER_METADATA_DIR = partition_name(CLUSTER_METADATA_TOPIC, 0)
@@ -42,20 +46,35 @@ __all__ = ["CLUSTER_METADATA_DIR", "ClusterMetadataError", "find_cluster_metadat
 _WAY_ROUND = "give --cluster-metadata none (and --topic-config) to run without it"
 
 
-def find_cluster_metadata(log_dirs: list[str]) -> str | None:
+def find_cluster_metadata(log_dirs: list[str], store: Store | None = None) -> str | None:
     """The ``__cluster_metadata-0`` dir of the first of ``log_dirs`` that has one (a broker keeps it in its
-    ``metadata.log.dir``, by default its first log dir); :class:`ClusterMetadataError` when the first one there
-    is not a dir (a file, a dangling or looping link): the settings must not silently fall back to Kafka's."""
+    ``metadata.log.dir``, by default its first log dir), on the local disk or in ``store``;
+    :class:`ClusterMetadataError` when the first one there is not a dir (a file, a dangling or looping link): the
+    settings must not silently fall back to Kafka's."""
     for log_dir in log_dirs:
+        if store is not None and not store.is_dir(log_dir):  # one listing of the log dir, which discovery reuses
+            continue
         candidate = os.path.join(log_dir, CLUSTER_METADATA_DIR)
-        if os.path.isdir(candidate):
+        if os.path.isdir(candidate) if store is None else store.is_dir(candidate):
             return candidate
-        if os.path.lexists(candidate):
+        if os.path.lexists(candidate) if store is None else store.exists(candidate):
             raise ClusterMetadataError(f"{candidate}: not a directory (KRaft's metadata log dir is expected there)")
     return None
 
 
-def _replay_file(replay: MetadataReplay, path: str, from_offset: int, snapshot: bool = False) -> None:
+def _open_records(path: str, store: Store | None) -> tuple[int, bytes | mmap.mmap | None, Callable[[], None]]:
+    """(size, its bytes or None when empty, close) of a metadata segment or snapshot: mapped from the local disk,
+    or read whole from ``store`` (the metadata log's segments are small)."""
+    if store is None:
+        size, mm = open_log(path)
+        return size, mm, (mm.close if mm is not None else lambda: None)
+    data = store.read_bytes(path)
+    return len(data), (data or None), lambda: None
+
+
+def _replay_file(
+    replay: MetadataReplay, path: str, from_offset: int, snapshot: bool = False, store: Store | None = None
+) -> None:
     """Apply the records at or above ``from_offset`` of the record batches of ``path`` (a segment or a snapshot).
     A snapshot must read whole (Kafka writes one whole, then renames it): else :class:`ClusterMetadataError`. A
     segment whose walk ends early (a torn or corrupt batch) ends the replay there, saying so in ``stopped``."""
@@ -64,7 +83,7 @@ def _replay_file(replay: MetadataReplay, path: str, from_offset: int, snapshot: 
     from ..format.record_decoding import batch_records
 
     try:
-        size, mm = open_log(path)
+        size, mm, close = _open_records(path, store)
     except OSError as exc:
         raise ClusterMetadataError(f"{path}: cannot read the cluster metadata: {describe_error(exc)}") from None
     if mm is None:
@@ -105,16 +124,17 @@ def _replay_file(replay: MetadataReplay, path: str, from_offset: int, snapshot: 
                 except InvalidRecordError as exc:
                     replay.apply(r.offset, str(exc))
     finally:
-        mm.close()
+        close()
 
 
-def read_cluster_metadata(metadata_dir: str) -> ClusterMetadata:
-    """The state the metadata in ``metadata_dir`` (a ``__cluster_metadata-0`` dir) describe (module docstring).
-    The reader's modules (every metadata record's schema) are imported here, not by a run that finds no metadata."""
+def read_cluster_metadata(metadata_dir: str, store: Store | None = None) -> ClusterMetadata:
+    """The state the metadata in ``metadata_dir`` (a ``__cluster_metadata-0`` dir, on the local disk or in
+    ``store``) describe (module docstring). The reader's modules (every metadata record's schema) are imported here,
+    not by a run that finds no metadata."""
     from ..format.cluster_metadata import MetadataReplay
 
     try:
-        names = os.listdir(metadata_dir)
+        names = os.listdir(metadata_dir) if store is None else store.list_names(metadata_dir)
     except OSError as exc:
         raise ClusterMetadataError(f"{metadata_dir}: cannot list the cluster metadata: {describe_error(exc)}") from None
     snapshots = sorted((found, name) for name in names if (found := parse_kraft_snapshot_name(name)) is not None)
@@ -125,14 +145,14 @@ def read_cluster_metadata(metadata_dir: str) -> ClusterMetadata:
     start = 0
     if snapshots:
         (end_offset, _), name = snapshots[-1]
-        _replay_file(replay, os.path.join(metadata_dir, name), 0, snapshot=True)
+        _replay_file(replay, os.path.join(metadata_dir, name), 0, snapshot=True, store=store)
         replay.state.snapshot = start = end_offset
         replay.state.end_offset = max(replay.state.end_offset, end_offset)
     for i, (_, name) in enumerate(segments):
         following = segments[i + 1][0] if i + 1 < len(segments) else None
         if following is not None and following <= start:
             continue  # every record of this segment is in the snapshot
-        _replay_file(replay, os.path.join(metadata_dir, name), start)
+        _replay_file(replay, os.path.join(metadata_dir, name), start, store=store)
         if replay.state.stopped is not None:
             break  # Kafka's recovery of the metadata log truncates there too
     return replay.finish()

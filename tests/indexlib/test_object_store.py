@@ -384,3 +384,22 @@ def test_dump_of_objects_refuses_what_it_cannot_do_in_one_line(generated, s3, ca
     assert "--check reads index files on a local disk" in capsys.readouterr().err
     assert main(["dump", one, str(logs / "orders-0" / "00000000000000000000.index"), *storage_flags(s3[0])]) == 2
     assert "paths in more than one store" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------ cluster metadata
+def test_the_cluster_metadata_is_read_from_the_copy_in_the_bucket(s3, tmp_path):
+    """A broker's log dir with its KRaft metadata (topic configs, dynamic defaults) in the bucket: both command
+    lines take each topic's settings from the metadata there, as from the local copy, and name where it is."""
+    from .test_cluster_metadata import CLUSTER_METADATA_DIR, broker_log_dir, run_json
+
+    logs = broker_log_dir(tmp_path)
+    uri = upload(s3[1], logs, "metadata/logs")
+    for argv in (["indexlib", "verify"], ["jobs.cli", "verify", "--engine", "local", "--audit-table", "none"]):
+        local = run_json(*argv, *(["--log-dir"] if argv[0] == "jobs.cli" else []), str(logs))["settings"]
+        remote = run_json(*argv, *(["--log-dir"] if argv[0] == "jobs.cli" else []), uri, *storage_flags(s3[0]))
+        got = remote["settings"]
+        assert got["cluster_metadata"]["dir"] == f"{uri}/{CLUSTER_METADATA_DIR}"
+        assert got["cluster_metadata"]["broker_id"] == local["cluster_metadata"]["broker_id"] == 7
+        assert json.dumps(got["topics"]).replace(uri, "LOGS") == json.dumps(local["topics"]).replace(str(logs), "LOGS")
+        assert got["topics"]["orders"]["index_interval_bytes"]["value"] == 1024  # the topic's config in the metadata
+        assert {s["index_interval_bytes"] for s in remote["segments"] if s["topic"] == "orders"} == {1024}
