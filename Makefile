@@ -72,8 +72,8 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/cluster_metadata.py
 
 # For clusters: the executors' Python as a packed virtualenv for --archives: the project (with its compiled
-# scan kernel) and what the executors import, numpy and crc32c, and nothing else (no pip, setuptools or the
-# packer: .venv's pip installs into it and .venv's venv-pack packs it); ~75 MB unpacked. The driver runs the
+# scan kernel) and what the executors import, numpy, crc32c and obstore (log dirs in object storage), and nothing else (no pip, setuptools or the
+# packer: .venv's pip installs into it and .venv's venv-pack packs it); ~92 MB unpacked. The driver runs the
 # project's own .venv (spark.pyspark.driver.python), so pyarrow, deltalake and pyyaml never travel.
 # `make package-full` also packs everything (for a driver that runs in the cluster: YARN cluster mode).
 # pyspark itself comes from the cluster.
@@ -82,14 +82,14 @@ package: $(VENV)/.stamp-base
 	$(PY) -m pip wheel --quiet --no-deps -w dist .
 	$(PY) -m pip install --quiet venv-pack
 	$(PYTHON) -m venv --without-pip build/executor-env
-	$(PY) -m pip --python build/executor-env/bin/python install --quiet dist/kafka_index_rebuild-*.whl
+	$(PY) -m pip --python build/executor-env/bin/python install --quiet "$$(ls dist/kafka_index_rebuild-*.whl)[object-storage]"
 	$(VENV)/bin/venv-pack --quiet -p build/executor-env -o dist/kafka-index-executor-env.tar.gz --force
 	@ls -l dist
 
 package-full: package
 	rm -rf build/pack-venv
 	$(PYTHON) -m venv build/pack-venv
-	build/pack-venv/bin/python -m pip install --quiet dist/kafka_index_rebuild-*.whl "pyarrow>=15" "pyyaml>=6" "deltalake>=1.0" "javaproperties>=0.8" venv-pack
+	build/pack-venv/bin/python -m pip install --quiet "$$(ls dist/kafka_index_rebuild-*.whl)[object-storage]" "pyarrow>=15" "pyyaml>=6" "deltalake>=1.0" "javaproperties>=0.8" venv-pack
 	install -m 755 tools/packed-kafka-index.sh build/pack-venv/bin/kafka-index  # runs without activation
 	build/pack-venv/bin/venv-pack --quiet -p build/pack-venv -o dist/kafka-index-env.tar.gz --force
 	@ls -l dist

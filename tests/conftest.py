@@ -295,6 +295,13 @@ needs_object_storage = [
 ]
 
 
+def requires_object_storage(test):  # type: ignore[no-untyped-def]
+    """A test's decorator: :data:`needs_object_storage`'s skips, on one test of a module that has others."""
+    for mark in needs_object_storage:
+        test = mark(test)
+    return test
+
+
 def moto_server(log_path: str | None = None, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     """moto's S3 server on 127.0.0.1 (as the benchmarks start it: ``benchmarks/audit_writers.py``)."""
     import sys

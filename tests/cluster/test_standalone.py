@@ -19,7 +19,7 @@ import pytest
 from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import generate_partition
 
-from ..conftest import PROJECT_ROOT
+from ..conftest import PROJECT_ROOT, requires_object_storage, storage_flags, upload
 
 pytest.importorskip("pyspark", reason="the cluster test needs the [spark] extra (make test installs it)")
 sys.path.insert(0, str(PROJECT_ROOT / "tools"))
@@ -89,6 +89,35 @@ def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, 
         cluster.workers[1].glob("app-*/*/env/bin/python")
     )
     assert pythons, "no executor unpacked the archive"
+    stderr = "".join(p.read_text(errors="replace") for w in cluster.workers for p in w.glob("app-*/*/stderr"))
+    assert "Traceback" not in stderr
+
+
+@requires_object_storage
+def test_verify_and_rebuild_of_a_log_dir_in_object_storage_on_the_cluster(cluster, executor_archive, s3, tmp_path):
+    """Issue 39: the executors (two workers' JVMs, Python from the archive) read a log dir's copy in S3 (moto on
+    127.0.0.1) themselves, with the storage options the task carries: verify finds the local verify's findings,
+    and rebuild into a local dir writes the local rebuild's bytes."""
+    logs = tmp_path / "logs"
+    for p in range(3):
+        generate_partition(logs / f"orders-{p}", segments=2, batches_per_segment=80, transactional_producers=1, seed=p)
+        rebuild_partition(logs / f"orders-{p}")
+    (logs / "orders-1" / "00000000000000000000.index").unlink()
+    uri = upload(s3[1], logs, "cluster/logs")
+    report = tmp_path / "verify.json"
+    done = spark_submit(cluster.url, "verify", "--log-dir", uri, "--audit-table", "none", "--json", report,
+                        *storage_flags(s3[0]), archive=executor_archive, conf={"spark.cores.max": "2"})  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    flagged = {(f["file"], f["kind"]) for f in json.loads(report.read_text())["remaining_findings"]}
+    assert flagged == {(f"{uri}/orders-1/00000000000000000000.index", "index_missing")}
+    done = spark_submit(cluster.url, "rebuild", "--log-dir", uri, "--audit-table", "none", "--output-dir",
+                        tmp_path / "out", *storage_flags(s3[0]), archive=executor_archive,
+                        conf={"spark.cores.max": "2"})  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    expected = {k: v for k, v in index_bytes(logs).items() if not k.endswith(".log") and not k.endswith(".snapshot")}
+    rebuilt = index_bytes(tmp_path / "out")
+    assert {k: rebuilt[k] for k in expected if k in rebuilt} == {k: v for k, v in expected.items() if k in rebuilt}
+    assert len(rebuilt) == 3 * 2 * 3  # every segment's three index files, the deleted one too
     stderr = "".join(p.read_text(errors="replace") for w in cluster.workers for p in w.glob("app-*/*/stderr"))
     assert "Traceback" not in stderr
 
