@@ -42,6 +42,9 @@ DEFAULTS: dict[str, Any] = {
     "report_dir": "/tmp/kafka-index-reports",
     "audit_table": None,
     "backup_dir": None,
+    # log dirs in object storage (s3://...): their endpoint, region and such, as --storage-option KEY=VALUE (on the
+    # spark-submit command line the task log shows: credentials belong in the driver's and executors' environment)
+    "storage_options": {},
     "fleet": {},  # the fleet DAGs' settings (kafka_index_fleet_common.FLEET_DEFAULTS)
 }
 # each run's settings, read by its build_arguments task; the others shape the DAG, read when it is parsed
@@ -51,6 +54,7 @@ RUN_TIME = (
     "report_dir",
     "audit_table",
     "backup_dir",
+    "storage_options",
     "extra_args",
     "conf",
     "driver_python",
@@ -160,6 +164,8 @@ def job_arguments(
         args += ["--topics", topics]
     if partitions:
         args += ["--partitions", partitions]
+    for key, value in sorted((settings.get("storage_options") or {}).items()):
+        args += ["--storage-option", f"{key}={value}"]
     if settings.get("audit_table"):
         args += ["--audit-table", settings["audit_table"]]
     if settings.get("backup_dir") and mode != "verify":

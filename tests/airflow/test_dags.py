@@ -20,6 +20,8 @@ import pytest
 from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import generate_partition
 
+from ..conftest import requires_object_storage, upload
+
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW_VENV = ROOT / ".venv-airflow"
 AIRFLOW = AIRFLOW_VENV / "bin" / "airflow"
@@ -451,3 +453,26 @@ def test_on_demand_dry_run_repair_that_finds_work_succeeds(tmp_path):
         "orders-1/00000000000000000000.timeindex",
         "payments-0/00000000000000000000.index",
     }
+
+
+@requires_object_storage
+def test_on_demand_dag_verifies_a_log_dir_in_object_storage(s3, tmp_path):
+    """Issue 39: the form's log dir is a copy in S3 (moto on 127.0.0.1), the Variable's ``storage_options`` its
+    endpoint; the job's executors read the bucket, the run ends green, and the report and audit rows name the
+    URIs."""
+    from deltalake import DeltaTable
+
+    logs = tmp_path / "logs"
+    for p in range(2):
+        generate_partition(logs / f"orders-{p}", segments=2, batches_per_segment=40, seed=p)
+        rebuild_partition(logs / f"orders-{p}")
+    uri = upload(s3[1], logs, "airflow/logs")
+    env = airflow_env(tmp_path / "home")
+    variable = run_variable(tmp_path, storage_options=s3[0])
+    done = dags_test(env, "kafka_index_on_demand", {"log_dirs": [uri], "mode": "verify"}, variable)
+    assert state_of(done) == "success", (done.stdout + done.stderr)[-4000:]
+    assert "--storage-option AWS_ENDPOINT_URL=" in done.stdout + done.stderr  # the task log shows the command
+    report = json.loads(next((tmp_path / "reports").rglob("verify.json")).read_text())
+    assert report["remaining_findings"] == [] and len(report["segments"]) == 4
+    rows = DeltaTable(str(tmp_path / "audit")).to_pyarrow_table().to_pylist()
+    assert {r["log_dir"] for r in rows if r["record_type"] == "segment"} == {uri}
