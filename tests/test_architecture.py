@@ -175,3 +175,27 @@ def test_the_engine_reaches_files_only_through_storage():
         allowed = ENGINE_OS | (STDOUT_OS if path.name == "interrupts.py" else set())
         used[str(path.relative_to(PROJECT_ROOT))] = file_io(path, allowed)
     assert {path: names for path, names in used.items() if names} == {}
+
+
+#: the modules of a store's backend: one client (a library's requests) and one store over it
+BACKENDS = {"indexlib.storage.object_store", "indexlib.storage.object_clients"}
+
+
+def test_a_backend_is_reached_only_through_the_store_interface():
+    """Issue 39: the engine, the command lines and the jobs name a store only by its spec; ``store_for`` in
+    ``storage/store.py`` builds it, and nothing else imports a backend (a client imports the store it serves).
+    So a new object store is a client in ``object_clients.py`` (and its scheme), a new kind of store a module
+    whose class ``store_for`` returns: README "How it works" lists the files."""
+    importers: dict[str, set[str]] = {}
+    for package in ("indexlib", "jobs", "airflow_dags"):
+        for path in sources(package):
+            for name in indexlib_imports(path) & BACKENDS:
+                importers.setdefault(name, set()).add(str(path.relative_to(PROJECT_ROOT)))
+    assert importers == {
+        "indexlib.storage.object_store": {"indexlib/storage/store.py", "indexlib/storage/object_clients.py"},
+        "indexlib.storage.object_clients": {"indexlib/storage/store.py"},
+    }
+    engine_storage = set()
+    for path in sources("indexlib/engine"):
+        engine_storage |= {n for n in indexlib_imports(path) if n.startswith("indexlib.storage")}
+    assert "indexlib.storage.store" in engine_storage and not engine_storage & BACKENDS

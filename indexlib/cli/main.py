@@ -66,8 +66,7 @@ from ..storage.discovery import (
     parse_topic_filter,
 )
 from ..storage.locks import LockedLogDirError, log_dir_is_locked
-from ..storage.object_store import ObjectStoreError
-from ..storage.store import LOCAL, StoreSpec, remote_store, store_for
+from ..storage.store import LOCAL, ObjectStoreError, StoreSpec, remote_store, store_for
 from .options import (
     add_broker_id,
     add_dump_command,

@@ -21,9 +21,8 @@ from .discovery import (
 )
 from .file_system_sync import for_task as sync_for_task
 from .file_system_sync import roots as sync_roots
-from .object_store import ObjectChangedError, ObjectStoreError
 from .publish import fsync_path
-from .store import LOCAL, StoreSpec, is_uri, remote_store, store_for
+from .store import LOCAL, ObjectChangedError, ObjectStoreError, StoreSpec, is_uri, remote_store, store_for
 
 __all__ = [
     "ClusterMetadataError",

@@ -5,7 +5,7 @@ compared (pyarrow.fs, fsspec/s3fs) that sends conditional ranged reads (If-Match
 installed by the ``object-storage`` extra. Its client is not fork-safe: a pool over object storage starts its
 workers from a fork server (``engine.pool``).
 
-Every failure becomes one :class:`~indexlib.storage.object_store.ObjectStoreError` line naming the URI.
+Every failure becomes one :class:`~indexlib.storage.store.ObjectStoreError` line naming the URI.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from .object_store import ObjectChangedError, ObjectMeta, ObjectStoreError, split_uri
-from .store import StoreSpec
+from .object_store import ObjectMeta, split_uri
+from .store import ObjectChangedError, ObjectStoreError, StoreSpec
 
 #: the schemes served (``abfs://container@account.dfs.core.windows.net/path`` for Azure)
 SCHEMES = ("s3", "s3a", "gs", "abfs", "abfss")

@@ -24,7 +24,6 @@ from typing import BinaryIO, Protocol
 
 import numpy as np
 
-from ..format.errors import KafkaIndexError
 from ..format.layout import segment_file
 from ..format.offset_index import OffsetIndex
 from ..format.time_index import TimeIndex
@@ -39,19 +38,10 @@ from ..recovery.log_scan import (
     unreadable_summary,
 )
 from .partition_files import existing_index_of
-from .store import SegmentReads, StoreSpec
+from .store import ObjectChangedError, ObjectStoreError, SegmentReads, StoreSpec
 
 #: bytes of a ``.log`` one ranged read asks for (one more is read ahead while the kernel walks this one)
 CHUNK = 8 << 20
-
-
-class ObjectStoreError(KafkaIndexError, RuntimeError):
-    """Object storage could not be used: the endpoint failed or timed out, the credentials were refused, the
-    bucket does not exist. The run stops (exit 2): nothing it read can be trusted to be whole."""
-
-
-class ObjectChangedError(ObjectStoreError):
-    """An object changed between its listing (or ``HEAD``) and a read of it."""
 
 
 @dataclass(frozen=True)

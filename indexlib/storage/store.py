@@ -175,6 +175,15 @@ def local_copy(spec: StoreSpec, path: str, limit: int | None = None) -> Iterator
         yield local
 
 
+class ObjectStoreError(KafkaIndexError, RuntimeError):
+    """Object storage could not be used: the endpoint failed or timed out, the credentials were refused, the
+    bucket does not exist. The run stops (exit 2): nothing it read can be trusted to be whole."""
+
+
+class ObjectChangedError(ObjectStoreError):
+    """An object changed between its listing (or ``HEAD``) and a read of it."""
+
+
 class UnknownStoreError(KafkaIndexError, ValueError):
     """A store spec whose scheme no store of this build serves."""
 

@@ -25,9 +25,8 @@ from indexlib.recovery.checks import VerifyInputError
 from indexlib.recovery.findings import FindingKindError
 from indexlib.storage.cluster_metadata_files import ClusterMetadataError
 from indexlib.storage.file_system_sync import SyncfsUnavailableError
-from indexlib.storage.object_store import ObjectChangedError, ObjectStoreError
 from indexlib.storage.publish import BackupExistsError, ChangedSinceReadError, UnrebuildableSegmentError
-from indexlib.storage.store import UnknownStoreError
+from indexlib.storage.store import ObjectChangedError, ObjectStoreError, UnknownStoreError
 
 
 def test_an_oserror_line_names_its_file_and_the_second_file_of_a_rename():

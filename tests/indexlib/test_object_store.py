@@ -17,8 +17,16 @@ import pytest
 
 from indexlib.engine import rebuild_partition
 from indexlib.storage.discovery import discover
-from indexlib.storage.object_store import CHUNK, ObjectChangedError, ObjectSource, ObjectStoreError
-from indexlib.storage.store import LOCAL, StoreSpec, UnknownStoreError, spec_for, store_for
+from indexlib.storage.object_store import CHUNK, ObjectSource
+from indexlib.storage.store import (
+    LOCAL,
+    ObjectChangedError,
+    ObjectStoreError,
+    StoreSpec,
+    UnknownStoreError,
+    spec_for,
+    store_for,
+)
 from indexlib.testing.generate import generate_partition
 
 from ..conftest import KAFKA_REAL, PROJECT_ROOT, S3_BUCKET, needs_object_storage, storage_flags, upload

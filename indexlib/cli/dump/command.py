@@ -14,8 +14,7 @@ import argparse
 from typing import TextIO
 
 from ...format.errors import error_line
-from ...storage.object_store import ObjectStoreError
-from ...storage.store import LOCAL, local_copy
+from ...storage.store import LOCAL, ObjectStoreError, local_copy
 from ..run_planning import store_spec
 from .index_check import check_index_file, format_check
 from .model import DumpOptions, DumpUsageError, dump_kind
