@@ -30,6 +30,7 @@ from ..storage.publish import (
     trim_in_place,
     truncate_log,
 )
+from ..storage.store import LOCAL
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
 from .segment_task import (
@@ -156,7 +157,7 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             trim_in_place(final, size, identity)  # before the .log is cut or anything renamed
             result.written.append(final)
             result.trimmed.append(final)
-        stale = decision.write_txn and file_exists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
+        stale = decision.write_txn and _has_txn_index(outcome)
         txn_final = segment_file(target_dir, t.base_offset, ".txnindex")
         if stale and target_dir == t.partition_dir and already_holds(txn_final, txn_index_bytes(replay.aborted)):
             result.written.append(txn_final)  # already its rebuild's bytes: kept as it is, fsynced by the caller
@@ -181,6 +182,15 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             discard_staged(staged, backups)
     result.backups = backups + result.backups
     return result
+
+
+def _has_txn_index(outcome: SegmentOutcome) -> bool:
+    """Whether the segment has a ``.txnindex`` (which a rebuild with no aborted transaction empties, as Kafka does):
+    on a local disk, whether one is there now; in object storage (immutable), whether the map's read found one."""
+    t = outcome.task
+    if t.store == LOCAL:
+        return file_exists(segment_file(t.partition_dir, t.base_offset, ".txnindex"))
+    return outcome.index_sizes.get(".txnindex") is not None
 
 
 def sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:

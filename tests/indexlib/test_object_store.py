@@ -411,3 +411,22 @@ def test_the_cluster_metadata_is_read_from_the_copy_in_the_bucket(s3, tmp_path):
         assert json.dumps(got["topics"]).replace(uri, "LOGS") == json.dumps(local["topics"]).replace(str(logs), "LOGS")
         assert got["topics"]["orders"]["index_interval_bytes"]["value"] == 1024  # the topic's config in the metadata
         assert {s["index_interval_bytes"] for s in remote["segments"] if s["topic"] == "orders"} == {1024}
+
+
+def test_a_stale_empty_txnindex_in_the_bucket_is_rebuilt_as_from_the_disk(s3, tmp_path):
+    """A segment with a ``.txnindex`` and no aborted transaction: the rebuild writes it empty, as Kafka does, from
+    the bucket as from the disk (whether one is there is the map's read of the bucket, not a local lookup)."""
+    logs = tmp_path / "logs"
+    generate_partition(logs / "plain-0", segments=2, batches_per_segment=30, seed=3)
+    rebuild_partition(logs / "plain-0")
+    (logs / "plain-0" / "00000000000000000000.txnindex").write_bytes(bytes(40))  # stale: no aborted transaction
+    uri = upload(s3[1], logs, "stale-txn/logs")
+    remote = indexlib_cli("rebuild", uri, "--output-dir", str(tmp_path / "from-s3"), *storage_flags(s3[0]))
+    local = indexlib_cli("rebuild", str(logs), "--output-dir", str(tmp_path / "from-disk"))
+    assert remote.returncode == local.returncode == 0, remote.stderr
+
+    def written(root: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+    assert written(tmp_path / "from-s3") == written(tmp_path / "from-disk")
+    assert written(tmp_path / "from-s3")["plain-0/00000000000000000000.txnindex"] == b""
