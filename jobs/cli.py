@@ -217,6 +217,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         audit_storage_options=args.audit_storage_option,
         cluster_metadata=args.cluster_metadata,
         storage_options=getattr(args, "storage_option", None),
+        output_dir=getattr(args, "output_dir", None),
     )
     if not settings.log_dirs:
         raise UsageError("no log dir: give --log-dir DIR (repeatable) or --server-properties FILE")

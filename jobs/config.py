@@ -220,10 +220,11 @@ def resolve_settings(
     audit_storage_options: list[str] | None = None,
     cluster_metadata: str | None = None,
     storage_options: list[str] | None = None,
+    output_dir: str | None = None,
 ) -> Settings:
     """Merge every layer (see the module docstring). ``audit_table="none"`` disables auditing;
     ``cluster_metadata``: ``--cluster-metadata`` (default: found in the log dirs or ``metadata.log.dir``);
-    ``storage_options``: ``--storage-option KEY=VALUE`` of log dirs in object storage."""
+    ``storage_options``: ``--storage-option KEY=VALUE`` of log dirs (or ``output_dir``) in object storage."""
     conf = load_config_file(config_file)
     base = {"index_interval_bytes": conf["index_interval_bytes"], "segment_index_bytes": conf["segment_index_bytes"]}
     kafka = {"index_interval_bytes": DEFAULT_INDEX_INTERVAL_BYTES, "segment_index_bytes": DEFAULT_SEGMENT_INDEX_BYTES}
@@ -239,7 +240,7 @@ def resolve_settings(
             metadata_dir = metadata_log_dir(server_properties)
     if log_dirs:
         dirs = list(log_dirs)
-    store = store_spec(dirs, storage_options)  # the local file system, or the one bucket of the log dirs
+    store = store_spec(dirs, storage_options, output_dir)  # the local file system, or the one bucket of the log dirs
     with _as_config_error():
         cluster = load_cluster_settings(dirs, cluster_metadata, metadata_dir, remote_store(store)) if dirs else None
     cli = {}

@@ -194,7 +194,7 @@ def check_settings(args: argparse.Namespace) -> tuple[TopicSettings, list[str], 
         paths = args.paths or log_dirs
         if not paths:
             raise InputError("no PATH: give a partition dir or a log dir, or --server-properties FILE with log.dirs")
-        store = store_spec(paths, args.storage_option)
+        store = store_spec(paths, args.storage_option, getattr(args, "output_dir", None))
         cluster = load_cluster_settings(paths, args.cluster_metadata, metadata_dir, remote_store(store))
     except (SettingError, SettingsFileError, ClusterMetadataError, ObjectStoreError) as exc:
         raise InputError(str(exc)) from None

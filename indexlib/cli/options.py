@@ -142,7 +142,10 @@ def add_write_options(parser: argparse.ArgumentParser, mode: str) -> None:
     )
     if mode == "rebuild":
         parser.add_argument(
-            "--output-dir", metavar="DIR", help="write into DIR/<topic>-<partition>/ and only read the log dirs"
+            "--output-dir",
+            metavar="DIR",
+            help="write into DIR/<topic>-<partition>/ and only read the log dirs (DIR may be a new prefix in "
+            "object storage, s3://bucket/prefix)",
         )
 
 

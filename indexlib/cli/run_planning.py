@@ -8,7 +8,7 @@ import argparse
 from ..engine.options import RunOptions, check_run, new_run_id
 from ..recovery.settings import SettingError
 from ..storage.discovery import Discovery
-from ..storage.store import LOCAL, StoreSpec, spec_for
+from ..storage.store import LOCAL, StoreSpec, is_uri, spec_for
 from .settings_files import TopicSettings
 
 
@@ -24,16 +24,24 @@ def key_values(pairs: list[str] | None, flag: str) -> dict[str, str]:
     return options
 
 
-def store_spec(paths: list[str], pairs: list[str] | None) -> StoreSpec:
+def store_spec(paths: list[str], pairs: list[str] | None, output_dir: str | None = None) -> StoreSpec:
     """The store the run's ``paths`` are in, with ``--storage-option KEY=VALUE`` pairs (a ``ValueError`` naming a
-    malformed pair, or paths in two stores)."""
+    malformed pair, paths in two stores, or options where neither the paths nor ``output_dir`` are in object
+    storage)."""
     options = key_values(pairs, "--storage-option")
     spec = spec_for(paths, options)
-    if options and spec == LOCAL:
+    if options and spec == LOCAL and not (output_dir and is_uri(output_dir)):
         raise SettingError(
             "--storage-option is for log dirs in object storage (s3://, gs://, abfs://); these are local"
         )
     return spec
+
+
+def output_spec(output_dir: str | None, pairs: list[str] | None) -> StoreSpec:
+    """Where ``--output-dir`` is: a prefix in object storage (with the ``--storage-option`` pairs), else local."""
+    if not output_dir or not is_uri(output_dir):
+        return LOCAL
+    return spec_for([output_dir], key_values(pairs, "--storage-option"))
 
 
 def run_options(
@@ -55,6 +63,7 @@ def run_options(
         getattr(args, "sync", "fsync"),
         settings.cluster.facts() if settings.cluster is not None else None,
         store,
+        output_spec(getattr(args, "output_dir", None), getattr(args, "storage_option", None)),
     )
 
 

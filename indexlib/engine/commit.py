@@ -19,18 +19,14 @@ from ..storage.partition_files import already_holds, file_exists
 from ..storage.publish import (
     check_as_read,
     discard_backup,
-    discard_staged,
-    discard_staged_by_run,
     drop_segment_files,
-    install_segment,
     keep_backup,
     replace_file,
     save_log_tail,
-    stage_segment,
     trim_in_place,
     truncate_log,
 )
-from ..storage.store import LOCAL
+from ..storage.store import LOCAL, ObjectStoreError, StoreSpec, store_for
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
 from .segment_task import (
@@ -138,8 +134,9 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
     # the commit owns what was staged from here on: whoever cleans up after it must not touch those files
     staged, backups, outcome_trims = outcome.staged, outcome.backups, outcome.trims
     outcome.staged, outcome.backups = {}, []
+    target = store_for(t.target_store)
     if not decision.install:
-        discard_staged(staged, backups)
+        target.discard_staged(staged, backups)
         return result
     target_dir = t.target_dir or t.partition_dir
     try:
@@ -163,7 +160,7 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
             result.written.append(txn_final)  # already its rebuild's bytes: kept as it is, fsynced by the caller
             result.trimmed.append(txn_final)
         elif decision.write_txn:
-            staged_txn = stage_segment(
+            staged_txn = target.stage_segment(
                 target_dir, t.base_offset, outcome.plan, replay.aborted, (".txnindex",), stale, t.segment_index_bytes,
                 t.run_id,
             )  # fmt: skip
@@ -173,13 +170,13 @@ def commit_segment(outcome: SegmentOutcome, replay: SegmentReplay, decision: Dec
         if decision.cut_tail_at is not None:
             truncate_log(t.log_path, decision.cut_tail_at, result.written)
         installing, staged = staged, {}  # from here on a backup may be the only copy of a replaced file
-        install_segment(installing, sync_dir=False, written=result.written)  # backups were kept when staging
-    except (OSError, ValueError) as exc:
+        target.install_segment(installing, result.written)  # backups were kept when staging
+    except (OSError, ValueError, ObjectStoreError) as exc:
         result.error = f"{segment_file(target_dir, t.base_offset, '')}: {exc}"
         result.action = "failed"
     finally:
         if staged:  # failed before anything was replaced: drop what was staged and backed up for it
-            discard_staged(staged, backups)
+            target.discard_staged(staged, backups)
     result.backups = backups + result.backups
     return result
 
@@ -196,7 +193,12 @@ def _has_txn_index(outcome: SegmentOutcome) -> bool:
 def sweep_staged(tasks: list[SegmentTask], run_id: str) -> None:
     """Remove this run's staged files that no outcome accounts for (a task attempt that died or was
     superseded after staging). Only names this run made (see :func:`indexlib.format.layout.staged_by_run`)."""
-    discard_staged_by_run([t.target_dir for t in tasks if t.stage != "none" and t.target_dir], run_id)
+    by_store: dict[StoreSpec, list[str]] = {}
+    for t in tasks:
+        if t.stage != "none" and t.target_dir:
+            by_store.setdefault(t.target_store, []).append(t.target_dir)
+    for spec, directories in by_store.items():
+        store_for(spec).discard_staged_by_run(directories, run_id)
 
 
 def sweep_map_backups(tasks: list[SegmentTask]) -> None:

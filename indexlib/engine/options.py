@@ -16,7 +16,7 @@ from ..storage.discovery import Discovery, Partition, directory_key
 from ..storage.file_system_sync import check_available as check_syncfs_available
 from ..storage.publish import first_file_under, nearest_existing, why_unwritable
 from ..storage.state import state_dir
-from ..storage.store import LOCAL, StoreSpec, is_uri
+from ..storage.store import LOCAL, StoreSpec, is_uri, store_for
 from .identity import BROKER_ID_MAX, broker_id_conflicts
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ class RunOptions:
     sync: str = "fsync"  # how a writing run makes its files durable (SYNC_METHODS)
     cluster: ClusterFacts | None = None  # the cluster's metadata each partition dir is checked against, when read
     store: StoreSpec = LOCAL  # where the log dirs are (every task carries it)
+    output_store: StoreSpec = LOCAL  # where --output-dir is (a local dir, or a prefix in object storage)
 
     @property
     def read_only(self) -> bool:
@@ -99,12 +100,8 @@ def check_run(discovery: Discovery, options: RunOptions) -> None:
     if options.store.scheme != "file" and not options.read_only and options.output_dir is None:
         raise RunOptionError(
             f"{options.store.root}: objects in object storage are never changed in place, so {options.mode} cannot "
-            "run there; verify reads it, and rebuild --output-dir LOCAL_DIR writes the rebuilt log dir elsewhere"
-        )
-    if options.output_dir is not None and is_uri(options.output_dir):
-        raise RunOptionError(
-            f"--output-dir {options.output_dir}: a rebuild writes to a local dir (or a mount); writing to object "
-            "storage is not supported yet"
+            "run there; verify reads it, and rebuild --output-dir DIR_OR_NEW_PREFIX writes the rebuilt log dir "
+            "elsewhere"
         )
     if options.broker_id is not None:
         if not 0 <= options.broker_id <= BROKER_ID_MAX:
@@ -180,11 +177,11 @@ def check_outside_log_dirs(discovery: Discovery, targets: list[tuple[str, str | 
     """Each ``(option, path)`` a run writes (a dir or a file; None: not used) must lie outside every log dir the
     run reads (and so outside its partition dirs): there it would replace the broker's files with no backup, or
     add a dir the broker refuses to start with. :class:`TargetDirError` naming both paths."""
-    log_dirs = {os.path.realpath(d): d for d in {*discovery.log_dirs, *(p.log_dir for p in discovery.partitions)}}
+    log_dirs = {_resolved(d): d for d in {*discovery.log_dirs, *(p.log_dir for p in discovery.partitions)}}
     for option, directory in targets:
         if directory is None:
             continue
-        real = os.path.realpath(directory)
+        real = _resolved(directory)
         for real_log_dir, log_dir in log_dirs.items():
             if real == real_log_dir or real.startswith(real_log_dir.rstrip(os.sep) + os.sep):
                 where = "is the log dir" if real == real_log_dir else "lies inside the log dir"
@@ -192,6 +189,11 @@ def check_outside_log_dirs(discovery: Discovery, targets: list[tuple[str, str | 
                     f"{option} {directory} {where} {log_dir}: the broker's own files would be replaced or its dir "
                     f"filled; choose a path outside every log dir"
                 )
+
+
+def _resolved(path: str) -> str:
+    """A local path with its links resolved, or a URI as it is (a prefix has no links), without a trailing ``/``."""
+    return path.rstrip("/") if is_uri(path) else os.path.realpath(path)
 
 
 def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> None:
@@ -206,6 +208,13 @@ def _refuse_unwritable_targets(discovery: Discovery, options: RunOptions) -> Non
             )
     for option, directory in (("--output-dir", options.output_dir), ("--backup-dir", backup_root(options))):
         if directory is None:
+            continue
+        if is_uri(directory):  # an output prefix in object storage: objects are never replaced, so a new one
+            if not store_for(options.output_store).prefix_is_empty(directory):
+                raise TargetDirError(
+                    f"{directory}: --output-dir in object storage must be a new prefix (objects are never "
+                    "replaced), and this one holds objects; give another"
+                )
             continue
         probe, is_dir = nearest_existing(directory)
         if not is_dir:

@@ -69,10 +69,10 @@ def map_locally(jobs: int = 1) -> MapSegments:
 
 
 def _start_method(tasks: list[SegmentTask]) -> Any:
-    """How the pool's workers start: forked (cheap), but for tasks in object storage from a fork server (a clean
-    process that never opened the store): the object store's client runs its requests on threads a forked copy of
-    this process would not have, and hangs there."""
-    if all(t.store.scheme == "file" for t in tasks):
+    """How the pool's workers start: forked (cheap), but for tasks that read or write object storage from a fork
+    server (a clean process that never opened the store): the object store's client runs its requests on threads a
+    forked copy of this process would not have, and hangs there."""
+    if all(t.store.scheme == "file" and t.target_store.scheme == "file" for t in tasks):
         return None  # the platform's default: fork on Linux
     import multiprocessing
 

@@ -45,9 +45,9 @@ from ..recovery.settings import IndexSettings
 from ..storage.discovery import Discovery, Partition
 from ..storage.file_system_sync import by_file_system
 from ..storage.locks import StageFence, broker_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
-from ..storage.publish import discard_staged, fsync_paths, sweep_partial_backups
+from ..storage.publish import fsync_paths, sweep_partial_backups
 from ..storage.recovery_mark import RecoveringMark
-from ..storage.store import remote_store
+from ..storage.store import is_uri, remote_store, store_for
 from .commit import (
     Decision,
     SegmentResult,
@@ -238,11 +238,13 @@ class _RunStages:
     def __init__(self, discovery: Discovery, options: RunOptions, observer: CommitObserver | None) -> None:
         self.discovery, self.options, self.observer = discovery, options, observer
         self.run_id = options.run_id or new_run_id(options.mode)
-        # the dirs a writing run writes under: each in-place partition's log dir, or the output dir
+        # the local dirs a writing run writes under: each in-place partition's log dir, or the output dir (a prefix in
+        # object storage takes no lock or fence: it must be new, objects are never replaced, and a staged object a
+        # stopped task puts late is named as staged, never as an index file)
         self.lock_dirs = [
             p.log_dir if options.in_place(p) else os.path.dirname(options.target_dir(p))
             for p in discovery.partitions
-            if not options.read_only
+            if not options.read_only and not is_uri(options.target_dir(p))
         ]
         self.root = backup_root(options)
         self.fence = StageFence(min(self.lock_dirs), self.run_id) if self.lock_dirs else None
@@ -298,7 +300,8 @@ class _RunStages:
             self.discovery = with_interrupted_partitions(self.discovery, self.marks)
         discovery = self.discovery
         if not options.read_only:
-            self.swept = sweep_dead_runs([options.target_dir(p) for p in discovery.partitions], run_id)
+            local_targets = [options.target_dir(p) for p in discovery.partitions if not is_uri(options.target_dir(p))]
+            self.swept = sweep_dead_runs(local_targets, run_id)
             dead = {run_lock_run_id(os.path.basename(path)) for path in sweep_dead_run_locks(self.lock_dirs, run_id)}
             if self.root is not None:  # the copies those runs were making into their backups (under this root)
                 self.swept += sweep_partial_backups(self.root, {d for d in dead if d is not None})
@@ -369,7 +372,7 @@ class _RunStages:
         real = _decisions(p, pairs, replace(options, dry_run=False))[0] if options.dry_run else decisions
         if cut is not None and decisions[cut].drop:  # the segments it drops are moved whole, their files
             for outcome, _ in pairs[cut + 1 :]:  # as they are: nothing staged or copied for them stays in
-                discard_staged(outcome.staged, outcome.backups)  # the way of those moves
+                store_for(outcome.task.target_store).discard_staged(outcome.staged, outcome.backups)  # their way
                 outcome.staged, outcome.backups = {}, []
         for i in ([cut] if cut is not None else []) + [i for i in range(len(pairs)) if i != cut]:
             outcome, replay = pairs[i]
@@ -427,11 +430,11 @@ class _RunStages:
     def clean_up(self) -> None:
         """After the commit, or a failed map or commit: the renames made are durable, nothing staged stays."""
         left = [t for t in self.trimmed if os.path.dirname(t) not in self.finished]
-        left += sorted(self.touched - self.finished)
+        left += sorted(d for d in self.touched - self.finished if not is_uri(d))  # a put object is durable already
         unsynced = fsync_paths(left)  # together: one journal commit covers many
         _close_staging(self.fence)  # a map stopped midway: no task of it stages after this sweep
         for o in self.outcomes or self.replayer.handed_over():  # a map stopped midway: what it handed over before
-            discard_staged(o.staged, o.backups)
+            store_for(o.task.target_store).discard_staged(o.staged, o.backups)
         if not self.mapped:  # and what it did not
             sweep_map_backups(self.tasks)
         sweep_staged(self.tasks, self.run_id)

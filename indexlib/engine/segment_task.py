@@ -34,7 +34,7 @@ from ..storage.locks import staging_open
 from ..storage.partition_files import (
     summarize_log,
 )
-from ..storage.publish import discard_staged, fsync_paths, keep_backup, stage_segment, writable
+from ..storage.publish import fsync_paths, keep_backup, writable
 from ..storage.store import LOCAL, StoreSpec, store_for
 from .options import RunOptions, backup_root
 
@@ -69,6 +69,7 @@ class SegmentTask:
     # the run's stage fence (storage.locks.StageFence): a task stages only while it is there; None: stages nothing
     stage_fence: str | None = None
     store: StoreSpec = LOCAL  # where the segment's files are: each process builds the same store from it
+    target_store: StoreSpec = LOCAL  # where ``target_dir`` is (an output prefix in object storage, or a local dir)
 
 
 #: what a writing mode stages of each segment (:attr:`SegmentTask.stage`)
@@ -127,6 +128,7 @@ def plan_tasks(
                     not options.force,
                     stage_fence if stage != "none" else None,
                     options.store,
+                    options.output_store if options.output_dir is not None else LOCAL,
                 )
             )
     return tasks
@@ -231,7 +233,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
             suffixes = tuple(s for s in suffixes if segment_file(target_dir, task.base_offset, s) not in outcome.trims)
         mine: list[str] | None = None if unsynced is None else []
         try:
-            outcome.staged = stage_segment(
+            outcome.staged = store_for(task.target_store).stage_segment(
                 target_dir, task.base_offset, plan, [], suffixes, False, task.segment_index_bytes, tag or task.run_id,
                 mine,
             )  # fmt: skip
@@ -241,7 +243,7 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
             if unsynced is not None and mine:
                 unsynced += mine
         except (OSError, ValueError) as exc:
-            discard_staged(outcome.staged, outcome.backups)
+            store_for(task.target_store).discard_staged(outcome.staged, outcome.backups)
             outcome.staged, outcome.backups = {}, []
             outcome.error = f"{segment_file(target_dir, task.base_offset, '')}: {exc}"
     outcome.seconds = time.perf_counter() - started
@@ -308,7 +310,7 @@ def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[S
     for outcome, paths in zip(outcomes, unsynced, strict=True):
         errors = [failed[path] for path in paths if path in failed]
         if errors:
-            discard_staged(outcome.staged, outcome.backups)
+            store_for(outcome.task.target_store).discard_staged(outcome.staged, outcome.backups)
             outcome.staged, outcome.backups = {}, []
             target_dir = outcome.task.target_dir or outcome.task.partition_dir
             outcome.error = f"{segment_file(target_dir, outcome.task.base_offset, '')}: {errors[0]}"

@@ -110,6 +110,20 @@ class ObstoreClient:
         except Exception as exc:
             raise self._fail(key, exc) from None
 
+    def copy(self, source: str, target: str) -> None:
+        try:
+            self._obstore.copy(self.store, source, target)
+        except Exception as exc:
+            raise self._fail(source, exc) from None
+
+    def delete(self, key: str) -> None:
+        try:
+            self._obstore.delete(self.store, key)
+        except (FileNotFoundError, self._obstore.exceptions.NotFoundError):
+            return
+        except Exception as exc:
+            raise self._fail(key, exc) from None
+
 
 _SERVICE_ERROR = re.compile(r"<Code>([^<]*)</Code>\s*<Message>([^<]*)</Message>")
 _ELAPSED = re.compile(r" in [0-9.]+[mµn]?s\b")

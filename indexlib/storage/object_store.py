@@ -16,18 +16,22 @@ The requests go through an :class:`ObjectClient` (:mod:`~indexlib.storage.object
 from __future__ import annotations
 
 import bisect
+import os
+import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import BinaryIO, Protocol
 
 import numpy as np
 
-from ..format.layout import segment_file
+from ..format.layout import segment_file, staged_by_run
 from ..format.offset_index import OffsetIndex
 from ..format.time_index import TimeIndex
+from ..format.values import AbortedTxn
 from ..recovery.checks import has_invalid_tail
+from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.log_scan import (
     NO_PROBES,
     ExistingIndex,
@@ -37,6 +41,7 @@ from ..recovery.log_scan import (
     probes_for,
     unreadable_summary,
 )
+from . import publish
 from .partition_files import existing_index_of
 from .store import ObjectChangedError, ObjectStoreError, SegmentReads, StoreSpec
 
@@ -71,6 +76,18 @@ class ObjectClient(Protocol):
     def get_range(self, key: str, start: int, end: int, version: str) -> bytes:
         """Bytes [start, end) of the object, if it is still ``version`` (else :class:`ObjectChangedError`); fewer
         when it is shorter."""
+        ...
+
+    def put(self, key: str, data: bytes) -> None:
+        """Write the whole object (a reader sees the old object or this one, never a part)."""
+        ...
+
+    def copy(self, source: str, target: str) -> None:
+        """Copy an object inside the bucket (on the server: the bytes do not travel)."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove the object (none there: nothing to do)."""
         ...
 
 
@@ -207,6 +224,67 @@ class ObjectStore:
                 )
             target.write(data)
         return meta.size
+
+    # ---------------------------------------------------------------------------------------- writes
+    def prefix_is_empty(self, path: str) -> bool:
+        """Whether no object is under ``path`` (a fresh listing: a target is checked as it is now)."""
+        key = self._key(path)
+        return next(iter(self.client.list(key + "/" if key else "")), None) is None
+
+    def stage_segment(
+        self,
+        target_dir: str,
+        base_offset: int,
+        plan: SegmentPlan | PlanSummary,
+        aborted: list[AbortedTxn],
+        suffixes: Collection[str],
+        stale_txn: bool,
+        segment_index_bytes: int,
+        tag: str | None,
+        unsynced: list[str] | None = None,
+    ) -> dict[str, str]:
+        """The index files written as on a local disk (the same code, into a private temporary dir), then each put
+        as an object under its staged name in ``target_dir``; a put object is durable (``unsynced`` is not used)."""
+        staged: dict[str, str] = {}
+        with tempfile.TemporaryDirectory(prefix="kafka-index-stage-") as local:
+            here = publish.stage_segment(
+                local, base_offset, plan, aborted, suffixes, stale_txn, segment_index_bytes, tag, []
+            )
+            try:
+                for final_here, staged_here in here.items():
+                    staged_uri = f"{target_dir}/{os.path.basename(staged_here)}"
+                    with open(staged_here, "rb") as f:
+                        self.client.put(self._key(staged_uri), f.read())
+                    staged[f"{target_dir}/{os.path.basename(final_here)}"] = staged_uri
+            except BaseException:
+                self.discard_staged(staged, [])
+                raise
+        return staged
+
+    def install_segment(self, staged: dict[str, str], written: list[str]) -> None:
+        """Each staged object copied to its final name on the server, then removed."""
+        try:
+            for final, path in list(staged.items()):
+                self.client.copy(self._key(path), self._key(final))
+                written.append(final)
+        finally:
+            for path in staged.values():
+                self.client.delete(self._key(path))
+
+    def discard_staged(self, staged: dict[str, str], backups: list[str]) -> None:
+        for path in staged.values():
+            self.client.delete(self._key(path))
+        staged.clear()  # objects are never backed up: nothing in them is replaced
+
+    def discard_staged_by_run(self, directories: list[str], run_id: str) -> None:
+        for directory in sorted(set(directories)):
+            key = self._key(directory)
+            for name, _ in list(self.client.list(key + "/")):
+                if staged_by_run(name.rsplit("/", 1)[-1], run_id):
+                    self.client.delete(name)
+
+    def fsync_paths(self, paths: Collection[str]) -> dict[str, OSError]:
+        return {}  # an object is durable once its put returned
 
     # ---------------------------------------------------------------------------------------- a segment
     def read_indexes(self, partition_dir: str, base_offset: int) -> dict[str, ExistingIndex]:

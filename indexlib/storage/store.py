@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from ..format.errors import KafkaIndexError
 from ..recovery.checks import has_invalid_tail
 from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, probes_for, unreadable_summary
+from . import publish
 from .partition_files import index_file_sizes, read_existing_indexes, summarize_log, tail_is_zero
+
+if TYPE_CHECKING:
+    from ..format.values import AbortedTxn
+    from ..recovery.entry_plan import PlanSummary, SegmentPlan
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,44 @@ class Store(Protocol):
         """Write the file at ``path`` (its first ``limit`` bytes) into ``target``; the file's whole size."""
         ...
 
+    # the write side: where a run's rebuilt index files go (the partition dirs, or an output dir or prefix)
+    def prefix_is_empty(self, path: str) -> bool:
+        """Whether no file is under ``path`` (looked at now, not in a listing read earlier)."""
+        ...
+
+    def stage_segment(
+        self,
+        target_dir: str,
+        base_offset: int,
+        plan: SegmentPlan | PlanSummary,
+        aborted: list[AbortedTxn],
+        suffixes: Collection[str],
+        stale_txn: bool,
+        segment_index_bytes: int,
+        tag: str | None,
+        unsynced: list[str] | None = None,
+    ) -> dict[str, str]:
+        """Stage a rebuilt segment's chosen index files under names of their own beside their final names (nothing
+        reads them there); ``{final: staged}``. On failure nothing is left. ``unsynced``: the staged files the
+        caller makes durable (:meth:`fsync_paths`), where a file system needs it."""
+        ...
+
+    def install_segment(self, staged: dict[str, str], written: list[str]) -> None:
+        """Put each staged file in its final name (appended to ``written`` as it is); none of them survives."""
+        ...
+
+    def discard_staged(self, staged: dict[str, str], backups: list[str]) -> None:
+        """Drop staged files (and the backups made for them: ``backups`` is emptied of those); ``staged`` emptied."""
+        ...
+
+    def discard_staged_by_run(self, directories: list[str], run_id: str) -> None:
+        """Drop every file in ``directories`` that run ``run_id`` staged (a task attempt no outcome accounts for)."""
+        ...
+
+    def fsync_paths(self, paths: Collection[str]) -> dict[str, OSError]:
+        """Make written files and dirs durable; each path that failed and why."""
+        ...
+
 
 class LocalStore:
     """A local file system (and any mount): the reads of :mod:`~indexlib.storage.partition_files`."""
@@ -143,6 +186,37 @@ class LocalStore:
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
+
+    def prefix_is_empty(self, path: str) -> bool:
+        return publish.first_file_under(path) is None
+
+    def stage_segment(
+        self,
+        target_dir: str,
+        base_offset: int,
+        plan: SegmentPlan | PlanSummary,
+        aborted: list[AbortedTxn],
+        suffixes: Collection[str],
+        stale_txn: bool,
+        segment_index_bytes: int,
+        tag: str | None,
+        unsynced: list[str] | None = None,
+    ) -> dict[str, str]:
+        return publish.stage_segment(
+            target_dir, base_offset, plan, aborted, suffixes, stale_txn, segment_index_bytes, tag, unsynced
+        )
+
+    def install_segment(self, staged: dict[str, str], written: list[str]) -> None:
+        publish.install_segment(staged, sync_dir=False, written=written)  # the run fsyncs the dirs at its end
+
+    def discard_staged(self, staged: dict[str, str], backups: list[str]) -> None:
+        publish.discard_staged(staged, backups)
+
+    def discard_staged_by_run(self, directories: list[str], run_id: str) -> None:
+        publish.discard_staged_by_run(directories, run_id)
+
+    def fsync_paths(self, paths: Collection[str]) -> dict[str, OSError]:
+        return publish.fsync_paths(paths)
 
     def copy_to(self, path: str, target: BinaryIO, limit: int | None = None) -> int:
         written = 0

@@ -97,7 +97,7 @@ def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, 
 def test_verify_and_rebuild_of_a_log_dir_in_object_storage_on_the_cluster(cluster, executor_archive, s3, tmp_path):
     """Issue 39: the executors (two workers' JVMs, Python from the archive) read a log dir's copy in S3 (moto on
     127.0.0.1) themselves, with the storage options the task carries: verify finds the local verify's findings,
-    and rebuild into a local dir writes the local rebuild's bytes."""
+    and rebuild into a local dir, and into a new prefix of the bucket, writes the local rebuild's bytes."""
     logs = tmp_path / "logs"
     for p in range(3):
         generate_partition(logs / f"orders-{p}", segments=2, batches_per_segment=80, transactional_producers=1, seed=p)
@@ -118,6 +118,15 @@ def test_verify_and_rebuild_of_a_log_dir_in_object_storage_on_the_cluster(cluste
     rebuilt = index_bytes(tmp_path / "out")
     assert {k: rebuilt[k] for k in expected if k in rebuilt} == {k: v for k, v in expected.items() if k in rebuilt}
     assert len(rebuilt) == 3 * 2 * 3  # every segment's three index files, the deleted one too
+    done = spark_submit(cluster.url, "rebuild", "--log-dir", uri, "--audit-table", "none", "--output-dir",
+                        f"{uri}-rebuilt", *storage_flags(s3[0]), archive=executor_archive,
+                        conf={"spark.cores.max": "2"})  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    prefix = uri.split("/", 3)[3] + "-rebuilt/"
+    listed = s3[1].list_objects_v2(Bucket=uri.split("/")[2], Prefix=prefix)["Contents"]
+    objects = {o["Key"][len(prefix) :]: s3[1].get_object(Bucket=uri.split("/")[2], Key=o["Key"])["Body"].read()
+               for o in listed}  # fmt: skip
+    assert objects == rebuilt  # the executors put them, the driver's commit named them
     stderr = "".join(p.read_text(errors="replace") for w in cluster.workers for p in w.glob("app-*/*/stderr"))
     assert "Traceback" not in stderr
 

@@ -252,8 +252,8 @@ def test_a_run_that_writes_in_place_is_refused_on_object_storage(generated, s3, 
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"python -m indexlib: error: s3://{BUCKET}: objects in object storage are never changed in place, so "
-        f"{args[0]} cannot run there; verify reads it, and rebuild --output-dir LOCAL_DIR writes the rebuilt log dir "
-        "elsewhere"
+        f"{args[0]} cannot run there; verify reads it, and rebuild --output-dir DIR_OR_NEW_PREFIX writes the rebuilt "
+        "log dir elsewhere"
     ]
 
 
@@ -430,3 +430,59 @@ def test_a_stale_empty_txnindex_in_the_bucket_is_rebuilt_as_from_the_disk(s3, tm
 
     assert written(tmp_path / "from-s3") == written(tmp_path / "from-disk")
     assert written(tmp_path / "from-s3")["plain-0/00000000000000000000.txnindex"] == b""
+
+
+# ------------------------------------------------------------------------------------ writing to object storage
+def objects_under(client, prefix: str) -> dict[str, bytes]:
+    """Every object under ``prefix`` of the bucket, by its key below the prefix."""
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix=prefix + "/").get("Contents", [])
+    return {o["Key"][len(prefix) + 1 :]: client.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in listed}
+
+
+def files_under(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("source", ["local", "s3"])
+def test_rebuild_into_a_new_prefix_equals_the_local_rebuild(generated, s3, tmp_path, source):
+    """``rebuild --output-dir s3://bucket/new-prefix`` from a local log dir and from its copy in the bucket: the
+    objects are the local rebuild's files, byte for byte, under the same names, and no staged object is left."""
+    logs, uri = generated
+    local = indexlib_cli("rebuild", str(logs), "--output-dir", str(tmp_path / "from-disk"))
+    out = f"rebuilt-{source}"
+    done = indexlib_cli(
+        "rebuild", str(logs) if source == "local" else uri, "--output-dir", f"s3://{BUCKET}/{out}", "--jobs", "2",
+        *storage_flags(s3[0]),
+    )  # fmt: skip
+    assert done.returncode == local.returncode == 0, done.stderr
+    assert objects_under(s3[1], out) == files_under(tmp_path / "from-disk")
+    again = indexlib_cli("rebuild", uri, "--output-dir", f"s3://{BUCKET}/{out}", *storage_flags(s3[0]))
+    assert again.returncode == 2 and again.stderr.strip().splitlines() == [
+        f"python -m indexlib: error: s3://{BUCKET}/{out}: --output-dir in object storage must be a new prefix "
+        "(objects are never replaced), and this one holds objects; give another"
+    ]
+    inside = indexlib_cli("rebuild", uri, "--output-dir", f"{uri}/rebuilt", *storage_flags(s3[0]))
+    assert inside.returncode == 2 and f"lies inside the log dir {uri}" in inside.stderr
+
+
+def test_a_run_stopped_in_its_map_leaves_no_staged_object(generated, s3):
+    """The map stages each segment's files as objects under staged names; stopped midway (as a signal stops it,
+    before any commit), the run removes every staged object it can find, its own tasks' and a lost attempt's."""
+    from indexlib.engine import RunOptions, process_segments
+    from indexlib.engine import run as run_engine
+    from indexlib.recovery import IndexSettings
+
+    logs, _ = generated
+    out = f"s3://{BUCKET}/stopped"
+    staged_first: list[str] = []
+
+    def stopped_map(tasks, run_id, arrived=None):
+        outcomes = process_segments(tasks[: len(tasks) // 2], f"{run_id}~7")  # a task attempt's staged objects
+        staged_first.extend(path for o in outcomes for path in o.staged.values())
+        raise KeyboardInterrupt
+
+    options = RunOptions("rebuild", "stopped-run", out, output_store=spec_for([out], s3[0]))
+    with pytest.raises(KeyboardInterrupt):
+        run_engine(discover([str(logs)]), options, lambda topic: IndexSettings(), stopped_map)
+    assert staged_first and all(p.endswith(".stopped-run~7.rebuild.tmp") for p in staged_first)
+    assert objects_under(s3[1], "stopped") == {}

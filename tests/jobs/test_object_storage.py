@@ -140,3 +140,19 @@ def test_an_object_changed_after_the_listing_stops_the_run_in_one_line(
         "written"
     ]
     assert not (tmp_path / "out").exists() or files(tmp_path / "out") == {}
+
+
+def test_the_spark_job_rebuilds_into_a_new_prefix(spark, s3, copies, tmp_path):
+    """Its executors stage each segment's index files as objects and the driver's commit copies them to their names:
+    the objects are the local rebuild's files, byte for byte, and none is left under a staged name."""
+    local_dir, uri = copies[0]
+    assert indexlib_main(["rebuild", str(local_dir), "--output-dir", str(tmp_path / "local"), "-q"]) == 0
+    out = "jobs/rebuilt-by-spark"
+    code = kafka_index_main(
+        ["rebuild", "--log-dir", uri, "--output-dir", f"s3://{S3_BUCKET}/{out}", "--audit-table", "none",
+         "--no-progress", "-q", *storage_flags(s3[0])]
+    )  # fmt: skip
+    assert code == 0
+    listed = s3[1].list_objects_v2(Bucket=S3_BUCKET, Prefix=out + "/")["Contents"]
+    got = {o["Key"][len(out) + 1 :]: s3[1].get_object(Bucket=S3_BUCKET, Key=o["Key"])["Body"].read() for o in listed}
+    assert got == files(tmp_path / "local")
