@@ -654,7 +654,7 @@ def test_a_pool_whose_worker_cannot_exit_still_ends_and_leaves_no_worker():
         pool.EXIT_GRACE = 0.5
         started = time.monotonic()
         local = StoreSpec()
-        out = pool.map_locally(2)([SimpleNamespace(size=2, store=local), SimpleNamespace(size=1, store=local)], "r1")
+        out = pool.map_locally(2)([SimpleNamespace(size=2, store=local, target_store=local), SimpleNamespace(size=1, store=local, target_store=local)], "r1")
         left = open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split()
         print(sorted(out), left, time.monotonic() - started < 30)
     """
