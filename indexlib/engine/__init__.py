@@ -12,8 +12,7 @@ Imports ``format``, ``recovery`` and ``storage``; every file it reads or writes 
 (``tests/test_architecture.py``). The names below are the engine's door for the command
 lines and the Spark job."""
 
-from ..storage.locks import LockedLogDirError, RunInUseError, StagingClosedError
-from ..storage.state import state_dir
+from ..storage import LockedLogDirError, RunInUseError, StagingClosedError, state_dir
 from .commit import Decision, SegmentResult, files_to_replace
 from .identity import log_dir_identities
 from .interrupts import received, stdout_closed, stop_on_signals, stopped_by

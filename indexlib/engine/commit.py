@@ -15,18 +15,22 @@ from ..format.records import ScanProblem
 from ..format.values import AbortedTxn
 from ..recovery.entry_checks import txn_index_bytes
 from ..recovery.findings import CUT_TAIL, files_to_rebuild, kind
-from ..storage.partition_files import already_holds, file_exists
-from ..storage.publish import (
+from ..storage import (
+    LOCAL,
+    ObjectStoreError,
+    StoreSpec,
+    already_holds,
     check_as_read,
     discard_backup,
     drop_segment_files,
+    file_exists,
     keep_backup,
     replace_file,
     save_log_tail,
+    store_for,
     trim_in_place,
     truncate_log,
 )
-from ..storage.store import LOCAL, ObjectStoreError, StoreSpec, store_for
 from .options import RunOptions, TargetDirError
 from .replay import SegmentReplay
 from .segment_task import (

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from ..format.meta_properties import BrokerIdentity
 from ..recovery.findings import Finding
-from ..storage.discovery import Discovery, LogDirMeta, read_log_dir_meta
-from ..storage.store import remote_store
+from ..storage import Discovery, LogDirMeta, read_log_dir_meta, remote_store
 
 BROKER_ID_MAX = 2**31 - 1
 

@@ -12,11 +12,20 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from ..format.errors import KafkaIndexError
-from ..storage.discovery import Discovery, Partition, directory_key
-from ..storage.file_system_sync import check_available as check_syncfs_available
-from ..storage.publish import first_file_under, nearest_existing, why_unwritable
-from ..storage.state import state_dir
-from ..storage.store import LOCAL, StoreSpec, is_uri, store_for
+from ..storage import (
+    LOCAL,
+    Discovery,
+    Partition,
+    StoreSpec,
+    check_syncfs_available,
+    directory_key,
+    first_file_under,
+    is_uri,
+    nearest_existing,
+    state_dir,
+    store_for,
+    why_unwritable,
+)
 from .identity import BROKER_ID_MAX, broker_id_conflicts
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from ..recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES, DEFAULT_SEGMENT_INDEX_BYTES, IndexSettings
-from ..storage.discovery import discover_partition_dir
+from ..storage import discover_partition_dir
 from .options import RunOptions
 from .pool import map_locally
 from .runner import RunReport, run

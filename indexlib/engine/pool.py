@@ -14,7 +14,7 @@ from typing import Any
 
 from ..format import scan_kernel
 from ..format.errors import KafkaIndexError
-from ..storage import file_system_sync
+from ..storage import register_sync_roots, sync_roots
 from .segment_task import Arrived, MapSegments, SegmentOutcome, SegmentTask, process_segments
 
 
@@ -47,7 +47,7 @@ def map_locally(jobs: int = 1) -> MapSegments:
         pool = ProcessPoolExecutor(
             max_workers=workers,
             initializer=pool_worker,
-            initargs=(pool_reads_ahead(workers), file_system_sync.roots()),
+            initargs=(pool_reads_ahead(workers), sync_roots()),
             mp_context=_start_method(tasks),
         )
         stopping = contextlib.ExitStack()
@@ -181,7 +181,7 @@ def pool_worker(read_ahead: bool = True, sync_roots: list[str] | None = None) ->
     if not read_ahead:
         scan_without_read_ahead()
     if sync_roots:
-        file_system_sync.register(sync_roots)
+        register_sync_roots(sync_roots)
 
 
 def _die_with_parent() -> None:

@@ -44,32 +44,38 @@ from ..recovery.findings import Finding
 from ..recovery.log_loader import left_to_broker, log_end_offset, segments_to_recover
 from ..recovery.producer_state import apply_segment, recovered_leader_epochs, snapshot_entries, state_from_snapshot
 from ..recovery.state_checks import recovery_point_findings
-from ..storage.discovery import Discovery, LogDirError, Partition, discover, discover_partition_dir
-from ..storage.partition_files import (
-    file_exists,
-    partition_file_names,
-    read_leader_epoch_text,
-    read_log_start_offset,
-    read_offset_checkpoint,
-    read_snapshot_files,
-)
-from ..storage.publish import (
+from ..storage import (
     ROLLED_SEGMENT_SUFFIXES,
+    Discovery,
+    LogDirError,
+    Partition,
+    RecoveringMark,
     concurrently,
     create_empty_segment,
     discard,
     discard_staged,
+    discover,
+    discover_partition_dir,
+    file_exists,
     fsync_paths,
     install,
     keep_backup,
     log_dir_backup_dir,
+    mark_path,
     move_to_backup,
+    partition_file_names,
+    read_leader_epoch_text,
+    read_log_start_offset,
+    read_mark,
+    read_offset_checkpoint,
+    read_snapshot_files,
+    remote_store,
+    remove_mark,
     stage_checkpoint_file,
     stage_file,
     write_checkpoint_file,
+    write_mark,
 )
-from ..storage.recovery_mark import RecoveringMark, mark_path, read_mark, remove_mark, write_mark
-from ..storage.store import remote_store
 from .commit import Decision, SegmentResult
 from .options import TargetDirError
 from .replay import SegmentReplay

@@ -41,8 +41,8 @@ from ..recovery.state_checks import (
     snapshot_log_findings,
     snapshot_rewrites,
 )
-from ..storage.discovery import Partition
-from ..storage.partition_files import (
+from ..storage import (
+    Partition,
     initial_state_for,
     last_offset_before_batch,
     partition_file_names,
@@ -56,7 +56,7 @@ from .segment_task import SegmentOutcome
 
 if TYPE_CHECKING:
     from ..format.cluster_metadata import ClusterFacts
-    from ..storage.store import Store
+    from ..storage import Store
 
 
 # ------------------------------------------------------------------------------------------- replay

@@ -42,12 +42,22 @@ from ..format.meta_properties import BrokerIdentity
 from ..recovery.checks import foreign_dir_findings
 from ..recovery.findings import Finding
 from ..recovery.settings import IndexSettings
-from ..storage.discovery import Discovery, Partition
-from ..storage.file_system_sync import by_file_system
-from ..storage.locks import StageFence, broker_locks, run_locks, sweep_dead_run_locks, sweep_dead_runs
-from ..storage.publish import fsync_paths, sweep_partial_backups
-from ..storage.recovery_mark import RecoveringMark
-from ..storage.store import is_uri, remote_store, store_for
+from ..storage import (
+    Discovery,
+    Partition,
+    RecoveringMark,
+    StageFence,
+    broker_locks,
+    by_file_system,
+    fsync_paths,
+    is_uri,
+    remote_store,
+    run_locks,
+    store_for,
+    sweep_dead_run_locks,
+    sweep_dead_runs,
+    sweep_partial_backups,
+)
 from .commit import (
     Decision,
     SegmentResult,

@@ -29,13 +29,18 @@ from ..recovery.settings import (
     DEFAULT_SEGMENT_INDEX_BYTES,
     IndexSettings,
 )
-from ..storage.discovery import Discovery, Partition
-from ..storage.locks import staging_open
-from ..storage.partition_files import (
+from ..storage import (
+    LOCAL,
+    Discovery,
+    Partition,
+    StoreSpec,
+    fsync_paths,
+    keep_backup,
+    staging_open,
+    store_for,
     summarize_log,
+    writable,
 )
-from ..storage.publish import fsync_paths, keep_backup, writable
-from ..storage.store import LOCAL, StoreSpec, store_for
 from .options import RunOptions, backup_root
 
 #: the files an executor stages (they need the full plan); the .txnindex needs the replay, on the driver
