@@ -11,7 +11,6 @@ then staging. :class:`LocalStore` is a local file system, with the same reads an
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -239,6 +238,8 @@ def local_copy(spec: StoreSpec, path: str, limit: int | None = None) -> Iterator
     if spec.scheme == "file":
         yield path
         return
+    import tempfile  # a dump's alone: not every run's start-up cost
+
     store = store_for(spec)
     with tempfile.TemporaryDirectory(prefix="kafka-index-object-") as directory:
         local = os.path.join(directory, path.rstrip("/").rsplit("/", 1)[-1])
