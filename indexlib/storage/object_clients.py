@@ -1,9 +1,10 @@
 """The :class:`~indexlib.storage.object_store.ObjectClient` of each object store, through ``obstore`` (the Python
 binding of the Rust ``object_store`` crate, which delta-rs, the audit table's writer, uses too: the same storage
-options and ``AWS_*`` / ``GOOGLE_*`` / ``AZURE_*`` environment variables configure both), and the one of those
-compared (pyarrow.fs, fsspec/s3fs) that sends conditional ranged reads (If-Match), so a replaced object is told;
-installed by the ``object-storage`` extra. Its client is not fork-safe: a pool over object storage starts its
-workers from a fork server (``engine.pool``).
+options and ``AWS_*`` / ``GOOGLE_*`` / ``AZURE_*`` environment variables configure both). Of those compared
+(``benchmarks/object_storage.py``: pyarrow.fs, fsspec/s3fs) it holds the least memory, reads whole small objects
+fastest (one GET each) and sends conditional ranged reads (If-Match) on any read, so a replaced object is told
+(pyarrow.fs cannot; s3fs only through its file object); installed by the ``object-storage`` extra. Its client is
+not fork-safe: a pool over object storage starts its workers from a fork server (``engine.pool``).
 
 Every failure becomes one :class:`~indexlib.storage.store.ObjectStoreError` line naming the URI.
 """
