@@ -66,7 +66,7 @@ from ..storage.discovery import (
     parse_topic_filter,
 )
 from ..storage.locks import LockedLogDirError, log_dir_is_locked
-from ..storage.store import LOCAL, ObjectStoreError, StoreSpec, remote_store, store_for
+from ..storage.store import LOCAL, ObjectStoreError, StoreSpec, is_uri, remote_store, store_for
 from .options import (
     add_broker_id,
     add_dump_command,
@@ -484,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks have swept what it staged
         name, code = stopped_by(exc)
         state = "; every index file is the old one or the whole new one (run it again to finish)"
+        if is_uri(getattr(args, "output_dir", None) or ""):  # a prefix is written once: a new one for the rerun
+            state = "; the prefix holds whole files of the segments committed before the stop (run it again into a new prefix)"
         _error(f"stopped by {name}" + (state if args.command == "rebuild" else ""))
         return code
     except Exception as exc:  # a bug: still one line, unless asked for the traceback

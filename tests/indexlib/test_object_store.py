@@ -486,3 +486,37 @@ def test_a_run_stopped_in_its_map_leaves_no_staged_object(generated, s3):
         run_engine(discover([str(logs)]), options, lambda topic: IndexSettings(), stopped_map)
     assert staged_first and all(p.endswith(".stopped-run~7.rebuild.tmp") for p in staged_first)
     assert objects_under(s3[1], "stopped") == {}
+
+
+def test_sigterm_while_writing_into_a_prefix_leaves_whole_files_and_no_staged_object(s3, tmp_path):
+    """SIGTERM once the run's first object is in the prefix: exit 143, one line saying to give a new prefix (a
+    prefix is written once), every object there a whole file of the local rebuild, none under a staged name."""
+    import signal
+
+    logs = tmp_path / "logs"
+    for p in range(8):
+        generate_partition(logs / f"orders-{p}", segments=3, batches_per_segment=1500, seed=p)
+    assert indexlib_cli("rebuild", str(logs), "--output-dir", str(tmp_path / "local")).returncode == 0
+    out = "sigterm"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "indexlib", "rebuild", str(logs), "--output-dir", f"s3://{BUCKET}/{out}", "--jobs", "2",
+         *storage_flags(s3[0])],
+        cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not s3[1].list_objects_v2(Bucket=BUCKET, Prefix=out + "/").get("KeyCount") and run.poll() is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    run.send_signal(signal.SIGTERM)
+    err = run.communicate(timeout=120)[1]
+    objects = objects_under(s3[1], out)
+    assert not [k for k in objects if k.endswith(".rebuild.tmp")]
+    local = files_under(tmp_path / "local")
+    assert all(data == local[key] for key, data in objects.items())
+    if run.returncode == 0:  # the run ended before the signal came: nothing to say about a stop
+        pytest.skip("the rebuild finished before SIGTERM reached it")
+    assert run.returncode == 143
+    assert err.strip().splitlines() == [
+        "python -m indexlib: error: stopped by SIGTERM; the prefix holds whole files of the segments committed before "
+        "the stop (run it again into a new prefix)"
+    ]
