@@ -64,8 +64,8 @@ def findings(report: dict, copies: list[tuple[Path, str]], remote: bool) -> list
 
 
 def test_verify_from_s3_finds_on_every_engine_what_the_local_verify_finds(spark, s3, copies, tmp_path):
-    """One run over every copy: ``kafka-index verify`` on Spark and on ``--engine local``, against
-    ``python -m indexlib verify`` of the local dirs; the audit rows name the copies' URIs."""
+    """One run over every copy: ``python -m indexlib verify`` and ``kafka-index verify`` on Spark and on ``--engine
+    local`` of the copies, against ``python -m indexlib verify`` of the local dirs; the audit rows name the URIs."""
     from deltalake import DeltaTable
 
     local_json = tmp_path / "local.json"
@@ -73,6 +73,10 @@ def test_verify_from_s3_finds_on_every_engine_what_the_local_verify_finds(spark,
     expected = findings(json.loads(local_json.read_text()), copies, remote=False)
     assert local == 1 and len(expected) >= 4  # the generated damage is seen
     uris = [flag for _, uri in copies for flag in ("--log-dir", uri)]
+    from_bucket = tmp_path / "indexlib-s3.json"
+    code = indexlib_main(["verify", *(u for _, u in copies), "--jobs", "2", "--json", str(from_bucket), "-q",
+                          *storage_flags(s3[0])])  # fmt: skip
+    assert code == local and findings(json.loads(from_bucket.read_text()), copies, remote=True) == expected
     for engine in ("spark", "local"):
         report = tmp_path / f"{engine}.json"
         code = kafka_index_main(
