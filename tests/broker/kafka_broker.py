@@ -427,14 +427,16 @@ def producer(bootstrap: str, kind: str, compression: str | None = None, transact
 def fill(
     bootstrap: str, records_per_partition: int, value_bytes: int = 300, partitions: int = 2, seed: int = 7,
     topics: dict[str, tuple[str | None, str]] | None = None, txn_size: int = 100, abort_every: int = 3,
+    configs: dict[str, str] | None = None,
 ) -> dict[str, int]:  # fmt: skip
     """Create ``topics`` (default :data:`FILL_TOPICS`) and write each partition ``records_per_partition`` keyed
     records whose timestamps rise 10 ms apart from an hour ago; a transactional topic in transactions of
-    ``txn_size`` records per partition, every ``abort_every``-th aborted. Returns topic -> partitions."""
+    ``txn_size`` records per partition, every ``abort_every``-th aborted. ``configs``: every topic's settings.
+    Returns topic -> partitions."""
     import random
 
     topics = FILL_TOPICS if topics is None else topics
-    create_topics(bootstrap, {t: partitions for t in topics})
+    create_topics(bootstrap, {t: partitions for t in topics}, configs)
     rng = random.Random(seed)
     t0 = int(time.time() * 1000) - 3600_000
     for n, (topic, (compression, kind)) in enumerate(topics.items()):
