@@ -23,6 +23,7 @@ from indexlib.cli import (
     add_jobs,
     add_json_report,
     add_lookup_command,
+    add_remote_inventory_command,
     add_run_id,
     add_selection,
     add_settings_files,
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
         _job_options(sub.add_parser(mode, help=text, description=text), mode)
     add_dump_command(sub, run_dump)
     add_lookup_command(sub, run_lookup)
+    add_remote_inventory_command(sub, run_remote_inventory)
     text = "query the Delta audit table (the latest run by default), or merge rows kept in the audit journal"
     audit = sub.add_parser("audit", help=text, description=text)
     audit.add_argument("--audit-table", metavar="PATH", help="the table (default: the config's audit_table)")
@@ -439,6 +441,13 @@ def run_dump(args: argparse.Namespace) -> int:
         return 2
 
 
+def run_remote_inventory(args: argparse.Namespace) -> int:
+    """``kafka-index remote-inventory``: the library's command, as ``python -m indexlib remote-inventory``."""
+    from indexlib.cli import run_remote_inventory_command
+
+    return run_remote_inventory_command(args, sys.stdout, sys.stderr, PROG)
+
+
 def run_lookup(args: argparse.Namespace) -> int:
     from indexlib.cli import check_target, lookup, print_lookup
 
@@ -483,6 +492,8 @@ def main(argv: list[str] | None = None) -> int:
                 code = run_dump(args)
             elif args.command == "lookup":
                 code = run_lookup(args)
+            elif args.command == "remote-inventory":
+                code = run_remote_inventory(args)
             else:
                 code = run_audit(args)
             sys.stdout.flush()  # here, where a closed stdout is still caught

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         add_jobs,
         add_json_report,
         add_lookup_command,
+        add_remote_inventory_command,
         add_run_id,
         add_selection,
         add_settings_files,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
         add_write_options,
         report_level,
     )
+    from .remote_inventory import run_remote_inventory_command
     from .report import (
         JsonTargetError,
         check_json_target,
@@ -73,6 +75,8 @@ _PUBLIC = {
     "add_jobs": "options",
     "add_json_report": "options",
     "add_lookup_command": "options",
+    "add_remote_inventory_command": "options",
+    "run_remote_inventory_command": "remote_inventory",
     "add_run_id": "options",
     "add_write_options": "options",
     "write_dump": "dump",
@@ -91,6 +95,8 @@ _PUBLIC = {
 }
 __all__ = [
     "add_storage_options",
+    "add_remote_inventory_command",
+    "run_remote_inventory_command",
     "key_values",
     "store_spec",
     "check_planned_run",

@@ -74,6 +74,7 @@ from .options import (
     add_jobs,
     add_json_report,
     add_lookup_command,
+    add_remote_inventory_command,
     add_run_id,
     add_selection,
     add_settings_files,
@@ -172,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(run=run_verify)
     add_dump_command(commands, run_dump)
     add_lookup_command(commands, run_lookup)
+    add_remote_inventory_command(commands, run_remote_inventory)
     return parser
 
 
@@ -440,6 +442,12 @@ def run_dump(args: argparse.Namespace) -> int:
         return run_dump_command(args, sys.stdout, sys.stderr, PROG)
     except DumpUsageError as exc:
         raise InputError(str(exc)) from None
+
+
+def run_remote_inventory(args: argparse.Namespace) -> int:
+    from .remote_inventory import run_remote_inventory_command  # imported here: only this subcommand needs it
+
+    return run_remote_inventory_command(args, sys.stdout, sys.stderr, PROG)
 
 
 def run_lookup(args: argparse.Namespace) -> int:

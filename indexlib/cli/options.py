@@ -231,6 +231,14 @@ def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> 
         dest="decoder",
         help="decode the records of KRaft's __cluster_metadata log and snapshots (implies --print-data-log)",
     )
+    decoders.add_argument(
+        "--remote-log-metadata-decoder",
+        action="store_const",
+        const="remote-log-metadata",
+        dest="decoder",
+        help="decode the records of __remote_log_metadata, tiered storage's segment metadata "
+        "(implies --print-data-log)",
+    )
     dump.add_argument(
         "--check",
         action="store_true",
@@ -239,6 +247,28 @@ def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> 
     )
     dump.set_defaults(run=run)
     return dump
+
+
+def add_remote_inventory_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
+    """The ``remote-inventory`` subcommand: tiered storage's segments from ``__remote_log_metadata``, and their
+    objects against a listing of the remote store."""
+    from .remote_inventory import add_arguments
+
+    text = "list tiered storage's segments from __remote_log_metadata, and reconcile them with the bucket (read-only)"
+    inventory: argparse.ArgumentParser = commands.add_parser(
+        "remote-inventory",
+        help=text,
+        description="Read __remote_log_metadata offline from broker log dirs and list each remote segment at its "
+        "latest state, per partition; with --remote and --layout, reconcile them with a listing of the bucket or "
+        "dir the RemoteStorageManager writes (missing objects, orphans, copies and deletes not finished). "
+        "Read-only. Exit 0 nothing wrong, 1 problems, 2 input that cannot be read.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **parser_options,
+    )
+    add_arguments(inventory)
+    add_storage_options(inventory)
+    inventory.set_defaults(run=run)
+    return inventory
 
 
 def add_lookup_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidRecordError
-from .message_schema import compact_json
+from .message_schema import Message, compact_json
 from .metadata_schemas import METADATA_RECORD_TYPES
 from .record_fields import FieldReader
 
@@ -46,9 +46,12 @@ def _short(reader: FieldReader, what: str) -> int:
     return value
 
 
-def read_metadata_record(value: bytes | memoryview, decode: frozenset[int] | None = None) -> MetadataRecord:
-    """The metadata record a record's value holds; :class:`InvalidRecordError` with Kafka's reason when it does
-    not parse (an unknown frame version, type or version, a field that does not read, garbage after it).
+def read_framed_record(
+    value: bytes | memoryview, types: dict[int, tuple[str, Message]], decode: frozenset[int] | None = None
+) -> MetadataRecord:
+    """The record a framed value holds (``AbstractApiMessageSerde``'s frame: the frame version, then the record's
+    type among ``types`` and its version, then its fields); :class:`InvalidRecordError` with Kafka's reason when it
+    does not parse (an unknown frame version, type or version, a field that does not read, garbage after it).
     ``decode``: the types whose fields are read (the others: their frame only, ``data`` empty); None: all."""
     reader = FieldReader(value)
     frame = _short(reader, "frame version")
@@ -64,9 +67,9 @@ def read_metadata_record(value: bytes | memoryview, decode: frozenset[int] | Non
         )
     type_id = _short(reader, "type")
     version = _short(reader, "version")
-    if type_id not in METADATA_RECORD_TYPES:
+    if type_id not in types:
         raise InvalidRecordError(f"Unknown metadata id {type_id}")
-    type_name, schema = METADATA_RECORD_TYPES[type_id]
+    type_name, schema = types[type_id]
     if decode is not None and type_id not in decode:
         return MetadataRecord(type_id, version, type_name, {})
     try:
@@ -76,6 +79,11 @@ def read_metadata_record(value: bytes | memoryview, decode: frozenset[int] | Non
     if reader.remaining:
         raise InvalidRecordError(f"Found {reader.remaining} byte(s) of garbage after {type_id}")
     return MetadataRecord(type_id, version, type_name, data)
+
+
+def read_metadata_record(value: bytes | memoryview, decode: frozenset[int] | None = None) -> MetadataRecord:
+    """The KRaft metadata record a record's value holds (:func:`read_framed_record` of the metadata types)."""
+    return read_framed_record(value, METADATA_RECORD_TYPES, decode)
 
 
 def decode_metadata_record(key: bytes | None, value: bytes | None, offset: int) -> tuple[str | None, str | None]:

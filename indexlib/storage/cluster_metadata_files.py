@@ -33,6 +33,7 @@ from ..format.records import ATTR_CONTROL
 if TYPE_CHECKING:
     import mmap
     from collections.abc import Callable
+    from typing import Any
 
     from ..format.cluster_metadata import ClusterMetadata, MetadataReplay
     from .store import Store
@@ -72,24 +73,32 @@ def _open_records(path: str, store: Store | None) -> tuple[int, bytes | mmap.mma
     return len(data), (data or None), lambda: None
 
 
-def _replay_file(
-    replay: MetadataReplay, path: str, from_offset: int, snapshot: bool = False, store: Store | None = None
-) -> None:
-    """Apply the records at or above ``from_offset`` of the record batches of ``path`` (a segment or a snapshot).
-    A snapshot must read whole (Kafka writes one whole, then renames it): else :class:`ClusterMetadataError`. A
-    segment whose walk ends early (a torn or corrupt batch) ends the replay there, saying so in ``stopped``."""
-    from ..format.cluster_metadata import APPLIED_TYPES
-    from ..format.metadata_records import read_metadata_record
+def replay_log_file(
+    path: str,
+    from_offset: int,
+    decode: Callable[[bytes], Any],
+    apply: Callable[[int, Any], None],
+    skip: Callable[[int, int, str], None],
+    store: Store | None = None,
+    whole: bool = False,
+    unreadable: str = "cannot read the cluster metadata",
+) -> str | None:
+    """Call ``apply(offset, decode(value))`` for each record at or above ``from_offset`` of the non-control record
+    batches of ``path`` (``apply(offset, reason)`` when its value is absent or ``decode`` raises
+    :class:`InvalidRecordError`; ``skip(first, last, reason)`` for a batch that does not read). Returns why the
+    walk ended early (a torn or corrupt batch: the records after it are not read), or None. With ``whole``, a
+    file that is empty or does not read whole is a :class:`ClusterMetadataError` instead."""
     from ..format.record_decoding import batch_records
 
     try:
         size, mm, close = _open_records(path, store)
     except OSError as exc:
-        raise ClusterMetadataError(f"{path}: cannot read the cluster metadata: {describe_error(exc)}") from None
+        raise ClusterMetadataError(f"{path}: {unreadable}: {describe_error(exc)}") from None
     if mm is None:
-        if snapshot:
+        if whole:
             raise ClusterMetadataError(f"{path}: the latest KRaft snapshot is empty; {_WAY_ROUND}")
-        return
+        return None
+    stopped = None
     try:
         scan = scan_buffer(mm, size, path)
         if scan.valid_bytes < size or scan.fatal is not None:
@@ -99,11 +108,11 @@ def _replay_file(
                 if problem
                 else f"{scan.stop.value} at byte {scan.valid_bytes}"
             )
-            if snapshot:
+            if whole:
                 raise ClusterMetadataError(
                     f"{path}: the latest KRaft snapshot does not read whole ({why}); {_WAY_ROUND}"
                 )
-            replay.state.stopped = f"{path}: {why}; the records after it were not read"
+            stopped = f"{path}: {why}; the records after it were not read"
         for i in range(scan.batch_count):
             if int(scan.last_offsets[i]) < from_offset or int(scan.attributes[i]) & ATTR_CONTROL:
                 continue
@@ -111,20 +120,38 @@ def _replay_file(
             try:
                 records = batch_records(mm[pos : pos + length])
             except (InvalidRecordError, CodecUnavailableError) as exc:
-                replay.skip(int(scan.base_offsets[i]), int(scan.last_offsets[i]), f"a batch that does not read: {exc}")
+                skip(int(scan.base_offsets[i]), int(scan.last_offsets[i]), f"a batch that does not read: {exc}")
                 continue
             for r in records:
                 if r.offset < from_offset:
                     continue
                 if r.value is None:
-                    replay.apply(r.offset, "a record without a value")
+                    apply(r.offset, "a record without a value")
                     continue
                 try:
-                    replay.apply(r.offset, read_metadata_record(r.value, APPLIED_TYPES))
+                    apply(r.offset, decode(r.value))
                 except InvalidRecordError as exc:
-                    replay.apply(r.offset, str(exc))
+                    apply(r.offset, str(exc))
     finally:
         close()
+    return stopped
+
+
+def _replay_file(
+    replay: MetadataReplay, path: str, from_offset: int, snapshot: bool = False, store: Store | None = None
+) -> None:
+    """Apply the metadata records at or above ``from_offset`` of ``path`` (a segment or a snapshot, which must
+    read whole: Kafka writes one whole, then renames it); a segment whose walk ends early ends the replay there,
+    saying so in ``stopped``."""
+    from ..format.cluster_metadata import APPLIED_TYPES
+    from ..format.metadata_records import read_metadata_record
+
+    stopped = replay_log_file(
+        path, from_offset, lambda value: read_metadata_record(value, APPLIED_TYPES), replay.apply, replay.skip,
+        store=store, whole=snapshot,
+    )  # fmt: skip
+    if stopped is not None:
+        replay.state.stopped = stopped
 
 
 def read_cluster_metadata(metadata_dir: str, store: Store | None = None) -> ClusterMetadata:

@@ -190,6 +190,11 @@ class ObjectStore:
             raise FileNotFoundError(2, "No such directory (no object under this prefix)", path)
         return names
 
+    def list_tree(self, path: str) -> dict[str, int]:
+        key = self._key(path)
+        prefix = key + "/" if key else ""
+        return {k[len(prefix) :]: size for k, size in self._keys_under(key)}
+
     def size(self, path: str) -> int:
         key = self._key(path)
         parent = key.rsplit("/", 1)[0] if "/" in key else ""

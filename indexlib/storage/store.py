@@ -10,6 +10,7 @@ then staging. :class:`LocalStore` is a local file system, with the same reads an
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
@@ -90,6 +91,11 @@ class Store(Protocol):
 
     def list_names(self, path: str) -> list[str]:
         """The names in the dir ``path`` (files and dirs, unsorted); ``OSError`` when it cannot be listed."""
+        ...
+
+    def list_tree(self, path: str) -> dict[str, int]:
+        """Every file under the dir ``path``, at any depth: its path relative to ``path`` ('/'-separated) -> its
+        size; empty when there is none."""
         ...
 
     def size(self, path: str) -> int:
@@ -178,6 +184,15 @@ class LocalStore:
 
     def list_names(self, path: str) -> list[str]:
         return os.listdir(path)
+
+    def list_tree(self, path: str) -> dict[str, int]:
+        out = {}
+        for top, _, files in os.walk(path):
+            for name in files:
+                full = os.path.join(top, name)
+                with contextlib.suppress(FileNotFoundError):  # gone since the walk listed it
+                    out[os.path.relpath(full, path).replace(os.sep, "/")] = os.stat(full).st_size
+        return out
 
     def size(self, path: str) -> int:
         return os.stat(path).st_size

@@ -25,15 +25,16 @@ _PRIMITIVES = {"int8", "int16", "int32", "int64", "uint16", "uuid", "bool", "flo
 
 
 def load_definitions(libs: Path = KAFKA_LIBS) -> dict[str, dict[str, Any]]:
-    """Every ``common/message/*.json`` and ``common/metadata/*.json`` of the broker's jars under ``libs``, by message
-    name (comments stripped)."""
+    """Every ``common/message/*.json`` and ``common/metadata/*.json`` of the broker's jars under ``libs``, and the
+    ``message/*.json`` of its storage jar (``__remote_log_metadata``'s records), by message name (comments
+    stripped)."""
     found: dict[str, dict[str, Any]] = {}
     for jar in sorted(libs.glob("kafka*.jar")):
         if jar.name.startswith("kafka-streams"):  # Streams' own (non-JSON comments); no record of a log dir
             continue
         with zipfile.ZipFile(jar) as z:
             for name in z.namelist():
-                if name.startswith(("common/message/", "common/metadata/")) and name.endswith(".json"):
+                if name.startswith(("common/message/", "common/metadata/", "message/")) and name.endswith(".json"):
                     text = re.sub(r"^\s*(//.*|/\*.*\*/\s*)$", "", z.read(name).decode("utf-8"), flags=re.M)
                     definition = json.loads(text)
                     found[definition["name"]] = definition

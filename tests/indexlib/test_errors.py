@@ -16,6 +16,7 @@ import pytest
 import indexlib
 from indexlib import KafkaIndexError, OffsetIndex, TimeIndex, cli, engine, recovery, storage, testing
 from indexlib.cli.main import InputError
+from indexlib.cli.remote_inventory import RemoteInventoryError
 from indexlib.format.checkpoint import CheckpointError
 from indexlib.format.compression import CodecUnavailableError
 from indexlib.format.errors import describe_error, error_line
@@ -166,6 +167,7 @@ ERROR_CLASSES = [
     (UnknownStoreError, ValueError),
     (ObjectStoreError, RuntimeError),
     (ObjectChangedError, RuntimeError),
+    (RemoteInventoryError, ValueError),
 ]
 
 

@@ -1,5 +1,6 @@
 """Our transcriptions of Kafka's message definitions (:mod:`indexlib.format.coordinator_schemas`,
-:mod:`indexlib.format.raft_schemas`) against the definitions inside Kafka 4.1.0's own jars, field for field; and
+:mod:`indexlib.format.raft_schemas`, :mod:`indexlib.format.metadata_schemas`,
+:mod:`indexlib.format.remote_log_metadata`) against the definitions inside Kafka 4.1.0's own jars, field for field; and
 the schema reader on bytes written by hand for the types the real fixtures do not hold."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import uuid
 
 import pytest
 
-from indexlib.format import coordinator_schemas, metadata_schemas, raft_schemas
+from indexlib.format import coordinator_schemas, metadata_schemas, raft_schemas, remote_log_metadata
 from indexlib.format.coordinator_records import decode_offsets_record
 from indexlib.format.errors import InvalidRecordError
 from indexlib.format.message_schema import Field, Message, compact_json
@@ -21,7 +22,7 @@ from .kafka_message_json import load_definitions, message
 
 OURS = {
     m.name: m
-    for module in (coordinator_schemas, metadata_schemas, raft_schemas)
+    for module in (coordinator_schemas, metadata_schemas, raft_schemas, remote_log_metadata)
     for m in vars(module).values()
     if isinstance(m, Message)
 }
@@ -63,8 +64,19 @@ def test_the_record_types_are_kafkas_api_keys():
 @pytest.mark.skipif(kafka_home_missing() is not None, reason=kafka_home_missing() or "")
 def test_the_metadata_record_types_are_kafkas():
     definitions = load_definitions()
-    metadata = {d["apiKey"]: name for name, d in definitions.items() if d.get("type") == "metadata"}
+    metadata = {
+        d["apiKey"]: name
+        for name, d in definitions.items()
+        if d.get("type") == "metadata" and not name.startswith(("RemoteLog", "RemotePartition"))
+    }
     assert {t: m.name for t, (_, m) in metadata_schemas.METADATA_RECORD_TYPES.items()} == metadata
+
+
+@pytest.mark.skipif(kafka_home_missing() is not None, reason=kafka_home_missing() or "")
+def test_the_remote_log_metadata_record_types_are_kafkas():
+    definitions = load_definitions()
+    remote = {d["apiKey"]: name for name, d in definitions.items() if name.startswith(("RemoteLog", "RemotePartition"))}
+    assert {t: m.name for t, (_, m) in remote_log_metadata.REMOTE_LOG_METADATA_TYPES.items()} == remote
 
 
 def compact_string(text: str) -> bytes:

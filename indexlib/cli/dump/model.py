@@ -27,8 +27,9 @@ from ...format.layout import (
 
 #: how ``--print-data-log`` shows keys, values and header values
 PAYLOAD_FORMATS = ("text", "hex", "base64")
-#: ``--offsets-decoder`` / ``--transaction-log-decoder`` / ``--cluster-metadata-decoder``
-DECODERS = ("offsets", "transaction-log", "cluster-metadata")
+#: ``--offsets-decoder`` / ``--transaction-log-decoder`` / ``--cluster-metadata-decoder`` /
+#: ``--remote-log-metadata-decoder``
+DECODERS = ("offsets", "transaction-log", "cluster-metadata", "remote-log-metadata")
 
 #: a chunk of columns (one list per column) -> its rows
 RowMaker = Callable[[list[list[Any]]], Iterator[dict[str, Any]]]
@@ -44,7 +45,8 @@ class DumpOptions:
 
     ``deep_iteration``: each batch's records; ``print_data_log``: also their keys and values, as
     ``payload_format``; ``decoder``: keys and values of ``__consumer_offsets`` (``offsets``) or
-    ``__transaction_state`` (``transaction-log``) or of KRaft's metadata log (``cluster-metadata``) decoded; ``max_bytes``: only the batches that end within the
+    ``__transaction_state`` (``transaction-log``), of KRaft's metadata log (``cluster-metadata``) or of
+    ``__remote_log_metadata`` (``remote-log-metadata``) decoded; ``max_bytes``: only the batches that end within the
     first ``max_bytes`` bytes of a ``.log``. A decoder implies ``print_data_log``, which implies ``deep_iteration``.
     """
 

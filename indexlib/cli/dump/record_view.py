@@ -22,6 +22,7 @@ from ...format.raft_schemas import KRAFT_CONTROL_RECORDS
 from ...format.record_decoding import Record, batch_records
 from ...format.record_fields import FieldReader, java_string
 from ...format.records import MARKER_ABORT, MARKER_COMMIT
+from ...format.remote_log_metadata import decode_remote_log_metadata
 from .model import DumpOptions
 
 Decoder = Callable[[bytes | None, bytes | None, int], tuple[str | None, str | None]]
@@ -29,6 +30,7 @@ DECODERS: dict[str, Decoder] = {
     "offsets": decode_offsets_record,
     "transaction-log": decode_transaction_log_record,
     "cluster-metadata": decode_metadata_record,
+    "remote-log-metadata": decode_remote_log_metadata,
 }
 
 
