@@ -29,6 +29,7 @@ from indexlib.cli import (
     add_settings_files,
     add_storage_options,
     add_verbosity,
+    add_verify_remote_command,
     add_write_options,
     report_level,
 )
@@ -157,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dump_command(sub, run_dump)
     add_lookup_command(sub, run_lookup)
     add_remote_inventory_command(sub, run_remote_inventory)
+    add_verify_remote_command(sub, run_verify_remote)
     text = "query the Delta audit table (the latest run by default), or merge rows kept in the audit journal"
     audit = sub.add_parser("audit", help=text, description=text)
     audit.add_argument("--audit-table", metavar="PATH", help="the table (default: the config's audit_table)")
@@ -448,6 +450,13 @@ def run_remote_inventory(args: argparse.Namespace) -> int:
     return run_remote_inventory_command(args, sys.stdout, sys.stderr, PROG)
 
 
+def run_verify_remote(args: argparse.Namespace) -> int:
+    """``kafka-index verify-remote``: the local engine's check of tiered segments (one machine, threads)."""
+    from indexlib.cli import run_verify_remote_command
+
+    return run_verify_remote_command(args, sys.stdout, sys.stderr, PROG)
+
+
 def run_lookup(args: argparse.Namespace) -> int:
     from indexlib.cli import check_target, lookup, print_lookup
 
@@ -494,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
                 code = run_lookup(args)
             elif args.command == "remote-inventory":
                 code = run_remote_inventory(args)
+            elif args.command == "verify-remote":
+                code = run_verify_remote(args)
             else:
                 code = run_audit(args)
             sys.stdout.flush()  # here, where a closed stdout is still caught

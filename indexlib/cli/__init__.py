@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         add_settings_files,
         add_storage_options,
         add_verbosity,
+        add_verify_remote_command,
         add_write_options,
         report_level,
     )
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
         read_topic_config,
         settings_to_dict,
     )
+    from .verify_remote import run_verify_remote_command
 
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
@@ -77,6 +79,8 @@ _PUBLIC = {
     "add_lookup_command": "options",
     "add_remote_inventory_command": "options",
     "run_remote_inventory_command": "remote_inventory",
+    "add_verify_remote_command": "options",
+    "run_verify_remote_command": "verify_remote",
     "add_run_id": "options",
     "add_write_options": "options",
     "write_dump": "dump",
@@ -97,6 +101,8 @@ __all__ = [
     "add_storage_options",
     "add_remote_inventory_command",
     "run_remote_inventory_command",
+    "add_verify_remote_command",
+    "run_verify_remote_command",
     "key_values",
     "store_spec",
     "check_planned_run",

@@ -80,6 +80,7 @@ from .options import (
     add_settings_files,
     add_storage_options,
     add_verbosity,
+    add_verify_remote_command,
     add_write_options,
     report_level,
 )
@@ -174,6 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_dump_command(commands, run_dump)
     add_lookup_command(commands, run_lookup)
     add_remote_inventory_command(commands, run_remote_inventory)
+    add_verify_remote_command(commands, run_verify_remote)
     return parser
 
 
@@ -448,6 +450,12 @@ def run_remote_inventory(args: argparse.Namespace) -> int:
     from .remote_inventory import run_remote_inventory_command  # imported here: only this subcommand needs it
 
     return run_remote_inventory_command(args, sys.stdout, sys.stderr, PROG)
+
+
+def run_verify_remote(args: argparse.Namespace) -> int:
+    from .verify_remote import run_verify_remote_command  # imported here: only this subcommand needs it
+
+    return run_verify_remote_command(args, sys.stdout, sys.stderr, PROG)
 
 
 def run_lookup(args: argparse.Namespace) -> int:

@@ -252,6 +252,7 @@ def add_dump_command(commands: Commands, run: Runner, **parser_options: Any) -> 
 def add_remote_inventory_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
     """The ``remote-inventory`` subcommand: tiered storage's segments from ``__remote_log_metadata``, and their
     objects against a listing of the remote store."""
+    from ..storage.remote_layout import PROBLEM_KINDS
     from .remote_inventory import add_arguments
 
     text = "list tiered storage's segments from __remote_log_metadata, and reconcile them with the bucket (read-only)"
@@ -267,8 +268,37 @@ def add_remote_inventory_command(commands: Commands, run: Runner, **parser_optio
     )
     add_arguments(inventory)
     add_storage_options(inventory)
+    inventory.epilog = "problems:\n" + "\n".join(f"  {k}: {v}" for k, v in PROBLEM_KINDS.items())
     inventory.set_defaults(run=run)
     return inventory
+
+
+def add_verify_remote_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
+    """The ``verify-remote`` subcommand: tiered segments' index objects checked where the RSM wrote them."""
+    from .remote_inventory import add_arguments
+
+    text = "check tiered segments' index objects where the RemoteStorageManager wrote them (read-only)"
+    verify: argparse.ArgumentParser = commands.add_parser(
+        "verify-remote",
+        help=text,
+        description="Plan from __remote_log_metadata (read offline from broker log dirs) and check each finished "
+        "remote segment's index objects where the RSM wrote them, without reading its .log: Kafka's rules for "
+        "each index, and the indexes, producer snapshot and leader-epoch blob against the segment's metadata "
+        "(offsets, size, largest timestamp, leader epochs, the transaction-index-empty flag); an Aiven manifest "
+        "against its objects. Read-only. Exit 0 clean, 1 findings, 2 input that cannot be read.",
+        **parser_options,
+    )
+    add_arguments(verify, remote_required=True)
+    verify.add_argument(
+        "--jobs",
+        type=int,
+        default=8,
+        metavar="N",
+        help="segments read at once (default 8: the reads wait on the store)",
+    )
+    add_storage_options(verify)
+    verify.set_defaults(run=run)
+    return verify
 
 
 def add_lookup_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:

@@ -13,13 +13,16 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..format.errors import KafkaIndexError
-from ..storage.remote_layout import LAYOUTS, PROBLEM_KINDS, Reconciliation, reconcile
+from ..storage.remote_layout import LAYOUTS, Reconciliation, reconcile
 from ..storage.remote_log_metadata_files import find_remote_log_metadata, read_remote_log_metadata
 from ..storage.store import spec_for, store_for
 from .run_planning import key_values
+
+if TYPE_CHECKING:
+    from ..format.remote_log_metadata import RemoteLogInventory
 
 EXIT_CLEAN, EXIT_PROBLEMS, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -30,21 +33,9 @@ class RemoteInventoryError(KafkaIndexError, ValueError):
 
 def inventory_report(args: argparse.Namespace) -> tuple[dict[str, Any], Reconciliation]:
     """(the JSON report, the reconciliation) of one ``remote-inventory`` call."""
-    options = key_values(args.storage_option, "--storage-option")
-    log_dirs: list[str] = args.log_dir
-    log_store = store_for(spec_for(log_dirs, options))
-    if not find_remote_log_metadata(log_dirs, log_store):
-        raise RemoteInventoryError(
-            f"{', '.join(log_dirs)}: no __remote_log_metadata-N partition dir (give the log dirs of brokers that "
-            "hold replicas of the remote log metadata topic)"
-        )
     if (args.remote is None) != (args.layout is None):
         raise RemoteInventoryError("--remote and --layout go together")
-    topics = None
-    pattern = re.compile(args.topics) if args.topics else None
-    inventory = read_remote_log_metadata(log_dirs, log_store)
-    if pattern is not None:
-        topics = {s.topic for s in inventory.segments.values() if pattern.fullmatch(s.topic)}
+    inventory, topics, options = read_inventory(args)
     listing = None
     if args.remote is not None:
         remote_store = store_for(spec_for([args.remote], options))
@@ -56,7 +47,7 @@ def inventory_report(args: argparse.Namespace) -> tuple[dict[str, Any], Reconcil
         if topics is None or segments[0].topic in topics
     }
     report = {
-        "log_dirs": log_dirs,
+        "log_dirs": args.log_dir,
         "remote": args.remote,
         "layout": args.layout,
         "records": inventory.records,
@@ -116,13 +107,38 @@ def run_remote_inventory_command(args: argparse.Namespace, out: TextIO, err: Tex
     return EXIT_PROBLEMS if found.problems else EXIT_CLEAN
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, remote_required: bool = False) -> None:
+    """The options of ``remote-inventory`` and ``verify-remote``: the metadata's log dirs, the remote store and its
+    layout, a topic filter, JSON."""
     parser.add_argument(
         "--log-dir", action="append", required=True, metavar="DIR",
         help="a broker log dir holding __remote_log_metadata-N partitions (repeatable: every broker's replicas)",
     )  # fmt: skip
-    parser.add_argument("--remote", metavar="URI", help="where the RSM writes (a dir, or s3://bucket/prefix)")
-    parser.add_argument("--layout", choices=LAYOUTS, help="the RSM's layout: kafka (LocalTieredStorage) or aiven")
+    parser.add_argument(
+        "--remote", metavar="URI", required=remote_required, help="where the RSM writes (a dir, or s3://bucket/prefix)"
+    )
+    parser.add_argument(
+        "--layout", choices=LAYOUTS, required=remote_required,
+        help="the RSM's layout: kafka (LocalTieredStorage) or aiven (tiered-storage-for-apache-kafka)",
+    )  # fmt: skip
     parser.add_argument("--topics", metavar="REGEX", help="only topics whose whole name matches this regex")
     parser.add_argument("--json", action="store_true", dest="as_json", help="print JSON instead of text")
-    parser.epilog = "problems: " + "; ".join(f"{k}: {v}" for k, v in PROBLEM_KINDS.items())
+
+
+def read_inventory(args: argparse.Namespace) -> tuple[RemoteLogInventory, set[str] | None, dict[str, str]]:
+    """(the inventory of ``--log-dir``'s metadata, the topics ``--topics`` selects (None: all), the storage
+    options); :class:`RemoteInventoryError` when the log dirs hold no metadata."""
+    options = key_values(args.storage_option, "--storage-option")
+    log_dirs: list[str] = args.log_dir
+    log_store = store_for(spec_for(log_dirs, options))
+    if not find_remote_log_metadata(log_dirs, log_store):
+        raise RemoteInventoryError(
+            f"{', '.join(log_dirs)}: no __remote_log_metadata-N partition dir (give the log dirs of brokers that "
+            "hold replicas of the remote log metadata topic)"
+        )
+    pattern = re.compile(args.topics) if args.topics else None
+    inventory = read_remote_log_metadata(log_dirs, log_store)
+    topics = None
+    if pattern is not None:
+        topics = {s.topic for s in inventory.segments.values() if pattern.fullmatch(s.topic)}
+    return inventory, topics, options

@@ -111,8 +111,26 @@ def flag_entries(
     findings.append(Finding(kind, path, i, i * entry_size, exp, int(found[i]), f"entry {i}: {what}{more}", len(hits)))
 
 
+@dataclass(frozen=True)
+class MetadataBounds:
+    """A ``.log`` known only by what metadata says of it (a tiered segment checked without reading it): its size
+    and its last offset. The index checks given it check what needs no batch: order, zero tails, offsets and
+    positions inside these bounds."""
+
+    valid_bytes: int
+    last_offset: int
+    batch_count: int = 0
+    raw_max: int | None = None
+
+
 def check_offset_index(
-    path: str, base: int, summary: LogSummary, entries: np.ndarray, total: int, active: bool, rebuilt: int = -1
+    path: str,
+    base: int,
+    summary: LogSummary | MetadataBounds,
+    entries: np.ndarray,
+    total: int,
+    active: bool,
+    rebuilt: int = -1,
 ) -> list[Finding]:
     """``entries``: the ones read; ``total``: the index's entries, the rest zeros in a hole; ``rebuilt``: how
     many first entries are known to be the rebuild's own bytes (-1: not known)."""
@@ -135,7 +153,7 @@ def check_offset_index(
         pos,
         f"position is outside the valid data of the .log ({summary.valid_bytes} bytes)",
     )
-    if summary.batch_count:
+    if isinstance(summary, LogSummary) and summary.batch_count:
         _flag_offset_batches(findings, path, summary, off, pos, inside)
     return findings
 
@@ -216,7 +234,13 @@ def _flag_offset_batches(
 
 
 def check_time_index(
-    path: str, base: int, summary: LogSummary, entries: np.ndarray, total: int, active: bool, rebuilt: int = -1
+    path: str,
+    base: int,
+    summary: LogSummary | MetadataBounds,
+    entries: np.ndarray,
+    total: int,
+    active: bool,
+    rebuilt: int = -1,
 ) -> list[Finding]:
     """``entries``: the ones read; ``total``: the index's entries, the rest zeros in a hole; ``rebuilt``: how
     many first entries are known to be the rebuild's own bytes (-1: not known)."""
@@ -261,7 +285,7 @@ def check_time_index(
         off,
         f"offset is outside the segment's valid offsets {base}..{last}",
     )
-    if summary.raw_max is not None:
+    if isinstance(summary, LogSummary) and summary.raw_max is not None:
         # the largest batch timestamp up to the first batch reaching the offset (answered for every
         # offset inside the segment's valid offsets)
         expected = summary.answers.at_offsets(off)

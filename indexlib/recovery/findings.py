@@ -5,7 +5,8 @@ finding, writes the file Kafka would have written for every ``REWRITE_FROM_LOG``
 ``leader-epoch-checkpoint``) where the log says what that is, cuts the ``.log`` at the valid prefix for ``CUT_TAIL`` (only when asked to), and writes nothing
 for a segment with a ``REFUSE_SEGMENT`` finding (Kafka's own recovery would fail there). ``concerns`` is
 the file a finding of that kind names: an index suffix, ``.log``, ``"index file"`` (any of the three
-index files), ``"partition dir"`` (any file in it) or ``"log dir"`` (a file of the log dir). The README's findings table is checked against
+index files), ``"partition dir"`` (any file in it), ``"log dir"`` (a file of the log dir) or ``"remote object"`` (an
+object of a tiered segment). The README's findings table is checked against
 this registry by a test.
 """
 
@@ -299,6 +300,38 @@ KINDS: dict[str, FindingKind] = _kinds(
         NOTHING,
         "the cluster metadata know no such partition (a deleted topic's leftovers, or a copy from another "
         "cluster): Kafka treats it as a stray",
+    ),
+    # ---- tiered storage (verify-remote): a remote segment's objects against __remote_log_metadata
+    FindingKind(
+        "remote_object_missing",
+        ERROR,
+        "remote object",
+        NOTHING,
+        "a finished remote segment lacks an object its layout requires: the broker's reads of it fail",
+    ),
+    FindingKind(
+        "remote_metadata_mismatch",
+        ERROR,
+        "remote object",
+        NOTHING,
+        "a remote index, producer snapshot or leader-epoch blob disagrees with the segment's __remote_log_metadata "
+        "record (offsets, positions or timestamps outside it, leader epochs)",
+    ),
+    FindingKind(
+        "remote_txn_empty_flag_wrong",
+        ERROR,
+        "remote object",
+        NOTHING,
+        "the metadata says the segment's transaction index is empty (KIP-1058) but it holds aborted "
+        "transactions: read_committed fetches skip it and hand out aborted records",
+    ),
+    FindingKind(
+        "remote_manifest_mismatch",
+        ERROR,
+        "remote object",
+        NOTHING,
+        "an Aiven .rsm-manifest whose index ranges or sizes disagree with its .indexes object or the metadata: "
+        "the broker reads the wrong bytes as an index",
     ),
     FindingKind("orphan_index_file", ERROR, "partition dir", NOTHING, "an index file without its .log"),
     FindingKind("unknown_file", INFO, "partition dir", NOTHING, "a file that is not Kafka's"),

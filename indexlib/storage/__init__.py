@@ -7,6 +7,8 @@ stage fence (``locks``), and staging, backups, tail cuts and atomic publishing (
 This package's names are the stage's interface: the engine imports them from here, never a module inside
 (``tests/test_architecture.py``). Imports ``format`` and ``recovery``."""
 
+from typing import TYPE_CHECKING
+
 from ..format.errors import ClusterMetadataError
 from .discovery import (
     Discovery,
@@ -93,6 +95,10 @@ from .store import (
     store_for,
 )
 
+if TYPE_CHECKING:  # imported on first use (``__getattr__`` below)
+    from .remote_log_metadata_files import read_remote_log_metadata
+    from .remote_segments import RemoteIndexObjects, read_index_objects
+
 __all__ = [
     # the store of a run's paths: what a run reads through, and where its output goes (store.py)
     "LOCAL",
@@ -120,6 +126,10 @@ __all__ = [
     "ClusterMetadataError",
     "find_cluster_metadata",
     "read_cluster_metadata",
+    # tiered storage: __remote_log_metadata, the RSM layouts, a remote segment's index objects (imported on first use)
+    "read_remote_log_metadata",
+    "read_index_objects",
+    "RemoteIndexObjects",
     # a partition's files on a local disk, as the replay and an in-place commit read them (partition_files.py)
     "already_holds",
     "file_exists",
@@ -185,10 +195,18 @@ __all__ = [
 
 
 def __getattr__(name: str) -> object:
-    """``find_cluster_metadata`` and ``read_cluster_metadata``, imported on first use: their module (and the
-    schemas of every metadata record) is not every run's start-up cost."""
+    """``find_cluster_metadata`` and ``read_cluster_metadata``, and the tiered-storage names, imported on first
+    use: their modules (and the schemas of every metadata record) are not every run's start-up cost."""
     if name in ("find_cluster_metadata", "read_cluster_metadata"):
         from . import cluster_metadata_files
 
         return getattr(cluster_metadata_files, name)
+    if name == "read_remote_log_metadata":
+        from . import remote_log_metadata_files
+
+        return remote_log_metadata_files.read_remote_log_metadata
+    if name in ("read_index_objects", "RemoteIndexObjects"):
+        from . import remote_segments
+
+        return getattr(remote_segments, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

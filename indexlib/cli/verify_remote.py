@@ -1,0 +1,73 @@
+"""``verify-remote``: every finished segment ``__remote_log_metadata`` lists (of ``--topics``), its index objects
+checked where the RSM wrote them (:mod:`indexlib.engine.remote`), without reading its ``.log``.
+
+Exit codes: 0 no error finding, 1 error findings, 2 input that cannot be read (no metadata, a store that fails).
+
+Invariants: read-only; one line per segment with findings (then one per finding), a summary line last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from typing import Any, TextIO
+
+from ..engine.remote import RemoteSegmentOutcome, RemoteSegmentTask, verify_remote_segments
+from ..format.errors import KafkaIndexError
+from ..storage.store import spec_for
+from .remote_inventory import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_PROBLEMS, read_inventory
+
+
+def plan_remote_tasks(args: argparse.Namespace) -> list[RemoteSegmentTask]:
+    """A task per ``COPY_SEGMENT_FINISHED`` segment of the selected topics, by partition and start offset."""
+    inventory, topics, options = read_inventory(args)
+    root = args.remote.rstrip("/")
+    spec = spec_for([root], options)
+    return [
+        RemoteSegmentTask(spec, root, args.layout, s)
+        for segments in inventory.by_partition().values()
+        for s in segments
+        if s.state == "COPY_SEGMENT_FINISHED" and (topics is None or s.topic in topics)
+    ]
+
+
+def outcome_json(o: RemoteSegmentOutcome) -> dict[str, Any]:
+    s = o.segment
+    return {
+        "topic_partition": s.topic_partition, "segment_id": s.segment_id, "start_offset": s.start_offset,
+        "end_offset": s.end_offset, "skipped": o.skipped, "requests": o.requests,
+        "findings": [f.to_dict() for f in o.findings],
+    }  # fmt: skip
+
+
+def run_verify_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:
+    try:
+        tasks = plan_remote_tasks(args)
+        outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
+    except (KafkaIndexError, OSError, re.error) as exc:
+        print(f"{prog}: error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    failed = [o for o in outcomes if o.failed]
+    if args.as_json:
+        report = {
+            "remote": args.remote, "layout": args.layout, "mode": "index-only", "segments": len(outcomes),
+            "failed": len(failed), "outcomes": [outcome_json(o) for o in outcomes],
+        }  # fmt: skip
+        json.dump(report, out, indent=1)
+        out.write("\n")
+    else:
+        for o in outcomes:
+            s = o.segment
+            if o.findings or o.skipped:
+                state = o.skipped or f"{len(o.findings)} finding{'s' if len(o.findings) != 1 else ''}"
+                print(f"{s.topic_partition} {s.start_offset}-{s.end_offset} {s.segment_id}: {state}", file=out)
+            for f in o.findings:
+                print(f"  {f.kind}: {f.file}: {f.detail}", file=out)
+        skipped = sum(1 for o in outcomes if o.skipped)
+        print(
+            f"{len(outcomes)} remote segments checked (index-only), {len(failed)} with findings, {skipped} skipped; "
+            f"{sum(o.requests for o in outcomes)} reads of {args.remote}",
+            file=out,
+        )
+    return EXIT_PROBLEMS if failed else EXIT_CLEAN

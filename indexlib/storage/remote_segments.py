@@ -1,0 +1,206 @@
+"""A tiered segment's index objects, read from where its RSM wrote them (:mod:`.remote_layout`), through a
+:class:`~indexlib.storage.store.Store` (a dir, or a bucket).
+
+* ``kafka`` layout: one object per file (``.index``, ``.timeindex``, ``.txnindex`` when the segment has one,
+  ``.snapshot``, ``.leader_epoch_checkpoint``), each read whole, and the ``.log``'s size.
+* ``aiven`` layout: the ``.rsm-manifest`` (JSON), then the ``.indexes`` object whole, cut into the five indexes at
+  the manifest's ranges, and the ``.log``'s size against the manifest's chunk index. What a manifest says that
+  its objects or the metadata contradict is a problem here, since the broker reads through it.
+
+Invariants: read-only; an object that is absent is ``None`` in :attr:`RemoteIndexObjects.data` (never an
+error); any other failure of the store raises (:class:`~indexlib.storage.store.ObjectStoreError`, ``OSError``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ..format.errors import InvalidRecordError
+from .remote_layout import segment_key
+
+if TYPE_CHECKING:
+    from ..format.remote_log_metadata import RemoteSegment
+    from .store import Store
+
+#: the index kinds of a remote segment, as ``RemoteStorageManager.IndexType`` names them (lower case)
+INDEX_KINDS = ("offset", "timestamp", "transaction", "producer_snapshot", "leader_epoch")
+_KAFKA_SUFFIXES = {
+    "offset": "index", "timestamp": "timeindex", "transaction": "txnindex", "producer_snapshot": "snapshot",
+    "leader_epoch": "leader_epoch_checkpoint",
+}  # fmt: skip
+#: Aiven's manifest names of the index kinds, in the order its ``.indexes`` holds them
+_AIVEN_RANGES = {
+    "offset": "offset", "timestamp": "timestamp", "producer_snapshot": "producerSnapshot",
+    "leader_epoch": "leaderEpoch", "transaction": "transaction",
+}  # fmt: skip
+
+
+@dataclass
+class RemoteIndexObjects:
+    """One remote segment's index objects: per kind its URI (for an Aiven segment, the ``.indexes`` object's, with
+    ``#kind``) and bytes (None: absent); the ``.log``'s URI and its size as Kafka wrote it (None: absent);
+    ``problems``: (URI, what a manifest says wrong); ``missing``: (URI, why) of an Aiven manifest or ``.indexes``
+    that is absent (the indexes are then not read); ``skipped``: why the indexes were not read (encryption)."""
+
+    uris: dict[str, str]
+    data: dict[str, bytes | None]
+    log_uri: str
+    log_size: int | None
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    skipped: str | None = None
+    #: whether ``data`` holds what the layout keeps (False: an Aiven manifest or ``.indexes`` that did not read)
+    indexes_read: bool = True
+    requests: int = 0
+
+
+def object_uri(root: str, key: str) -> str:
+    """The URI (or local path) of ``key`` under ``root`` (what ``--remote`` gave)."""
+    return f"{root.rstrip('/')}/{key}" if "://" in root else os.path.join(root, key)
+
+
+def _read(store: Store, uri: str) -> bytes | None:
+    try:
+        return store.read_bytes(uri)
+    except FileNotFoundError:
+        return None
+
+
+def _size(store: Store, uri: str) -> int | None:
+    try:
+        return store.size(uri)
+    except FileNotFoundError:
+        return None
+
+
+def read_index_objects(store: Store, root: str, layout: str, segment: RemoteSegment) -> RemoteIndexObjects:
+    """The index objects of ``segment`` under ``root`` in ``layout`` (module docstring)."""
+    if layout == "kafka":
+        uris = {k: object_uri(root, segment_key(layout, segment, suffix)) for k, suffix in _KAFKA_SUFFIXES.items()}
+        log_uri = object_uri(root, segment_key(layout, segment, "log"))
+        data = {k: _read(store, uri) for k, uri in uris.items()}
+        return RemoteIndexObjects(uris, data, log_uri, _size(store, log_uri), requests=len(uris) + 1)
+    manifest_uri = object_uri(root, segment_key(layout, segment, "rsm-manifest"))
+    indexes_uri = object_uri(root, segment_key(layout, segment, "indexes"))
+    log_uri = object_uri(root, segment_key(layout, segment, "log"))
+    uris = {k: f"{indexes_uri}#{k}" for k in INDEX_KINDS}
+    out = RemoteIndexObjects(uris, dict.fromkeys(INDEX_KINDS), log_uri, None, requests=1, indexes_read=False)
+    raw = _read(store, manifest_uri)
+    if raw is None:
+        out.missing.append((manifest_uri, "the manifest is missing: the broker cannot read the segment"))
+        return out
+    try:
+        manifest = json.loads(raw)
+        ranges = manifest["segmentIndexes"]
+        chunks = manifest["chunkIndex"]
+    except (ValueError, KeyError, TypeError) as exc:
+        out.problems.append((manifest_uri, f"the manifest does not read as Aiven's JSON: {exc}"))
+        return out
+    if manifest.get("encryption"):
+        out.skipped = "encrypted, not checked (no key ring given)"
+        return out
+    out.problems.extend((manifest_uri, why) for why in _manifest_metadata_problems(manifest, segment))
+    indexes = _read(store, indexes_uri)
+    out.requests += 1
+    if indexes is None:
+        out.missing.append((indexes_uri, "the .indexes object is missing: the broker cannot read any index"))
+        return out
+    out.problems.extend((manifest_uri, why) for why in _range_problems(ranges, len(indexes)))
+    for kind, name in _AIVEN_RANGES.items():
+        r = ranges.get(name)
+        if isinstance(r, dict) and r.get("position", -1) >= 0 and r.get("size", -1) >= 0:
+            out.data[kind] = indexes[r["position"] : r["position"] + r["size"]]
+    out.indexes_read = True
+    stored = _size(store, log_uri)
+    out.requests += 1
+    if stored is not None:
+        try:
+            original, transformed = chunk_sizes(chunks)
+        except (ValueError, KeyError, TypeError, struct.error) as exc:
+            out.problems.append((manifest_uri, f"its chunk index does not read: {exc}"))
+        else:
+            out.log_size = original
+            if transformed != stored:
+                out.problems.append(
+                    (log_uri, f"{stored} bytes stored, but the manifest's chunk index says {transformed}")
+                )
+    return out
+
+
+def _manifest_metadata_problems(manifest: dict[str, Any], segment: RemoteSegment) -> list[str]:
+    out = []
+    md = manifest.get("remoteLogSegmentMetadata")
+    if isinstance(md, dict):
+        said = (md.get("startOffset"), md.get("endOffset"), (md.get("remoteLogSegmentId") or {}).get("id"))
+        if said != (segment.start_offset, segment.end_offset, segment.segment_id):
+            out.append(
+                f"its segment metadata says offsets {said[0]}-{said[1]} id {said[2]}, __remote_log_metadata "
+                f"{segment.start_offset}-{segment.end_offset} id {segment.segment_id}"
+            )
+    size = manifest.get("chunkIndex", {}).get("originalFileSize")
+    if size != segment.size:
+        out.append(f"its chunk index's original file size is {size}, the metadata's segment size {segment.size}")
+    return out
+
+
+def _range_problems(ranges: dict[str, Any], total: int) -> list[str]:
+    """What is wrong with the manifest's index ranges over a ``.indexes`` of ``total`` bytes: they must be there
+    (the transaction index may be null), not negative, one after the other in Aiven's order, and end at its end."""
+    out = []
+    at = 0
+    for kind, name in _AIVEN_RANGES.items():
+        r = ranges.get(name)
+        if r is None and kind == "transaction":
+            continue
+        if not isinstance(r, dict) or not isinstance(r.get("position"), int) or not isinstance(r.get("size"), int):
+            out.append(f"its {name} index range is {r!r}, not a position and a size")
+            return out
+        if r["position"] != at or r["size"] < 0:
+            out.append(f"its {name} index range {r['position']}+{r['size']} does not follow the previous one (at {at})")
+        at = r["position"] + max(0, r["size"])
+    if at != total:
+        out.append(f"its index ranges end at byte {at}, but the .indexes object holds {total} bytes")
+    return out
+
+
+def chunk_sizes(chunk_index: dict[str, Any]) -> tuple[int, int]:
+    """(the original file size, the stored size) an Aiven chunk index describes: ``fixed`` (each chunk stored at
+    ``transformedChunkSize``, the last at ``finalTransformedChunkSize``) or ``variable`` (the stored sizes listed in
+    ``transformedChunks``: base64 of a zstd frame of Aiven's binary list)."""
+    original = int(chunk_index["originalFileSize"])
+    chunk = int(chunk_index["originalChunkSize"])
+    count = -(-original // chunk) if original else 0
+    if chunk_index.get("type", "fixed") == "fixed" and "transformedChunkSize" in chunk_index:
+        if count == 0:
+            return original, 0
+        return original, (count - 1) * int(chunk_index["transformedChunkSize"]) + int(
+            chunk_index["finalTransformedChunkSize"]
+        )
+    sizes = transformed_chunks(chunk_index["transformedChunks"])
+    if len(sizes) != count:
+        raise InvalidRecordError(f"{len(sizes)} chunk sizes listed for {count} chunks")
+    return original, sum(sizes)
+
+
+def transformed_chunks(encoded: str) -> list[int]:
+    """Aiven's list of stored chunk sizes: base64, a zstd frame, then a count; for two or more a base, a width and
+    each value but the last less the base in that many big-endian bytes; the last value in four."""
+    from ..format.compression import decompress
+
+    data = decompress(4, base64.b64decode(encoded))  # codec 4: zstd
+    (count,) = struct.unpack_from(">i", data, 0)
+    if count <= 1:
+        return list(struct.unpack_from(f">{count}i", data, 4))
+    base, width = struct.unpack_from(">ib", data, 4)
+    at = 9
+    values = []
+    for _ in range(count - 1):
+        values.append(int.from_bytes(data[at : at + width], "big") + base)
+        at += width
+    values.append(struct.unpack_from(">i", data, at)[0])
+    return values

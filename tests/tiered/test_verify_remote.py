@@ -1,0 +1,158 @@
+"""``verify-remote``'s index-only pass on a real broker's tiering, in both layouts: no finding on what the broker
+uploaded; each fault injected into a copy of the objects found, named by its object's URI: an offset index torn,
+a position past the ``.log``, a time-index timestamp past the segment's largest, a last time-index entry lost, a
+producer snapshot's CRC, a wrong leader-epoch blob, a missing ``.timeindex`` and ``.txnindex``, an Aiven manifest
+whose ranges disagree with its ``.indexes``, and the transaction-index-empty flag over aborted transactions."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+from indexlib.format.remote_log_metadata import RemoteSegment
+from indexlib.recovery.remote_checks import remote_index_findings
+from indexlib.storage.remote_log_metadata_files import read_remote_log_metadata
+
+from ..conftest import PROJECT_ROOT, S3_BUCKET, storage_flags
+from .conftest import AIVEN_PREFIX
+
+
+def verify_remote(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
+    module = ["-m", "indexlib"] if command == "indexlib" else ["-m", "jobs.cli"]
+    proc = subprocess.run(
+        [sys.executable, *module, "verify-remote", *args, "--json"], capture_output=True, text=True,
+        cwd=PROJECT_ROOT, timeout=300,
+    )  # fmt: skip
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout else {}, proc.stderr
+
+
+def findings_by_object(report: dict) -> dict[str, set[str]]:
+    """Object (URI, relative to the root given) -> the kinds found in it."""
+    out: dict[str, set[str]] = {}
+    root = report["remote"].rstrip("/") + "/"
+    for o in report["outcomes"]:
+        for f in o["findings"]:
+            out.setdefault(f["file"].removeprefix(root), set()).add(f["kind"])
+    return out
+
+
+def segment_files(root: Path, topic_partition: str) -> dict[int, dict[str, Path]]:
+    topic, _, number = topic_partition.rpartition("-")
+    (tp_dir,) = (root / "kafka-tiered-storage").glob(f"{topic}-{number}-*")
+    out: dict[int, dict[str, Path]] = {}
+    for path in tp_dir.iterdir():
+        offset, _, rest = path.name.partition("-")
+        out.setdefault(int(offset), {})[rest.partition(".")[2]] = path
+    return out
+
+
+def test_what_the_broker_uploaded_has_no_finding_in_either_layout(tiered_kafka, tiered_aiven, s3):
+    code, report, err = verify_remote(
+        "--log-dir", str(tiered_kafka.log_dir), "--remote", tiered_kafka.remote_uri, "--layout", "kafka"
+    )
+    assert code == 0, err
+    segments = sum(len(v) for v in tiered_kafka.copied.values())
+    assert (report["segments"], report["failed"]) == (segments, 0)
+    assert all(o["findings"] == [] and o["skipped"] is None for o in report["outcomes"])
+    options, _ = s3
+    code, report, err = verify_remote(
+        "--log-dir", str(tiered_aiven.log_dir), "--remote", f"s3://{S3_BUCKET}/{AIVEN_PREFIX}", "--layout", "aiven",
+        *storage_flags(options), command="kafka-index",
+    )  # fmt: skip
+    assert code == 0, err
+    assert (report["segments"], report["failed"]) == (sum(len(v) for v in tiered_aiven.copied.values()), 0)
+    assert {o["requests"] for o in report["outcomes"]} == {3}  # manifest, .indexes, the .log's size
+
+
+def test_each_fault_in_a_kafka_layout_copy_is_found_in_its_object(tiered_kafka, tmp_path):
+    remote = shutil.copytree(tiered_kafka.remote_dir, tmp_path / "remote")
+    plain = segment_files(remote, "plain-0")
+    txn = segment_files(remote, "txn-1")
+    first, second, third = sorted(plain)[:3]
+    damaged: dict[Path, str] = {}
+    # an offset index torn (what the broker answered with CorruptIndexException forever)
+    index = plain[first]["index"]
+    index.write_bytes(index.read_bytes()[:7])
+    damaged[index] = "bad_length"
+    # a position past the .log
+    index = plain[second]["index"]
+    data = bytearray(index.read_bytes())
+    struct.pack_into(">i", data, len(data) - 4, 1 << 30)
+    index.write_bytes(bytes(data))
+    damaged[index] = "position_outside_valid_data"
+    # a time-index timestamp past the segment's largest, and a last entry lost
+    timeindex = plain[third]["timeindex"]
+    data = bytearray(timeindex.read_bytes())
+    (ts,) = struct.unpack_from(">q", data, len(data) - 12)
+    struct.pack_into(">q", data, len(data) - 12, ts + 10**9)  # the last entry: still increasing
+    timeindex.write_bytes(bytes(data))
+    damaged[timeindex] = "remote_metadata_mismatch"
+    timeindex = plain[first]["timeindex"]
+    timeindex.write_bytes(timeindex.read_bytes()[:-12])
+    damaged[timeindex] = "time_index_missing_final_entry"
+    # a producer snapshot's CRC, a leader-epoch blob naming another epoch
+    snapshot = plain[second]["snapshot"]
+    data = bytearray(snapshot.read_bytes())
+    data[-1] ^= 0xFF
+    snapshot.write_bytes(bytes(data))
+    damaged[snapshot] = "bad_producer_snapshot"
+    epochs = plain[third]["leader_epoch_checkpoint"]
+    epochs.write_text("0\n1\n3 0\n")
+    damaged[epochs] = "remote_metadata_mismatch"
+    # a .timeindex gone; a .txnindex gone where the metadata says the segment has aborted transactions
+    with_txn = next(base for base, files in sorted(txn.items()) if "txnindex" in files)
+    txn[with_txn]["timeindex"].unlink()
+    damaged[txn[with_txn]["timeindex"]] = "timeindex_missing"
+    txn[with_txn]["txnindex"].unlink()
+    damaged[txn[with_txn]["txnindex"]] = "remote_object_missing"
+    code, report, err = verify_remote(
+        "--log-dir", str(tiered_kafka.log_dir), "--remote", str(remote), "--layout", "kafka", "--jobs", "3"
+    )
+    assert code == 1, err
+    found = findings_by_object(report)
+    assert found == {str(p.relative_to(remote)): {k} for p, k in damaged.items()}
+    assert report["failed"] == len({(p.parent, p.name.split(".")[0]) for p in damaged})
+
+
+def test_a_manifest_whose_ranges_disagree_with_its_indexes_is_found(tiered_aiven, s3):
+    options, client = s3
+    target = "tiered-manifest/"
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=S3_BUCKET, Prefix=AIVEN_PREFIX)["Contents"]]
+    for key in keys:
+        client.copy_object(Bucket=S3_BUCKET, Key=target + key[len(AIVEN_PREFIX) :], CopySource=f"{S3_BUCKET}/{key}")
+    manifest_key = next(k for k in keys if k.endswith(".rsm-manifest") and "/0/" in k)
+    manifest = json.loads(client.get_object(Bucket=S3_BUCKET, Key=manifest_key)["Body"].read())
+    manifest["segmentIndexes"]["offset"]["size"] += 4  # every range after it is now 4 bytes off
+    damaged = target + manifest_key[len(AIVEN_PREFIX) :]
+    client.put_object(Bucket=S3_BUCKET, Key=damaged, Body=json.dumps(manifest).encode())
+    code, report, err = verify_remote(
+        "--log-dir", str(tiered_aiven.log_dir), "--remote", f"s3://{S3_BUCKET}/{target}", "--layout", "aiven",
+        *storage_flags(options),
+    )  # fmt: skip
+    assert code == 1, err
+    found = findings_by_object(report)
+    assert found[damaged[len(target) :]] == {"remote_manifest_mismatch"}
+    assert report["failed"] == 1
+
+
+def test_the_txn_index_empty_flag_over_aborted_transactions_is_found(tiered_kafka):
+    inventory = read_remote_log_metadata([str(tiered_kafka.log_dir)])
+    remote = tiered_kafka.remote_dir
+    assert remote is not None
+    segment: RemoteSegment = next(s for s in inventory.segments.values() if s.topic == "txn" and not s.txn_index_empty)
+    files = segment_files(remote, segment.topic_partition)[segment.start_offset]
+    kinds = {"offset": "index", "timestamp": "timeindex", "transaction": "txnindex"}
+    kinds.update(producer_snapshot="snapshot", leader_epoch="leader_epoch_checkpoint")
+    uris = {k: str(files[suffix]) for k, suffix in kinds.items()}
+    data = {k: files[suffix].read_bytes() for k, suffix in kinds.items()}
+    log = files["log"]
+    assert remote_index_findings(segment, uris, data, str(log), log.stat().st_size) == []
+    flagged = dataclasses.replace(segment, txn_index_empty=True)
+    (finding,) = remote_index_findings(flagged, uris, data, str(log), log.stat().st_size)
+    assert finding.kind == "remote_txn_empty_flag_wrong" and finding.file == uris["transaction"]
+    assert finding.found == len(data["transaction"]) // 34 > 0
