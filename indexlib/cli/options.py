@@ -290,6 +290,12 @@ def add_verify_remote_command(commands: Commands, run: Runner, **parser_options:
     )
     add_arguments(verify, remote_required=True)
     verify.add_argument(
+        "--full",
+        action="store_true",
+        help="also read each segment's .log (the whole object) and hold every index, the transaction index, the "
+        "producer snapshot and the epoch blob to it, as verify does a local segment",
+    )
+    verify.add_argument(
         "--jobs",
         type=int,
         default=8,

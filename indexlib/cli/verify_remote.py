@@ -1,5 +1,6 @@
 """``verify-remote``: every finished segment ``__remote_log_metadata`` lists (of ``--topics``), its index objects
-checked where the RSM wrote them (:mod:`indexlib.engine.remote`), without reading its ``.log``.
+checked where the RSM wrote them (:mod:`indexlib.engine.remote`), without reading its ``.log``; with ``--full``,
+its ``.log`` read too and every index, transaction index, snapshot and epoch blob held to it.
 
 Exit codes: 0 no error finding, 1 error findings, 2 input that cannot be read (no metadata, a store that fails).
 
@@ -17,26 +18,35 @@ from ..engine.remote import RemoteSegmentOutcome, RemoteSegmentTask, verify_remo
 from ..format.errors import KafkaIndexError
 from ..storage.store import spec_for
 from .remote_inventory import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_PROBLEMS, read_inventory
+from .settings_files import TopicSettings, load_cluster_settings
 
 
 def plan_remote_tasks(args: argparse.Namespace) -> list[RemoteSegmentTask]:
-    """A task per ``COPY_SEGMENT_FINISHED`` segment of the selected topics, by partition and start offset."""
+    """A task per ``COPY_SEGMENT_FINISHED`` segment of the selected topics, by partition and start offset; with
+    ``--full``, each with its topic's index settings (the cluster's metadata beside the log dirs, else Kafka's
+    defaults) and the finished segment just before it (whose snapshot is the state at its base)."""
     inventory, topics, options = read_inventory(args)
     root = args.remote.rstrip("/")
     spec = spec_for([root], options)
-    return [
-        RemoteSegmentTask(spec, root, args.layout, s)
-        for segments in inventory.by_partition().values()
-        for s in segments
-        if s.state == "COPY_SEGMENT_FINISHED" and (topics is None or s.topic in topics)
-    ]
+    settings = TopicSettings(cluster=load_cluster_settings(args.log_dir)) if args.full else TopicSettings()
+    tasks = []
+    for segments in inventory.by_partition().values():
+        finished = [s for s in segments if s.state == "COPY_SEGMENT_FINISHED"]
+        for i, s in enumerate(finished):
+            if topics is not None and s.topic not in topics:
+                continue
+            previous = finished[i - 1] if i and finished[i - 1].end_offset + 1 == s.start_offset else None
+            tasks.append(
+                RemoteSegmentTask(spec, root, args.layout, s, args.full, settings.for_topic(s.topic), previous)
+            )
+    return tasks
 
 
 def outcome_json(o: RemoteSegmentOutcome) -> dict[str, Any]:
     s = o.segment
     return {
         "topic_partition": s.topic_partition, "segment_id": s.segment_id, "start_offset": s.start_offset,
-        "end_offset": s.end_offset, "skipped": o.skipped, "requests": o.requests,
+        "end_offset": s.end_offset, "skipped": o.skipped, "requests": o.requests, "identical": o.identical,
         "findings": [f.to_dict() for f in o.findings],
     }  # fmt: skip
 
@@ -45,13 +55,13 @@ def run_verify_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO
     try:
         tasks = plan_remote_tasks(args)
         outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
-    except (KafkaIndexError, OSError, re.error) as exc:
+    except (KafkaIndexError, OSError, re.error, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=err)
         return EXIT_BAD_INPUT
     failed = [o for o in outcomes if o.failed]
     if args.as_json:
         report = {
-            "remote": args.remote, "layout": args.layout, "mode": "index-only", "segments": len(outcomes),
+            "remote": args.remote, "layout": args.layout, "mode": "full" if args.full else "index-only", "segments": len(outcomes),
             "failed": len(failed), "outcomes": [outcome_json(o) for o in outcomes],
         }  # fmt: skip
         json.dump(report, out, indent=1)
@@ -66,7 +76,8 @@ def run_verify_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO
                 print(f"  {f.kind}: {f.file}: {f.detail}", file=out)
         skipped = sum(1 for o in outcomes if o.skipped)
         print(
-            f"{len(outcomes)} remote segments checked (index-only), {len(failed)} with findings, {skipped} skipped; "
+            f"{len(outcomes)} remote segments checked ({'full' if args.full else 'index-only'}), {len(failed)} with "
+            f"findings, {skipped} skipped; "
             f"{sum(o.requests for o in outcomes)} reads of {args.remote}",
             file=out,
         )

@@ -14,12 +14,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from ..format.errors import InvalidRecordError
 from ..recovery.findings import ERROR, Finding, kind
 from ..recovery.remote_checks import remote_index_findings
-from ..storage import StoreSpec, read_index_objects, store_for
+from ..recovery.settings import IndexSettings
+from ..storage import (
+    RemoteIndexObjects,
+    StoreSpec,
+    discover_partition_dir,
+    materialised_segment,
+    read_index_objects,
+    read_producer_snapshot,
+    store_for,
+)
+from .options import RunOptions
+from .pool import map_locally
+from .runner import run
 
 if TYPE_CHECKING:
     from ..format.remote_log_metadata import RemoteSegment
@@ -27,12 +40,18 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RemoteSegmentTask:
-    """One remote segment to verify: its metadata, and its objects' store, root (``--remote``) and layout."""
+    """One remote segment to verify: its metadata, and its objects' store, root (``--remote``) and layout. With
+    ``full``, its ``.log`` is read too, through the engine with ``settings`` (the topic's); ``previous``: the
+    partition's segment before it, whose uploaded producer snapshot is the state at this one's base (None: the
+    segment starts the partition's remote log, replayed from no producer state)."""
 
     spec: StoreSpec
     root: str
     layout: str
     segment: RemoteSegment
+    full: bool = False
+    settings: IndexSettings = IndexSettings()
+    previous: RemoteSegment | None = None
 
 
 @dataclass
@@ -44,6 +63,8 @@ class RemoteSegmentOutcome:
     findings: list[Finding] = field(default_factory=list)
     skipped: str | None = None
     requests: int = 0
+    #: ``--full``: per index suffix, whether the stored object is its rebuild's bytes (None: not compared)
+    identical: dict[str, bool | None] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -60,7 +81,61 @@ def verify_remote_segment(task: RemoteSegmentTask) -> RemoteSegmentOutcome:
         out.findings += remote_index_findings(
             task.segment, objects.uris, objects.data, objects.log_uri, objects.log_size
         )
+        if task.full and objects.log_size is not None:
+            _verify_full(task, objects, out)
     return out
+
+
+def _verify_full(task: RemoteSegmentTask, objects: RemoteIndexObjects, out: RemoteSegmentOutcome) -> None:
+    """The segment as a one-segment partition dir, verified by the engine as a local segment is (every index,
+    the ``.txnindex`` from the state at its base, its snapshot against the replay to its end, its epoch blob
+    against its batches); findings already found index-only are not repeated."""
+    store = store_for(task.spec)
+    segment = task.segment
+    state_at_base = None
+    if task.previous is not None:
+        state_at_base = read_producer_snapshot(store, task.root, task.layout, task.previous)
+        out.requests += 1
+    try:
+        with materialised_segment(store, task.root, task.layout, segment, objects, state_at_base) as (path, sources):
+            discovery = discover_partition_dir(path)
+            for partition in discovery.partitions:  # every remote segment is closed: none is the active one
+                partition.segments = [replace(s, active=False) for s in partition.segments]
+            report = run(discovery, RunOptions("verify"), lambda topic: task.settings, map_locally())
+            out.requests += 2
+            seen = {(f.kind, f.file) for f in out.findings}
+            found = [f for fs in report.partition_findings.values() for f in fs]
+            for result in report.segments:
+                out.identical = dict(result.identical)
+                found += result.findings
+                if result.plan.last_offset != segment.end_offset and result.fatal is None:
+                    out.findings.append(
+                        Finding(
+                            "remote_metadata_mismatch", objects.log_uri, expected=segment.end_offset,
+                            found=result.plan.last_offset,
+                            detail=f"the .log's last offset is {result.plan.last_offset}, the metadata's end offset "
+                            f"{segment.end_offset}",
+                        )
+                    )  # fmt: skip
+            for f in found:
+                if f.file != path and not f.file.startswith(path + "/"):
+                    continue  # the private log dir around it (no meta.properties, ...): not the segment's
+                remote = replace(f, file=_remote_name(f.file, sources))
+                if (remote.kind, remote.file) not in seen:
+                    seen.add((remote.kind, remote.file))
+                    out.findings.append(remote)
+    except InvalidRecordError as exc:  # an Aiven chunk that does not decompress
+        out.findings.append(Finding("unreadable_segment", objects.log_uri, detail=str(exc)))
+
+
+def _remote_name(path: str, sources: dict[str, str]) -> str:
+    """The URI a file of the materialised partition dir came from (the dir itself: the segment's remote dir)."""
+    if path in sources:
+        return sources[path]
+    for local, uri in sources.items():
+        if path.startswith(local + "/"):
+            return uri + path[len(local) :]
+    return path
 
 
 def verify_remote_segments(tasks: list[RemoteSegmentTask], workers: int) -> Iterator[RemoteSegmentOutcome]:

@@ -97,7 +97,7 @@ from .store import (
 
 if TYPE_CHECKING:  # imported on first use (``__getattr__`` below)
     from .remote_log_metadata_files import read_remote_log_metadata
-    from .remote_segments import RemoteIndexObjects, read_index_objects
+    from .remote_segments import RemoteIndexObjects, materialised_segment, read_index_objects, read_producer_snapshot
 
 __all__ = [
     # the store of a run's paths: what a run reads through, and where its output goes (store.py)
@@ -129,6 +129,8 @@ __all__ = [
     # tiered storage: __remote_log_metadata, the RSM layouts, a remote segment's index objects (imported on first use)
     "read_remote_log_metadata",
     "read_index_objects",
+    "read_producer_snapshot",
+    "materialised_segment",
     "RemoteIndexObjects",
     # a partition's files on a local disk, as the replay and an in-place commit read them (partition_files.py)
     "already_holds",
@@ -205,7 +207,7 @@ def __getattr__(name: str) -> object:
         from . import remote_log_metadata_files
 
         return remote_log_metadata_files.read_remote_log_metadata
-    if name in ("read_index_objects", "RemoteIndexObjects"):
+    if name in ("read_index_objects", "read_producer_snapshot", "materialised_segment", "RemoteIndexObjects"):
         from . import remote_segments
 
         return getattr(remote_segments, name)

@@ -14,9 +14,12 @@ error); any other failure of the store raises (:class:`~indexlib.storage.store.O
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import struct
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -204,3 +207,91 @@ def transformed_chunks(encoded: str) -> list[int]:
         at += width
     values.append(struct.unpack_from(">i", data, at)[0])
     return values
+
+
+def read_producer_snapshot(store: Store, root: str, layout: str, segment: RemoteSegment) -> tuple[bytes, str] | None:
+    """(the producer snapshot ``segment``'s copy uploaded: the state at its end, the next segment's start; its
+    URI), or None when it cannot be read."""
+    if layout == "kafka":
+        uri = object_uri(root, segment_key(layout, segment, _KAFKA_SUFFIXES["producer_snapshot"]))
+        data = _read(store, uri)
+        return None if data is None else (data, uri)
+    objects = read_index_objects(store, root, layout, segment)
+    data = objects.data["producer_snapshot"] if objects.indexes_read else None
+    return None if data is None else (data, objects.uris["producer_snapshot"])
+
+
+def _write_log(store: Store, layout: str, objects: RemoteIndexObjects, manifest_uri: str, target: str) -> None:
+    """The segment's ``.log`` as Kafka wrote it, at ``target``: copied (Kafka's layout, Aiven's without compression)
+    or each stored chunk decompressed in turn (Aiven's with compression)."""
+    if layout == "kafka":
+        with open(target, "wb") as f:
+            store.copy_to(objects.log_uri, f)
+        return
+    manifest = json.loads(store.read_bytes(manifest_uri))
+    chunk_index = manifest["chunkIndex"]
+    stored = target + ".stored"
+    with open(stored, "wb") as f:
+        store.copy_to(objects.log_uri, f)
+    if not manifest.get("compression"):
+        os.replace(stored, target)
+        return
+    from ..format.compression import decompress
+
+    sizes = transformed_chunks(chunk_index["transformedChunks"])
+    try:
+        with open(stored, "rb") as source, open(target, "wb") as out:
+            for i, size in enumerate(sizes):
+                chunk = source.read(size)
+                if len(chunk) != size:
+                    raise InvalidRecordError(
+                        f"{objects.log_uri}: chunk {i} is cut short ({len(chunk)} of {size} bytes)"
+                    )
+                try:
+                    out.write(decompress(4, chunk))
+                except InvalidRecordError as exc:
+                    raise InvalidRecordError(f"{objects.log_uri}: chunk {i} does not decompress: {exc}") from None
+    finally:
+        os.unlink(stored)
+
+
+@contextlib.contextmanager
+def materialised_segment(
+    store: Store, root: str, layout: str, segment: RemoteSegment, objects: RemoteIndexObjects,
+    state_at_base: tuple[bytes, str] | None,
+) -> Iterator[tuple[str, dict[str, str]]]:  # fmt: skip
+    """A private partition dir holding ``segment`` as a broker's partition dir would (``<base>.log`` as Kafka wrote
+    it, its index files as stored, ``<base>.snapshot`` = ``state_at_base`` (the previous segment's upload), its own
+    snapshot as ``<end + 1>.snapshot`` and its epoch blob as ``leader-epoch-checkpoint``), removed on exit; yields
+    (its path, local path -> the URI each file came from). :class:`InvalidRecordError` for a ``.log`` whose
+    chunks do not decompress."""
+    from ..format.layout import LEADER_EPOCH_CHECKPOINT, segment_file
+
+    with tempfile.TemporaryDirectory(prefix="kafka-index-remote-") as tmp:
+        partition_dir = os.path.join(tmp, f"{segment.topic}-{segment.partition}")
+        os.mkdir(partition_dir)
+        base, end = segment.start_offset, segment.end_offset
+        sources = {partition_dir: objects.log_uri.rsplit("/", 1)[0]}
+        log_path = segment_file(partition_dir, base, ".log")
+        manifest_uri = object_uri(root, segment_key(layout, segment, "rsm-manifest"))
+        _write_log(store, layout, objects, manifest_uri, log_path)
+        sources[log_path] = objects.log_uri
+        files = {
+            segment_file(partition_dir, base, ".index"): "offset",
+            segment_file(partition_dir, base, ".timeindex"): "timestamp",
+            segment_file(partition_dir, base, ".txnindex"): "transaction",
+            segment_file(partition_dir, end + 1, ".snapshot"): "producer_snapshot",
+            os.path.join(partition_dir, LEADER_EPOCH_CHECKPOINT): "leader_epoch",
+        }
+        for path, kind in files.items():
+            data = objects.data[kind]
+            if data is not None:
+                with open(path, "wb") as f:
+                    f.write(data)
+                sources[path] = objects.uris[kind]
+        if state_at_base is not None:
+            path = segment_file(partition_dir, base, ".snapshot")
+            with open(path, "wb") as f:
+                f.write(state_at_base[0])
+            sources[path] = state_at_base[1]
+        yield partition_dir, sources
