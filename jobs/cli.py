@@ -23,6 +23,7 @@ from indexlib.cli import (
     add_jobs,
     add_json_report,
     add_lookup_command,
+    add_rebuild_remote_command,
     add_remote_inventory_command,
     add_run_id,
     add_selection,
@@ -159,6 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_lookup_command(sub, run_lookup)
     add_remote_inventory_command(sub, run_remote_inventory)
     add_verify_remote_command(sub, run_verify_remote)
+    add_rebuild_remote_command(sub, run_rebuild_remote)
     text = "query the Delta audit table (the latest run by default), or merge rows kept in the audit journal"
     audit = sub.add_parser("audit", help=text, description=text)
     audit.add_argument("--audit-table", metavar="PATH", help="the table (default: the config's audit_table)")
@@ -457,6 +459,13 @@ def run_verify_remote(args: argparse.Namespace) -> int:
     return run_verify_remote_command(args, sys.stdout, sys.stderr, PROG)
 
 
+def run_rebuild_remote(args: argparse.Namespace) -> int:
+    """``kafka-index rebuild-remote``: the local engine's rebuild of tiered segments' index objects."""
+    from indexlib.cli import run_rebuild_remote_command
+
+    return run_rebuild_remote_command(args, sys.stdout, sys.stderr, PROG)
+
+
 def run_lookup(args: argparse.Namespace) -> int:
     from indexlib.cli import check_target, lookup, print_lookup
 
@@ -505,6 +514,8 @@ def main(argv: list[str] | None = None) -> int:
                 code = run_remote_inventory(args)
             elif args.command == "verify-remote":
                 code = run_verify_remote(args)
+            elif args.command == "rebuild-remote":
+                code = run_rebuild_remote(args)
             else:
                 code = run_audit(args)
             sys.stdout.flush()  # here, where a closed stdout is still caught

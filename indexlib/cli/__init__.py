@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         add_jobs,
         add_json_report,
         add_lookup_command,
+        add_rebuild_remote_command,
         add_remote_inventory_command,
         add_run_id,
         add_selection,
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
         read_topic_config,
         settings_to_dict,
     )
-    from .verify_remote import run_verify_remote_command
+    from .verify_remote import run_rebuild_remote_command, run_verify_remote_command
 
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
@@ -81,6 +82,8 @@ _PUBLIC = {
     "run_remote_inventory_command": "remote_inventory",
     "add_verify_remote_command": "options",
     "run_verify_remote_command": "verify_remote",
+    "add_rebuild_remote_command": "options",
+    "run_rebuild_remote_command": "verify_remote",
     "add_run_id": "options",
     "add_write_options": "options",
     "write_dump": "dump",
@@ -103,6 +106,8 @@ __all__ = [
     "run_remote_inventory_command",
     "add_verify_remote_command",
     "run_verify_remote_command",
+    "add_rebuild_remote_command",
+    "run_rebuild_remote_command",
     "key_values",
     "store_spec",
     "check_planned_run",

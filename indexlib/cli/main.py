@@ -74,6 +74,7 @@ from .options import (
     add_jobs,
     add_json_report,
     add_lookup_command,
+    add_rebuild_remote_command,
     add_remote_inventory_command,
     add_run_id,
     add_selection,
@@ -176,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_lookup_command(commands, run_lookup)
     add_remote_inventory_command(commands, run_remote_inventory)
     add_verify_remote_command(commands, run_verify_remote)
+    add_rebuild_remote_command(commands, run_rebuild_remote)
     return parser
 
 
@@ -456,6 +458,12 @@ def run_verify_remote(args: argparse.Namespace) -> int:
     from .verify_remote import run_verify_remote_command  # imported here: only this subcommand needs it
 
     return run_verify_remote_command(args, sys.stdout, sys.stderr, PROG)
+
+
+def run_rebuild_remote(args: argparse.Namespace) -> int:
+    from .verify_remote import run_rebuild_remote_command  # imported here: only this subcommand needs it
+
+    return run_rebuild_remote_command(args, sys.stdout, sys.stderr, PROG)
 
 
 def run_lookup(args: argparse.Namespace) -> int:

@@ -307,6 +307,31 @@ def add_verify_remote_command(commands: Commands, run: Runner, **parser_options:
     return verify
 
 
+def add_rebuild_remote_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
+    """The ``rebuild-remote`` subcommand: rebuilt index objects of damaged tiered segments, to a staging prefix."""
+    from .remote_inventory import add_arguments
+
+    text = "rebuild the index objects of tiered segments whose indexes are wrong, into a staging dir or prefix"
+    rebuild: argparse.ArgumentParser = commands.add_parser(
+        "rebuild-remote",
+        help=text,
+        description="Verify each finished remote segment in full (its .log read) and, for each whose stored "
+        "indexes are not their rebuild's, write the rebuilt index objects under --output-uri at the keys its "
+        "layout gives them (Aiven: a new .indexes and its manifest). Live objects are never written: swapping "
+        "them in, and purging every broker's remote-log-index-cache, are the README's manual steps. Exit 0 done, "
+        "1 a segment that needs it could not be rebuilt, 2 input that cannot be used.",
+        **parser_options,
+    )
+    add_arguments(rebuild, remote_required=True)
+    rebuild.add_argument(
+        "--output-uri", required=True, metavar="URI", help="a new, empty dir or prefix for the rebuilt objects"
+    )
+    rebuild.add_argument("--jobs", type=int, default=8, metavar="N", help="segments read at once (default 8)")
+    add_storage_options(rebuild)
+    rebuild.set_defaults(run=run)
+    return rebuild
+
+
 def add_lookup_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
     """The ``lookup`` subcommand: an offset or a timestamp found through a segment's indexes."""
     lookup: argparse.ArgumentParser = commands.add_parser(

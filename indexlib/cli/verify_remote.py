@@ -14,11 +14,25 @@ import json
 import re
 from typing import Any, TextIO
 
+from ..engine import new_run_id
 from ..engine.remote import RemoteSegmentOutcome, RemoteSegmentTask, verify_remote_segments
 from ..format.errors import KafkaIndexError
-from ..storage.store import spec_for
-from .remote_inventory import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_PROBLEMS, read_inventory
+from ..storage.store import StoreSpec, spec_for, store_for
+from .remote_inventory import EXIT_BAD_INPUT, EXIT_CLEAN, EXIT_PROBLEMS, RemoteInventoryError, read_inventory
 from .settings_files import TopicSettings, load_cluster_settings
+
+
+def check_output(args: argparse.Namespace, options: dict[str, str]) -> StoreSpec:
+    """``--output-uri``'s store: a new, empty dir or prefix outside ``--remote`` (live objects are never written),
+    else :class:`RemoteInventoryError`."""
+    output, remote = args.output_uri.rstrip("/"), args.remote.rstrip("/")
+    if output == remote or output.startswith(remote + "/") or remote.startswith(output + "/"):
+        raise RemoteInventoryError(f"--output-uri {args.output_uri}: inside --remote {args.remote} or around it; "
+                                   "rebuilt objects go to a staging prefix, never over live ones")  # fmt: skip
+    spec = spec_for([output], options)
+    if not store_for(spec).prefix_is_empty(output):
+        raise RemoteInventoryError(f"--output-uri {args.output_uri}: not empty; give a new dir or prefix")
+    return spec
 
 
 def plan_remote_tasks(args: argparse.Namespace) -> list[RemoteSegmentTask]:
@@ -28,7 +42,11 @@ def plan_remote_tasks(args: argparse.Namespace) -> list[RemoteSegmentTask]:
     inventory, topics, options = read_inventory(args)
     root = args.remote.rstrip("/")
     spec = spec_for([root], options)
-    settings = TopicSettings(cluster=load_cluster_settings(args.log_dir)) if args.full else TopicSettings()
+    output_root = getattr(args, "output_uri", None)
+    output_spec = check_output(args, options) if output_root is not None else None
+    full = args.full or output_root is not None
+    settings = TopicSettings(cluster=load_cluster_settings(args.log_dir)) if full else TopicSettings()
+    run_id = new_run_id("rebuild") if output_root is not None else ""
     tasks = []
     for segments in inventory.by_partition().values():
         finished = [s for s in segments if s.state == "COPY_SEGMENT_FINISHED"]
@@ -37,7 +55,18 @@ def plan_remote_tasks(args: argparse.Namespace) -> list[RemoteSegmentTask]:
                 continue
             previous = finished[i - 1] if i and finished[i - 1].end_offset + 1 == s.start_offset else None
             tasks.append(
-                RemoteSegmentTask(spec, root, args.layout, s, args.full, settings.for_topic(s.topic), previous)
+                RemoteSegmentTask(
+                    spec,
+                    root,
+                    args.layout,
+                    s,
+                    args.full,
+                    settings.for_topic(s.topic),
+                    previous,
+                    output_root.rstrip("/") if output_root else None,
+                    output_spec,
+                    run_id,
+                )  # fmt: skip
             )
     return tasks
 
@@ -47,7 +76,7 @@ def outcome_json(o: RemoteSegmentOutcome) -> dict[str, Any]:
     return {
         "topic_partition": s.topic_partition, "segment_id": s.segment_id, "start_offset": s.start_offset,
         "end_offset": s.end_offset, "skipped": o.skipped, "requests": o.requests, "identical": o.identical,
-        "findings": [f.to_dict() for f in o.findings],
+        "findings": [f.to_dict() for f in o.findings], "written": o.written,
     }  # fmt: skip
 
 
@@ -82,3 +111,43 @@ def run_verify_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO
             file=out,
         )
     return EXIT_PROBLEMS if failed else EXIT_CLEAN
+
+
+def run_rebuild_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:
+    """``rebuild-remote``: each finished segment verified in full; one whose stored indexes are not their rebuild's
+    gets its rebuilt objects under ``--output-uri`` (exit 0; 1 when a segment that needs them got none: its
+    ``.log`` cannot be rebuilt from)."""
+    args.full = False
+    try:
+        tasks = plan_remote_tasks(args)
+        outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
+    except (KafkaIndexError, OSError, re.error, ValueError) as exc:
+        print(f"{prog}: error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    stuck = [o for o in outcomes if o.failed and not o.written]
+    if args.as_json:
+        report = {
+            "remote": args.remote, "layout": args.layout, "output_uri": args.output_uri, "segments": len(outcomes),
+            "rebuilt": sum(1 for o in outcomes if o.written), "not_rebuilt": len(stuck),
+            "outcomes": [outcome_json(o) for o in outcomes],
+        }  # fmt: skip
+        json.dump(report, out, indent=1)
+        out.write("\n")
+    else:
+        for o in outcomes:
+            s = o.segment
+            if o.written:
+                print(f"{s.topic_partition} {s.start_offset}-{s.end_offset} {s.segment_id}: rebuilt", file=out)
+                for uri in o.written:
+                    print(f"  wrote {uri}", file=out)
+            elif o.failed:
+                print(f"{s.topic_partition} {s.start_offset}-{s.end_offset} {s.segment_id}: not rebuilt", file=out)
+                for f in o.findings:
+                    print(f"  {f.kind}: {f.file}: {f.detail}", file=out)
+        written = sum(len(o.written) for o in outcomes)
+        print(
+            f"{len(outcomes)} remote segments verified in full, {sum(1 for o in outcomes if o.written)} rebuilt "
+            f"({written} objects under {args.output_uri}), {len(stuck)} not rebuilt",
+            file=out,
+        )
+    return EXIT_PROBLEMS if stuck else EXIT_CLEAN

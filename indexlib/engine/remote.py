@@ -22,13 +22,17 @@ from ..recovery.findings import ERROR, Finding, kind
 from ..recovery.remote_checks import remote_index_findings
 from ..recovery.settings import IndexSettings
 from ..storage import (
+    Discovery,
     RemoteIndexObjects,
     StoreSpec,
     discover_partition_dir,
     materialised_segment,
+    private_dir,
+    read_index_files,
     read_index_objects,
     read_producer_snapshot,
     store_for,
+    write_rebuilt_objects,
 )
 from .options import RunOptions
 from .pool import map_locally
@@ -52,6 +56,11 @@ class RemoteSegmentTask:
     full: bool = False
     settings: IndexSettings = IndexSettings()
     previous: RemoteSegment | None = None
+    #: ``rebuild-remote``: where a segment whose indexes are not their rebuild's gets its rebuilt objects (in the
+    #: same layout; a new, empty dir or prefix of ``output_spec``); the run's id tags local staged names
+    output_root: str | None = None
+    output_spec: StoreSpec | None = None
+    run_id: str = ""
 
 
 @dataclass
@@ -65,6 +74,8 @@ class RemoteSegmentOutcome:
     requests: int = 0
     #: ``--full``: per index suffix, whether the stored object is its rebuild's bytes (None: not compared)
     identical: dict[str, bool | None] = field(default_factory=dict)
+    #: ``rebuild-remote``: the objects written under the output root
+    written: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -81,9 +92,15 @@ def verify_remote_segment(task: RemoteSegmentTask) -> RemoteSegmentOutcome:
         out.findings += remote_index_findings(
             task.segment, objects.uris, objects.data, objects.log_uri, objects.log_size
         )
-        if task.full and objects.log_size is not None:
+        if (task.full or task.output_root is not None) and objects.log_size is not None:
             _verify_full(task, objects, out)
     return out
+
+
+def _needs_rebuild(objects: RemoteIndexObjects, out: RemoteSegmentOutcome) -> bool:
+    """Whether a segment's stored indexes are not their rebuild's: one differs, or has a finding (missing, torn)."""
+    index_uris = {objects.uris[k] for k in ("offset", "timestamp", "transaction")}
+    return any(v is False for v in out.identical.values()) or any(f.file in index_uris for f in out.findings)
 
 
 def _verify_full(task: RemoteSegmentTask, objects: RemoteIndexObjects, out: RemoteSegmentOutcome) -> None:
@@ -124,8 +141,28 @@ def _verify_full(task: RemoteSegmentTask, objects: RemoteIndexObjects, out: Remo
                 if (remote.kind, remote.file) not in seen:
                     seen.add((remote.kind, remote.file))
                     out.findings.append(remote)
+            if task.output_root is not None and _needs_rebuild(objects, out):
+                _rebuild(task, objects, discovery, out)
     except InvalidRecordError as exc:  # an Aiven chunk that does not decompress
         out.findings.append(Finding("unreadable_segment", objects.log_uri, detail=str(exc)))
+
+
+def _rebuild(
+    task: RemoteSegmentTask, objects: RemoteIndexObjects, discovery: Discovery, out: RemoteSegmentOutcome
+) -> None:
+    """The materialised segment rebuilt into a private output dir by the engine, and those of its index files
+    that differ from the stored ones written under the task's output root in the task's layout (Aiven: a new
+    ``.indexes`` and manifest); a segment Kafka's recovery would refuse gets nothing."""
+    assert task.output_root is not None and task.output_spec is not None
+    with private_dir("kafka-index-rebuilt-") as target:
+        report = run(discovery, RunOptions("rebuild", output_dir=target), lambda topic: task.settings, map_locally())
+        rebuilt = read_index_files([path for result in report.segments for path in result.written])
+        rebuilt = {suffix: data for suffix, data in rebuilt.items() if out.identical.get(suffix) is not True}
+        if rebuilt:
+            out.written = write_rebuilt_objects(
+                store_for(task.output_spec), task.root, task.output_root, task.layout, task.segment, objects, rebuilt,
+                task.run_id,
+            )  # fmt: skip
 
 
 def _remote_name(path: str, sources: dict[str, str]) -> str:

@@ -97,7 +97,15 @@ from .store import (
 
 if TYPE_CHECKING:  # imported on first use (``__getattr__`` below)
     from .remote_log_metadata_files import read_remote_log_metadata
-    from .remote_segments import RemoteIndexObjects, materialised_segment, read_index_objects, read_producer_snapshot
+    from .remote_segments import (
+        RemoteIndexObjects,
+        materialised_segment,
+        private_dir,
+        read_index_files,
+        read_index_objects,
+        read_producer_snapshot,
+        write_rebuilt_objects,
+    )
 
 __all__ = [
     # the store of a run's paths: what a run reads through, and where its output goes (store.py)
@@ -131,6 +139,9 @@ __all__ = [
     "read_index_objects",
     "read_producer_snapshot",
     "materialised_segment",
+    "write_rebuilt_objects",
+    "private_dir",
+    "read_index_files",
     "RemoteIndexObjects",
     # a partition's files on a local disk, as the replay and an in-place commit read them (partition_files.py)
     "already_holds",
@@ -207,7 +218,10 @@ def __getattr__(name: str) -> object:
         from . import remote_log_metadata_files
 
         return remote_log_metadata_files.read_remote_log_metadata
-    if name in ("read_index_objects", "read_producer_snapshot", "materialised_segment", "RemoteIndexObjects"):
+    if name in (
+        "read_index_objects", "read_producer_snapshot", "materialised_segment", "write_rebuilt_objects",
+        "private_dir", "read_index_files", "RemoteIndexObjects",
+    ):  # fmt: skip
         from . import remote_segments
 
         return getattr(remote_segments, name)

@@ -236,6 +236,9 @@ class ObjectStore:
         key = self._key(path)
         return next(iter(self.client.list(key + "/" if key else "")), None) is None
 
+    def put_whole(self, path: str, data: bytes, tag: str) -> None:
+        self.client.put(self._key(path), data)
+
     def stage_segment(
         self,
         target_dir: str,

@@ -295,3 +295,63 @@ def materialised_segment(
                 f.write(state_at_base[0])
             sources[path] = state_at_base[1]
         yield partition_dir, sources
+
+
+#: a rebuilt index file's suffix -> its index kind
+_REBUILT_KINDS = {".index": "offset", ".timeindex": "timestamp", ".txnindex": "transaction"}
+
+
+def write_rebuilt_objects(
+    store: Store, root: str, output_root: str, layout: str, segment: RemoteSegment, objects: RemoteIndexObjects,
+    rebuilt: dict[str, bytes], tag: str,
+) -> list[str]:  # fmt: skip
+    """``segment``'s rebuilt index files (suffix -> bytes) written under ``output_root`` at the keys its layout
+    gives them under ``root``; the URIs written. ``kafka``: one object per rebuilt file. ``aiven``: a new
+    ``.indexes`` (the rebuilt offset, time and transaction indexes, the stored producer snapshot and epoch blob, in
+    Aiven's order) and the stored manifest with the ranges of the new ``.indexes`` (nothing else in it changed)."""
+    written = []
+    if layout == "kafka":
+        for suffix, data in sorted(rebuilt.items()):
+            uri = object_uri(output_root, segment_key(layout, segment, _KAFKA_SUFFIXES[_REBUILT_KINDS[suffix]]))
+            store.put_whole(uri, data, tag)
+            written.append(uri)
+        return written
+    manifest = json.loads(store.read_bytes(object_uri(root, segment_key(layout, segment, "rsm-manifest"))))
+    parts = dict(objects.data)
+    parts.update({_REBUILT_KINDS[suffix]: data for suffix, data in rebuilt.items()})
+    indexes = bytearray()
+    ranges: dict[str, Any] = {}
+    for kind, name in _AIVEN_RANGES.items():
+        part = parts.get(kind)
+        if part is None:
+            ranges[name] = None
+            continue
+        ranges[name] = {"position": len(indexes), "size": len(part)}
+        indexes += part
+    manifest["segmentIndexes"] = ranges
+    for suffix, data in (
+        ("indexes", bytes(indexes)),
+        ("rsm-manifest", json.dumps(manifest, separators=(",", ":")).encode()),
+    ):
+        uri = object_uri(output_root, segment_key(layout, segment, suffix))
+        store.put_whole(uri, data, tag)
+        written.append(uri)
+    return written
+
+
+@contextlib.contextmanager
+def private_dir(prefix: str) -> Iterator[str]:
+    """A new private temporary dir, removed with everything in it on exit."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as path:
+        yield path
+
+
+def read_index_files(paths: list[str]) -> dict[str, bytes]:
+    """Suffix -> bytes of the ``.index``, ``.timeindex`` and ``.txnindex`` among ``paths`` (a rebuild's output)."""
+    out = {}
+    for path in paths:
+        suffix = os.path.splitext(path)[1]
+        if suffix in _REBUILT_KINDS:
+            with open(path, "rb") as f:
+                out[suffix] = f.read()
+    return out

@@ -115,6 +115,11 @@ class Store(Protocol):
         """Whether no file is under ``path`` (looked at now, not in a listing read earlier)."""
         ...
 
+    def put_whole(self, path: str, data: bytes, tag: str) -> None:
+        """Write a small whole file (an object) at ``path``, its dirs made: a reader sees none of it or all of it,
+        and it is durable when this returns (``tag``: the run's, in a local staged name)."""
+        ...
+
     def stage_segment(
         self,
         target_dir: str,
@@ -203,6 +208,10 @@ class LocalStore:
 
     def prefix_is_empty(self, path: str) -> bool:
         return publish.first_file_under(path) is None
+
+    def put_whole(self, path: str, data: bytes, tag: str) -> None:
+        publish.replace_file(path, data, None, tag)
+        publish.fsync_path(os.path.dirname(path))
 
     def stage_segment(
         self,

@@ -51,6 +51,12 @@ def segment_files(root: Path, topic_partition: str) -> dict[int, dict[str, Path]
     return out
 
 
+def second_segment(root: Path, topic_partition: str) -> dict[str, Path]:
+    """The files of a partition's second remote segment (its bases vary from run to run)."""
+    files = segment_files(root, topic_partition)
+    return files[sorted(files)[1]]
+
+
 def test_what_the_broker_uploaded_has_no_finding_in_either_layout(tiered_kafka, tiered_aiven, s3):
     code, report, err = verify_remote(
         "--log-dir", str(tiered_kafka.log_dir), "--remote", tiered_kafka.remote_uri, "--layout", "kafka"
@@ -181,7 +187,7 @@ def test_full_finds_an_entry_one_batch_too_far_and_a_lost_aborted_range(tiered_k
     remote = shutil.copytree(tiered_kafka.remote_dir, tmp_path / "remote")
     # the silent skip: an entry pointing at the next entry's batch (Kafka's sanity check passes it, and a
     # consumer fetching from its offset is handed the later batch)
-    index = segment_files(remote, "plain-1")[1024]["index"]
+    index = second_segment(remote, "plain-1")["index"]
     data = bytearray(index.read_bytes())
     (next_position,) = struct.unpack_from(">i", data, 3 * 8 + 4)
     struct.pack_into(">i", data, 2 * 8 + 4, next_position)
@@ -225,3 +231,71 @@ def test_full_finds_a_corrupt_log_chunk_in_the_aiven_layout(tiered_aiven, s3):
     found = findings_by_object(report)
     assert set(found) == {damaged[len(target) :]}
     assert found[damaged[len(target) :]] & {"unreadable_segment", "log_crc_mismatch"}
+
+
+# ------------------------------------------------------------------------------------------ rebuild-remote
+def rebuild_remote(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
+    module = ["-m", "indexlib"] if command == "indexlib" else ["-m", "jobs.cli"]
+    proc = subprocess.run(
+        [sys.executable, *module, "rebuild-remote", *args, "--json"], capture_output=True, text=True,
+        cwd=PROJECT_ROOT, timeout=300,
+    )  # fmt: skip
+    return proc.returncode, json.loads(proc.stdout) if proc.stdout else {}, proc.stderr
+
+
+def test_rebuild_remote_stages_the_brokers_own_bytes_for_each_damaged_object_only(tiered_kafka, tmp_path):
+    remote = shutil.copytree(tiered_kafka.remote_dir, tmp_path / "remote")
+    index = second_segment(remote, "plain-1")["index"]
+    data = bytearray(index.read_bytes())
+    struct.pack_into(">i", data, 2 * 8 + 4, struct.unpack_from(">i", data, 3 * 8 + 4)[0])  # one batch too far
+    index.write_bytes(bytes(data))
+    timeindex = segment_files(remote, "zstd-0")[0]["timeindex"]
+    timeindex.write_bytes(timeindex.read_bytes()[:-5])
+    output = tmp_path / "staging"
+    code, report, err = rebuild_remote(
+        "--log-dir", str(tiered_kafka.log_dir), "--remote", str(remote), "--layout", "kafka", "--output-uri",
+        str(output),
+    )  # fmt: skip
+    assert code == 0, err
+    assert (report["rebuilt"], report["not_rebuilt"]) == (2, 0)
+    staged = sorted(p for p in output.rglob("*") if p.is_file())
+    assert [p.relative_to(output) for p in staged] == sorted(p.relative_to(remote) for p in (index, timeindex))
+    for path in staged:  # what the broker uploaded, byte for byte
+        assert path.read_bytes() == (tiered_kafka.remote_dir / path.relative_to(output)).read_bytes()
+    # the staging prefix is written once, never inside the live objects
+    code, _, err = rebuild_remote(
+        "--log-dir", str(tiered_kafka.log_dir), "--remote", str(remote), "--layout", "kafka", "--output-uri",
+        str(output),
+    )  # fmt: skip
+    assert code == 2 and "not empty" in err and err.count("\n") == 1
+    code, _, err = rebuild_remote(
+        "--log-dir", str(tiered_kafka.log_dir), "--remote", str(remote), "--layout", "kafka", "--output-uri",
+        str(remote / "staging"),
+    )  # fmt: skip
+    assert code == 2 and "never over live ones" in err
+
+
+def test_rebuild_remote_writes_a_matching_indexes_and_manifest_in_the_aiven_layout(tiered_aiven, s3):
+    options, client = s3
+    target, staging = "tiered-rebuild/", "tiered-staging/"
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=S3_BUCKET, Prefix=AIVEN_PREFIX)["Contents"]]
+    for key in keys:
+        client.copy_object(Bucket=S3_BUCKET, Key=target + key[len(AIVEN_PREFIX) :], CopySource=f"{S3_BUCKET}/{key}")
+    indexes_key = next(k for k in keys if k.endswith(".indexes") and "/plain-" in k and "/1/" in k)
+    original = client.get_object(Bucket=S3_BUCKET, Key=indexes_key)["Body"].read()
+    data = bytearray(original)
+    struct.pack_into(">i", data, 2 * 8 + 4, struct.unpack_from(">i", data, 3 * 8 + 4)[0])  # the offset index first
+    client.put_object(Bucket=S3_BUCKET, Key=target + indexes_key[len(AIVEN_PREFIX) :], Body=bytes(data))
+    code, report, err = rebuild_remote(
+        "--log-dir", str(tiered_aiven.log_dir), "--remote", f"s3://{S3_BUCKET}/{target}", "--layout", "aiven",
+        "--output-uri", f"s3://{S3_BUCKET}/{staging}", *storage_flags(options), command="kafka-index",
+    )  # fmt: skip
+    assert code == 0, err
+    assert report["rebuilt"] == 1
+    written = {o["Key"][len(staging) :] for o in client.list_objects_v2(Bucket=S3_BUCKET, Prefix=staging)["Contents"]}
+    main = indexes_key[len(AIVEN_PREFIX) : -len(".indexes")]
+    assert written == {f"{main}.indexes", f"{main}.rsm-manifest"}
+    assert client.get_object(Bucket=S3_BUCKET, Key=f"{staging}{main}.indexes")["Body"].read() == original
+    ours = json.loads(client.get_object(Bucket=S3_BUCKET, Key=f"{staging}{main}.rsm-manifest")["Body"].read())
+    theirs = json.loads(client.get_object(Bucket=S3_BUCKET, Key=f"{AIVEN_PREFIX}{main}.rsm-manifest")["Body"].read())
+    assert ours == theirs
