@@ -24,6 +24,7 @@ from indexlib.cli import (
     add_json_report,
     add_lookup_command,
     add_rebuild_remote_command,
+    add_remote_index_cache_command,
     add_remote_inventory_command,
     add_run_id,
     add_selection,
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_remote_inventory_command(sub, run_remote_inventory)
     add_verify_remote_command(sub, run_verify_remote)
     add_rebuild_remote_command(sub, run_rebuild_remote)
+    add_remote_index_cache_command(sub, run_remote_index_cache)
     text = "query the Delta audit table (the latest run by default), or merge rows kept in the audit journal"
     audit = sub.add_parser("audit", help=text, description=text)
     audit.add_argument("--audit-table", metavar="PATH", help="the table (default: the config's audit_table)")
@@ -466,6 +468,13 @@ def run_rebuild_remote(args: argparse.Namespace) -> int:
     return run_rebuild_remote_command(args, sys.stdout, sys.stderr, PROG)
 
 
+def run_remote_index_cache(args: argparse.Namespace) -> int:
+    """``kafka-index remote-index-cache``: a broker's remote-log-index-cache checked (and repaired)."""
+    from indexlib.cli import run_remote_index_cache_command
+
+    return run_remote_index_cache_command(args, sys.stdout, sys.stderr, PROG)
+
+
 def run_lookup(args: argparse.Namespace) -> int:
     from indexlib.cli import check_target, lookup, print_lookup
 
@@ -516,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
                 code = run_verify_remote(args)
             elif args.command == "rebuild-remote":
                 code = run_rebuild_remote(args)
+            elif args.command == "remote-index-cache":
+                code = run_remote_index_cache(args)
             else:
                 code = run_audit(args)
             sys.stdout.flush()  # here, where a closed stdout is still caught

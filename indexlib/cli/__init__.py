@@ -17,6 +17,7 @@ if TYPE_CHECKING:
         add_json_report,
         add_lookup_command,
         add_rebuild_remote_command,
+        add_remote_index_cache_command,
         add_remote_inventory_command,
         add_run_id,
         add_selection,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         add_write_options,
         report_level,
     )
+    from .remote_index_cache import run_remote_index_cache_command
     from .remote_inventory import run_remote_inventory_command
     from .report import (
         JsonTargetError,
@@ -84,6 +86,8 @@ _PUBLIC = {
     "run_verify_remote_command": "verify_remote",
     "add_rebuild_remote_command": "options",
     "run_rebuild_remote_command": "verify_remote",
+    "add_remote_index_cache_command": "options",
+    "run_remote_index_cache_command": "remote_index_cache",
     "add_run_id": "options",
     "add_write_options": "options",
     "write_dump": "dump",
@@ -108,6 +112,8 @@ __all__ = [
     "run_verify_remote_command",
     "add_rebuild_remote_command",
     "run_rebuild_remote_command",
+    "add_remote_index_cache_command",
+    "run_remote_index_cache_command",
     "key_values",
     "store_spec",
     "check_planned_run",

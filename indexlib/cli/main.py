@@ -75,6 +75,7 @@ from .options import (
     add_json_report,
     add_lookup_command,
     add_rebuild_remote_command,
+    add_remote_index_cache_command,
     add_remote_inventory_command,
     add_run_id,
     add_selection,
@@ -178,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_remote_inventory_command(commands, run_remote_inventory)
     add_verify_remote_command(commands, run_verify_remote)
     add_rebuild_remote_command(commands, run_rebuild_remote)
+    add_remote_index_cache_command(commands, run_remote_index_cache)
     return parser
 
 
@@ -464,6 +466,12 @@ def run_rebuild_remote(args: argparse.Namespace) -> int:
     from .verify_remote import run_rebuild_remote_command  # imported here: only this subcommand needs it
 
     return run_rebuild_remote_command(args, sys.stdout, sys.stderr, PROG)
+
+
+def run_remote_index_cache(args: argparse.Namespace) -> int:
+    from .remote_index_cache import run_remote_index_cache_command  # imported here: only this subcommand needs it
+
+    return run_remote_index_cache_command(args, sys.stdout, sys.stderr, PROG)
 
 
 def run_lookup(args: argparse.Namespace) -> int:

@@ -332,6 +332,31 @@ def add_rebuild_remote_command(commands: Commands, run: Runner, **parser_options
     return rebuild
 
 
+def add_remote_index_cache_command(
+    commands: Commands, run: Runner, **parser_options: Any
+) -> argparse.ArgumentParser:  # fmt: skip
+    """The ``remote-index-cache`` subcommand: a broker's ``remote-log-index-cache`` against the remote objects."""
+    from .remote_index_cache import add_cache_arguments
+    from .remote_inventory import add_arguments
+
+    text = "check a broker's remote-log-index-cache against the remote objects, and --repair it (broker stopped)"
+    cache: argparse.ArgumentParser = commands.add_parser(
+        "remote-index-cache",
+        help=text,
+        description="Hold each cached remote index of a broker's remote-log-index-cache to Kafka's load-time rules "
+        "and compare it with the object the RSM serves now (a broker serves its cached copy, across restarts, "
+        "after the object was fixed); --repair removes every file of each stale or corrupt entry, holding the log "
+        "dir's .lock (the broker must be stopped). Exit 0 nothing wrong (or repaired), 1 wrong entries, 2 input "
+        "that cannot be read or a running broker.",
+        **parser_options,
+    )
+    add_cache_arguments(cache)
+    add_arguments(cache, remote_required=True)
+    add_storage_options(cache)
+    cache.set_defaults(run=run)
+    return cache
+
+
 def add_lookup_command(commands: Commands, run: Runner, **parser_options: Any) -> argparse.ArgumentParser:
     """The ``lookup`` subcommand: an offset or a timestamp found through a segment's indexes."""
     lookup: argparse.ArgumentParser = commands.add_parser(

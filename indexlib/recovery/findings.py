@@ -5,8 +5,8 @@ finding, writes the file Kafka would have written for every ``REWRITE_FROM_LOG``
 ``leader-epoch-checkpoint``) where the log says what that is, cuts the ``.log`` at the valid prefix for ``CUT_TAIL`` (only when asked to), and writes nothing
 for a segment with a ``REFUSE_SEGMENT`` finding (Kafka's own recovery would fail there). ``concerns`` is
 the file a finding of that kind names: an index suffix, ``.log``, ``"index file"`` (any of the three
-index files), ``"partition dir"`` (any file in it), ``"log dir"`` (a file of the log dir) or ``"remote object"`` (an
-object of a tiered segment). The README's findings table is checked against
+index files), ``"partition dir"`` (any file in it), ``"log dir"`` (a file of the log dir), ``"remote object"`` (an
+object of a tiered segment) or ``"remote-log-index-cache"`` (a broker's cached copy of one). The README's findings table is checked against
 this registry by a test.
 """
 
@@ -332,6 +332,30 @@ KINDS: dict[str, FindingKind] = _kinds(
         NOTHING,
         "an Aiven .rsm-manifest whose index ranges or sizes disagree with its .indexes object or the metadata: "
         "the broker reads the wrong bytes as an index",
+    ),
+    FindingKind(
+        "remote_cache_stale",
+        ERROR,
+        "remote-log-index-cache",
+        NOTHING,
+        "a broker's cached copy of a remote index differs from the object the RSM serves now: the broker keeps "
+        "serving the copy, across restarts; remote-index-cache --repair removes it",
+    ),
+    FindingKind(
+        "remote_cache_corrupt",
+        ERROR,
+        "remote-log-index-cache",
+        NOTHING,
+        "a broker's cached copy of a remote index fails Kafka's load-time rules: fetches of that segment fail; "
+        "remote-index-cache --repair removes it",
+    ),
+    FindingKind(
+        "remote_cache_orphan",
+        INFO,
+        "remote-log-index-cache",
+        NOTHING,
+        "a cached entry of a segment the metadata does not list as finished (deleted, or never finished): "
+        "nothing reads it",
     ),
     FindingKind("orphan_index_file", ERROR, "partition dir", NOTHING, "an index file without its .log"),
     FindingKind("unknown_file", INFO, "partition dir", NOTHING, "a file that is not Kafka's"),

@@ -71,6 +71,7 @@ class TieredRun:
     bucket: str | None
     prefix: str
     copied: dict[str, list[int]] = field(default_factory=dict)  # "topic-partition" -> base offsets copied
+    broker: KafkaBroker | None = None  # stopped; ``start()`` runs it again on the same log dir and RSM
 
     # Note: the broker rolls a partition's active segment once local retention deletes everything before it, so
     # the last segment of ``before_local_delete`` (active then) is copied too, after its roll.
@@ -143,7 +144,7 @@ def tier(
         )  # fmt: skip
         copied = _copied(broker, {})
         broker.stop()
-        return TieredRun(layout, log_dir, before, remote_dir, s3[1] if s3 else None, prefix, copied or {})
+        return TieredRun(layout, log_dir, before, remote_dir, s3[1] if s3 else None, prefix, copied or {}, broker)
     finally:
         broker.close()
 
@@ -181,3 +182,15 @@ def _alter_topics(bootstrap: str, topics: list[str], configs: dict[str, str]) ->
         admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, t, configs=configs) for t in topics])
     finally:
         admin.close()
+
+
+# ConsumerTask, once the metadata of every tiered partition is loaded: "Initialized for all the 6 assigned
+# user-partitions mapped to the 3 meta-partitions in 131 ms"
+RLMM_READY = re.compile(r"Initialized for all the \d+ assigned user-partitions")
+
+
+def start_tiered(broker: KafkaBroker, timeout: float = 120.0) -> None:
+    """Start a tiering broker and wait until its remote log metadata manager has loaded the metadata of every
+    tiered partition (until then a remote fetch fails with an unknown error)."""
+    broker.start()
+    _wait(broker, lambda: RLMM_READY.search(broker.server_log()), "the remote log metadata loaded", timeout)
