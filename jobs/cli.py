@@ -23,6 +23,7 @@ from indexlib.cli import (
     add_jobs,
     add_json_report,
     add_lookup_command,
+    add_not_yet_tiered,
     add_rebuild_remote_command,
     add_remote_index_cache_command,
     add_remote_inventory_command,
@@ -85,6 +86,8 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
     add_json_report(p)
     p.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
     add_run_id(p)
+    if mode == "verify":
+        add_not_yet_tiered(p)
     if mode != "verify":  # verify writes nothing: no backups, no lock to override
         add_write_options(p, mode)
     add_verbosity(p)
@@ -264,6 +267,12 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
     if settings.audit_table is not None:
         _check_dir_can_exist(settings.audit_journal, "--audit-journal")
     topic_settings = settings.topic_settings()
+    if getattr(args, "not_yet_tiered", False):
+        from indexlib.cli import select_not_yet_tiered
+
+        found = select_not_yet_tiered(found, topic_settings, args.remote_log_metadata)
+        if not found.partitions:
+            raise UsageError("--not-yet-tiered: no segment of a tiered topic is waiting to be copied")
     options = run_options(args.command, args, topic_settings, settings.backup_dir, store)
     # also: a writing run's --run-id whose backup dir holds files; a wrong --broker-id
     check_planned_run(found, options, topic_settings)

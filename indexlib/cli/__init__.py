@@ -16,6 +16,7 @@ if TYPE_CHECKING:
         add_jobs,
         add_json_report,
         add_lookup_command,
+        add_not_yet_tiered,
         add_rebuild_remote_command,
         add_remote_index_cache_command,
         add_remote_inventory_command,
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
         print_report,
         write_json,
     )
-    from .run_planning import check_planned_run, key_values, run_options, store_spec
+    from .run_planning import check_planned_run, key_values, run_options, select_not_yet_tiered, store_spec
     from .segment_lookup import LookupTargetError, check_target, lookup, print_lookup
     from .settings_files import (
         ClusterSettings,
@@ -87,6 +88,8 @@ _PUBLIC = {
     "add_rebuild_remote_command": "options",
     "run_rebuild_remote_command": "verify_remote",
     "add_remote_index_cache_command": "options",
+    "add_not_yet_tiered": "options",
+    "select_not_yet_tiered": "run_planning",
     "run_remote_index_cache_command": "remote_index_cache",
     "add_run_id": "options",
     "add_write_options": "options",
@@ -114,6 +117,8 @@ __all__ = [
     "run_rebuild_remote_command",
     "add_remote_index_cache_command",
     "run_remote_index_cache_command",
+    "add_not_yet_tiered",
+    "select_not_yet_tiered",
     "key_values",
     "store_spec",
     "check_planned_run",

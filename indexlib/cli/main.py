@@ -74,6 +74,7 @@ from .options import (
     add_jobs,
     add_json_report,
     add_lookup_command,
+    add_not_yet_tiered,
     add_rebuild_remote_command,
     add_remote_index_cache_command,
     add_remote_inventory_command,
@@ -87,7 +88,7 @@ from .options import (
     report_level,
 )
 from .report import check_json_target, keep_output_in_order, print_report, write_json
-from .run_planning import check_planned_run, run_options, store_spec
+from .run_planning import NotYetTieredError, check_planned_run, run_options, select_not_yet_tiered, store_spec
 from .segment_lookup import check_target, lookup, print_lookup
 from .settings_files import (
     SettingsFileError,
@@ -173,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Read-only.",
     )
     run_options(verify)
+    add_not_yet_tiered(verify)
     verify.set_defaults(run=run_verify)
     add_dump_command(commands, run_dump)
     add_lookup_command(commands, run_lookup)
@@ -314,6 +316,14 @@ def run_recover(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     settings, paths, store = check_settings(args)
     found = discover_paths(paths, args.topics, args.partitions, store)
+    if args.not_yet_tiered:
+        try:
+            found = select_not_yet_tiered(found, settings, args.remote_log_metadata)
+        except (NotYetTieredError, ClusterMetadataError) as exc:
+            raise InputError(str(exc)) from None
+        if not found.partitions:
+            print("no segment of a tiered topic is waiting to be copied: nothing to verify")
+            return EXIT_OK
     return _run(args, found, run_options("verify", args, settings, None, store), settings)
 
 

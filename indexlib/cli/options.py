@@ -149,6 +149,26 @@ def add_write_options(parser: argparse.ArgumentParser, mode: str) -> None:
         )
 
 
+def add_not_yet_tiered(parser: argparse.ArgumentParser) -> None:
+    """``--not-yet-tiered`` and ``--remote-log-metadata`` (``not_yet_tiered``, ``remote_log_metadata``): verify
+    only the local segments tiered storage has yet to copy."""
+    parser.add_argument(
+        "--not-yet-tiered",
+        action="store_true",
+        help="only the segments of tiered topics that tiered storage has not copied yet (above each partition's "
+        "highest remote end offset in __remote_log_metadata): a corrupt index is found before the broker uploads "
+        "it, which Kafka does without checking it",
+    )
+    parser.add_argument(
+        "--remote-log-metadata",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="with --not-yet-tiered: a log dir holding __remote_log_metadata-N partitions, when the run's own log "
+        "dirs hold none (repeatable)",
+    )
+
+
 def add_broker_id(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker-id",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..engine.options import RunOptions, check_run, new_run_id
+from ..format.errors import KafkaIndexError
 from ..recovery.settings import SettingError
 from ..storage.discovery import Discovery
 from ..storage.store import LOCAL, StoreSpec, is_uri, spec_for
@@ -74,3 +75,45 @@ def check_planned_run(found: Discovery, options: RunOptions, settings: TopicSett
     if invalid is not None:
         raise SettingError(invalid)
     check_run(found, options)
+
+
+class NotYetTieredError(KafkaIndexError, ValueError):
+    """``--not-yet-tiered`` without ``__remote_log_metadata`` to read: one line, exit 2."""
+
+
+def select_not_yet_tiered(found: Discovery, settings: TopicSettings, metadata_dirs: list[str]) -> Discovery:
+    """``--not-yet-tiered``: of the partitions of tiered topics (a ``remote.storage.enable=true`` topic of the
+    cluster's metadata, or one ``__remote_log_metadata`` lists segments of), only the local segments whose base is
+    above the partition's highest remote end offset: what the broker has yet to copy (KAFKA-15401: it uploads a
+    local index without checking it). The metadata is read from the run's log dirs and ``metadata_dirs``.
+    Segments below stay out of the run as if retention had deleted them (the replay starts at the first one kept,
+    from the snapshot at its base)."""
+    from dataclasses import replace
+
+    from ..storage.remote_log_metadata_files import find_remote_log_metadata, read_remote_log_metadata
+
+    dirs = [d for d in dict.fromkeys([*found.log_dirs, *metadata_dirs]) if not is_uri(d)]
+    if not find_remote_log_metadata(dirs):
+        raise NotYetTieredError(
+            f"--not-yet-tiered: no __remote_log_metadata-N partition dir in {', '.join(dirs)}; give the log dir of a "
+            "broker that holds one with --remote-log-metadata DIR"
+        )
+    inventory = read_remote_log_metadata(dirs)
+    ends: dict[tuple[str, int], int] = {}
+    for s in inventory.segments.values():
+        if s.state in ("COPY_SEGMENT_STARTED", "COPY_SEGMENT_FINISHED") and not s.orphan_update:
+            key = (s.topic, s.partition)
+            ends[key] = max(ends.get(key, -1), s.end_offset)
+    tiered = {topic for topic, _ in ends}
+    if settings.cluster is not None:
+        configs = settings.cluster.metadata.topic_configs
+        tiered |= {t for t, c in configs.items() if c.get("remote.storage.enable", "").strip().lower() == "true"}
+    kept = []
+    for p in found.partitions:
+        if p.topic not in tiered:
+            continue
+        end = ends.get((p.topic, p.partition), -1)
+        segments = [s for s in p.segments if s.base_offset > end]
+        if segments:
+            kept.append(replace(p, segments=segments))
+    return replace(found, partitions=kept)

@@ -17,6 +17,7 @@ import indexlib
 from indexlib import KafkaIndexError, OffsetIndex, TimeIndex, cli, engine, recovery, storage, testing
 from indexlib.cli.main import InputError
 from indexlib.cli.remote_inventory import RemoteInventoryError
+from indexlib.cli.run_planning import NotYetTieredError
 from indexlib.format.checkpoint import CheckpointError
 from indexlib.format.compression import CodecUnavailableError
 from indexlib.format.errors import describe_error, error_line
@@ -168,6 +169,7 @@ ERROR_CLASSES = [
     (ObjectStoreError, RuntimeError),
     (ObjectChangedError, RuntimeError),
     (RemoteInventoryError, ValueError),
+    (NotYetTieredError, ValueError),
 ]
 
 
