@@ -39,9 +39,12 @@ from .pipeline import TOOL_VERSION
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-KEY = ("run_id", "record_type", "cluster_id", "broker_id", "log_dir", "topic", "partition", "base_offset")
-#: key columns that may be null (a log dir without meta.properties names no cluster or broker): compared null-safe
-NULLABLE_KEY = ("cluster_id", "broker_id")
+KEY = (
+    "run_id", "record_type", "cluster_id", "broker_id", "log_dir", "topic", "partition", "base_offset", "segment_id"
+)  # fmt: skip
+#: key columns that may be null (a log dir without meta.properties names no cluster or broker; a local segment has
+#: no remote segment id): compared null-safe
+NULLABLE_KEY = ("cluster_id", "broker_id", "segment_id")
 #: the columns a MERGE pins with literals of its rows' values, so writers of other brokers never conflict
 PINNED = ("date", "run_id", "cluster_id", "broker_id")
 #: the columns added after the first release, nullable: a table without them is upgraded in place
@@ -50,6 +53,8 @@ IDENTITY_COLUMNS: list[tuple[str, pa.DataType, str]] = [
     ("broker_id", pa.int32(), "integer"),
     ("directory_id", pa.string(), "string"),
     ("exit_code", pa.int32(), "integer"),
+    # since issue 40: a tiered segment's id (its rows' log_dir is the remote root, record_type "remote_segment")
+    ("segment_id", pa.string(), "string"),
 ]
 #: how often a write that lost a real conflict is tried again, and the first backoff (doubling, jittered)
 WRITE_RETRIES = 6
@@ -265,6 +270,40 @@ def rows_for(report: RunReport, settings: Settings) -> list[dict[str, Any]]:
                 ),
             }
         )
+    return rows
+
+
+def remote_rows(
+    outcomes: list[Any], common: dict[str, Any], remote: str, layout: str, mode: str, exit_code: int, seconds: float
+) -> list[dict[str, Any]]:
+    """The audit rows of a ``verify-remote`` or ``rebuild-remote`` run: one ``remote_segment`` row per segment
+    (``log_dir`` the remote root, ``base_offset`` its start offset, ``segment_id`` its id), then one run row."""
+    rows = []
+    for o in outcomes:
+        s = o.segment
+        errors = [f for f in o.findings if f.severity == "error"]
+        rows.append(
+            {
+                **common, "record_type": "remote_segment", "log_dir": remote, "topic": s.topic,
+                "partition": s.partition, "base_offset": s.start_offset, "segment_id": s.segment_id,
+                "segment_bytes": s.size, "segments": 1, "bytes_scanned": s.size if mode != "index-only" else 0,
+                "finding_kinds": sorted({f.kind for f in o.findings}),
+                "findings_json": json.dumps([f.to_dict() for f in o.findings]),
+                "status": "rebuilt" if o.written else ("findings" if errors else "ok"),
+                "action": "rebuilt" if o.written else "none", "files_written": list(o.written),
+                "settings_json": json.dumps({"layout": layout, "mode": mode, "skipped": o.skipped}),
+            }
+        )  # fmt: skip
+    rows.append(
+        {
+            **common, "record_type": "run", "log_dir": remote, "topic": "", "partition": -1, "base_offset": -1,
+            "segments": len(outcomes), "segment_bytes": sum(o.segment.size for o in outcomes),
+            "finding_kinds": sorted({k for r in rows for k in r["finding_kinds"]}), "findings_json": "[]",
+            "status": "findings" if exit_code == 1 else "ok", "action": common["run_mode"],
+            "files_written": [w for o in outcomes for w in o.written], "duration_s": seconds, "exit_code": exit_code,
+            "settings_json": json.dumps({"layout": layout, "mode": mode}),
+        }
+    )  # fmt: skip
     return rows
 
 

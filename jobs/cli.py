@@ -163,8 +163,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_dump_command(sub, run_dump)
     add_lookup_command(sub, run_lookup)
     add_remote_inventory_command(sub, run_remote_inventory)
-    add_verify_remote_command(sub, run_verify_remote)
-    add_rebuild_remote_command(sub, run_rebuild_remote)
+    for remote in (
+        add_verify_remote_command(sub, run_verify_remote),
+        add_rebuild_remote_command(sub, run_rebuild_remote),
+    ):
+        _remote_job_options(remote)
     add_remote_index_cache_command(sub, run_remote_index_cache)
     text = "query the Delta audit table (the latest run by default), or merge rows kept in the audit journal"
     audit = sub.add_parser("audit", help=text, description=text)
@@ -463,18 +466,75 @@ def run_remote_inventory(args: argparse.Namespace) -> int:
     return run_remote_inventory_command(args, sys.stdout, sys.stderr, PROG)
 
 
-def run_verify_remote(args: argparse.Namespace) -> int:
-    """``kafka-index verify-remote``: the local engine's check of tiered segments (one machine, threads)."""
-    from indexlib.cli import run_verify_remote_command
+def _remote_job_options(p: argparse.ArgumentParser) -> None:
+    """What ``verify-remote`` and ``rebuild-remote`` take as jobs: the engine, the config, the audit table."""
+    p.add_argument(
+        "--engine",
+        choices=("spark", "local"),
+        default="spark",
+        help="spark: one Spark task per bin of segments, the executors reading the bucket themselves (the "
+        "default); local: threads on this machine (--jobs), no JVM; the same report and audit rows",
+    )
+    p.add_argument("--config", metavar="FILE", help="settings file instead of conf/defaults.yaml")
+    p.add_argument("--audit-table", metavar="PATH", help="Delta audit table path/URI; 'none' disables auditing")
+    _storage_option(p)
 
-    return run_verify_remote_command(args, sys.stdout, sys.stderr, PROG)
+
+def run_verify_remote(args: argparse.Namespace) -> int:
+    """``kafka-index verify-remote``: tiered segments checked by Spark's executors (or ``--engine local``)."""
+    return run_remote_job(args)
 
 
 def run_rebuild_remote(args: argparse.Namespace) -> int:
-    """``kafka-index rebuild-remote``: the local engine's rebuild of tiered segments' index objects."""
-    from indexlib.cli import run_rebuild_remote_command
+    """``kafka-index rebuild-remote``: tiered segments' index objects rebuilt by Spark's executors (or locally)."""
+    args.full = False
+    return run_remote_job(args)
 
-    return run_rebuild_remote_command(args, sys.stdout, sys.stderr, PROG)
+
+def run_remote_job(args: argparse.Namespace) -> int:
+    """``verify-remote`` / ``rebuild-remote`` as a job: plan from the metadata, map on Spark (or threads), print
+    the library's report, write one audit row per remote segment and one for the run."""
+    from datetime import UTC, datetime
+
+    from indexlib.cli import plan_remote_tasks, report_rebuild_remote, report_verify_remote
+    from indexlib.engine import new_run_id, verify_remote_segments
+    from indexlib.storage import ObjectStoreError
+
+    from .config import resolve_settings
+
+    rebuild = args.command == "rebuild-remote"
+    started = datetime.now(UTC)
+    run_id = new_run_id(args.command)
+    try:
+        settings = resolve_settings(
+            config_file=args.config, audit_table=args.audit_table, audit_storage_options=args.audit_storage_option
+        )
+        tasks = plan_remote_tasks(args)
+        if args.engine == "local":
+            outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
+        else:
+            from .remote_pipeline import spark_verify_remote
+
+            spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
+            outcomes = spark_verify_remote(spark.sparkContext, tasks, settings.bytes_per_task, run_id)
+    except (ValueError, OSError, ObjectStoreError) as exc:  # KafkaIndexErrors are ValueErrors
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    code = (report_rebuild_remote if rebuild else report_verify_remote)(args, outcomes, sys.stdout)
+    if settings.audit_table:
+        from . import audit
+
+        mode = "rebuild" if rebuild else ("full" if args.full else "index-only")
+        common = audit.run_common(run_id, args.command, started, datetime.now(UTC))
+        seconds = (common["run_finished"] - started).total_seconds()
+        rows = audit.remote_rows(outcomes, common, args.remote.rstrip("/"), args.layout, mode, code, seconds)
+        try:
+            audit.write(settings.audit_table, audit.to_table(rows), storage_options=settings.audit_storage_options)
+        except Exception as exc:  # the table cannot take the rows: the report stands, the exit says so
+            print(f"{PROG}: error: the audit table {settings.audit_table} did not take the run's rows: {exc}",
+                  file=sys.stderr)  # fmt: skip
+            return EXIT_AUDIT_FAILED
+    return code
 
 
 def run_remote_index_cache(args: argparse.Namespace) -> int:

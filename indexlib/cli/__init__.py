@@ -52,7 +52,13 @@ if TYPE_CHECKING:
         read_topic_config,
         settings_to_dict,
     )
-    from .verify_remote import run_rebuild_remote_command, run_verify_remote_command
+    from .verify_remote import (
+        plan_remote_tasks,
+        report_rebuild_remote,
+        report_verify_remote,
+        run_rebuild_remote_command,
+        run_verify_remote_command,
+    )
 
 #: the public names and their modules, imported on first use (``python -m indexlib rebuild`` never loads ``dump``)
 _PUBLIC = {
@@ -87,6 +93,9 @@ _PUBLIC = {
     "run_verify_remote_command": "verify_remote",
     "add_rebuild_remote_command": "options",
     "run_rebuild_remote_command": "verify_remote",
+    "plan_remote_tasks": "verify_remote",
+    "report_verify_remote": "verify_remote",
+    "report_rebuild_remote": "verify_remote",
     "add_remote_index_cache_command": "options",
     "add_not_yet_tiered": "options",
     "select_not_yet_tiered": "run_planning",
@@ -115,6 +124,9 @@ __all__ = [
     "run_verify_remote_command",
     "add_rebuild_remote_command",
     "run_rebuild_remote_command",
+    "plan_remote_tasks",
+    "report_verify_remote",
+    "report_rebuild_remote",
     "add_remote_index_cache_command",
     "run_remote_index_cache_command",
     "add_not_yet_tiered",

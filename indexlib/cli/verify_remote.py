@@ -80,18 +80,13 @@ def outcome_json(o: RemoteSegmentOutcome) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def run_verify_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:
-    try:
-        tasks = plan_remote_tasks(args)
-        outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
-    except (KafkaIndexError, OSError, re.error, ValueError) as exc:
-        print(f"{prog}: error: {exc}", file=err)
-        return EXIT_BAD_INPUT
+def report_verify_remote(args: argparse.Namespace, outcomes: list[RemoteSegmentOutcome], out: TextIO) -> int:
+    """Print ``verify-remote``'s report (text, or ``--json``); its exit code."""
     failed = [o for o in outcomes if o.failed]
     if args.as_json:
         report = {
-            "remote": args.remote, "layout": args.layout, "mode": "full" if args.full else "index-only", "segments": len(outcomes),
-            "failed": len(failed), "outcomes": [outcome_json(o) for o in outcomes],
+            "remote": args.remote, "layout": args.layout, "mode": "full" if args.full else "index-only",
+            "segments": len(outcomes), "failed": len(failed), "outcomes": [outcome_json(o) for o in outcomes],
         }  # fmt: skip
         json.dump(report, out, indent=1)
         out.write("\n")
@@ -106,24 +101,25 @@ def run_verify_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO
         skipped = sum(1 for o in outcomes if o.skipped)
         print(
             f"{len(outcomes)} remote segments checked ({'full' if args.full else 'index-only'}), {len(failed)} with "
-            f"findings, {skipped} skipped; "
-            f"{sum(o.requests for o in outcomes)} reads of {args.remote}",
+            f"findings, {skipped} skipped; {sum(o.requests for o in outcomes)} reads of {args.remote}",
             file=out,
         )
     return EXIT_PROBLEMS if failed else EXIT_CLEAN
 
 
-def run_rebuild_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:
-    """``rebuild-remote``: each finished segment verified in full; one whose stored indexes are not their rebuild's
-    gets its rebuilt objects under ``--output-uri`` (exit 0; 1 when a segment that needs them got none: its
-    ``.log`` cannot be rebuilt from)."""
-    args.full = False
+def run_verify_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:
     try:
         tasks = plan_remote_tasks(args)
         outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
     except (KafkaIndexError, OSError, re.error, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=err)
         return EXIT_BAD_INPUT
+    return report_verify_remote(args, outcomes, out)
+
+
+def report_rebuild_remote(args: argparse.Namespace, outcomes: list[RemoteSegmentOutcome], out: TextIO) -> int:
+    """Print ``rebuild-remote``'s report (text, or ``--json``); its exit code (1: a segment that needs a rebuild
+    got none, its ``.log`` cannot be rebuilt from)."""
     stuck = [o for o in outcomes if o.failed and not o.written]
     if args.as_json:
         report = {
@@ -151,3 +147,16 @@ def run_rebuild_remote_command(args: argparse.Namespace, out: TextIO, err: TextI
             file=out,
         )
     return EXIT_PROBLEMS if stuck else EXIT_CLEAN
+
+
+def run_rebuild_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:
+    """``rebuild-remote``: each finished segment verified in full; one whose stored indexes are not their rebuild's
+    gets its rebuilt objects under ``--output-uri`` (:func:`report_rebuild_remote`)."""
+    args.full = False
+    try:
+        tasks = plan_remote_tasks(args)
+        outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
+    except (KafkaIndexError, OSError, re.error, ValueError) as exc:
+        print(f"{prog}: error: {exc}", file=err)
+        return EXIT_BAD_INPUT
+    return report_rebuild_remote(args, outcomes, out)

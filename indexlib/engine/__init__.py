@@ -27,6 +27,7 @@ from .options import (
 )
 from .partition import rebuild_partition, verify_partition
 from .pool import WorkerDiedError, map_locally
+from .remote import RemoteSegmentOutcome, RemoteSegmentTask, verify_remote_segment, verify_remote_segments
 from .runner import CommitObserver, RunReport, run, summary_rows
 from .segment_task import Arrived, MapSegments, SegmentOutcome, SegmentTask, process_segment, process_segments
 
@@ -42,6 +43,8 @@ __all__ = [
     "RunOptionError",
     "RunOptions",
     "RunReport",
+    "RemoteSegmentOutcome",
+    "RemoteSegmentTask",
     "SegmentOutcome",
     "SegmentResult",
     "SegmentTask",
@@ -56,6 +59,8 @@ __all__ = [
     "process_segment",
     "process_segments",
     "rebuild_partition",
+    "verify_remote_segment",
+    "verify_remote_segments",
     "received",
     "run",
     "state_dir",

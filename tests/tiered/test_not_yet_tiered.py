@@ -17,7 +17,11 @@ from .tiered_broker import local_segments
 
 
 def verify(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
-    cmd = ["-m", "indexlib", "verify"] if command == "indexlib" else ["-m", "jobs.cli", "verify", "--engine", "local"]
+    cmd = (
+        ["-m", "indexlib", "verify"]
+        if command == "indexlib"
+        else ["-m", "jobs.cli", "verify", "--engine", "local", "--audit-table", "none"]
+    )
     proc = subprocess.run(
         [sys.executable, *cmd, *args, "--not-yet-tiered", "--json", "-"], capture_output=True, text=True,
         cwd=PROJECT_ROOT, timeout=300,

@@ -24,8 +24,9 @@ from .conftest import AIVEN_PREFIX
 
 def verify_remote(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
     module = ["-m", "indexlib"] if command == "indexlib" else ["-m", "jobs.cli"]
+    job = [] if command == "indexlib" else ["--engine", "local", "--audit-table", "none"]
     proc = subprocess.run(
-        [sys.executable, *module, "verify-remote", *args, "--json"], capture_output=True, text=True,
+        [sys.executable, *module, "verify-remote", *args, *job, "--json"], capture_output=True, text=True,
         cwd=PROJECT_ROOT, timeout=300,
     )  # fmt: skip
     return proc.returncode, json.loads(proc.stdout) if proc.stdout else {}, proc.stderr
@@ -236,8 +237,9 @@ def test_full_finds_a_corrupt_log_chunk_in_the_aiven_layout(tiered_aiven, s3):
 # ------------------------------------------------------------------------------------------ rebuild-remote
 def rebuild_remote(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
     module = ["-m", "indexlib"] if command == "indexlib" else ["-m", "jobs.cli"]
+    job = [] if command == "indexlib" else ["--engine", "local", "--audit-table", "none"]
     proc = subprocess.run(
-        [sys.executable, *module, "rebuild-remote", *args, "--json"], capture_output=True, text=True,
+        [sys.executable, *module, "rebuild-remote", *args, *job, "--json"], capture_output=True, text=True,
         cwd=PROJECT_ROOT, timeout=300,
     )  # fmt: skip
     return proc.returncode, json.loads(proc.stdout) if proc.stdout else {}, proc.stderr
