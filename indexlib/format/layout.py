@@ -82,6 +82,50 @@ def skipped_dir_kind(name: str) -> str | None:
 REMOTE_INDEX_CACHE_DIR = "remote-log-index-cache"
 
 
+# ----------------------------------------------------------------------------- tiered storage (KIP-405)
+#: the root dir of Kafka's LocalTieredStorage under its ``dir``
+KAFKA_TIERED_ROOT = "kafka-tiered-storage"
+_ID = r"[A-Za-z0-9_-]{22}"  # a Kafka uuid as its toString writes it (base64url, no padding)
+_REMOTE_FILE = rf"(?P<offset>\d{{20}})-(?P<segment_id>{_ID})\.(?P<suffix>[a-z_-]+)"
+#: an RSM layout -> the shape of its object keys (relative to the root the RSM writes under)
+_REMOTE_KEYS = {
+    "kafka": re.compile(
+        rf"(?:{KAFKA_TIERED_ROOT}/)?(?P<topic>.+)-(?P<partition>\d+)-(?P<topic_id>{_ID})/{_REMOTE_FILE}"
+    ),
+    "aiven": re.compile(rf"(?P<topic>.+)-(?P<topic_id>{_ID})/(?P<partition>\d+)/{_REMOTE_FILE}"),
+}
+#: an entry of a broker's remote-log-index-cache: ``<start offset>_<segment id>.<index suffix>``, and its states
+_REMOTE_CACHE_ENTRY = re.compile(
+    rf"(?P<start>\d+)_(?P<segment_id>{_ID})\.(?P<suffix>index|timeindex|txnindex)(?P<state>\.tmp|\.deleted)?"
+)
+
+
+def remote_object_key(
+    layout: str, topic: str, topic_id: str, partition: int, start: int, segment_id: str, suffix: str
+) -> str:
+    """A tiered segment's object key in an RSM layout: ``kafka`` (LocalTieredStorage)
+    ``kafka-tiered-storage/<topic>-<partition>-<topicId>/<start:020>-<segmentId>.<suffix>``, ``aiven``
+    ``<topic>-<topicId>/<partition>/<start:020>-<segmentId>.<suffix>``."""
+    name = f"{start:020d}-{segment_id}.{suffix}"
+    if layout == "kafka":
+        return f"{KAFKA_TIERED_ROOT}/{topic}-{partition}-{topic_id}/{name}"
+    return f"{topic}-{topic_id}/{partition}/{name}"
+
+
+def parse_remote_object_key(layout: str, key: str) -> dict[str, str] | None:
+    """The parts of a layout's object key (``topic``, ``topic_id``, ``partition``, ``offset``, ``segment_id``,
+    ``suffix``, as text), or None when it is not one."""
+    m = _REMOTE_KEYS[layout].fullmatch(key)
+    return None if m is None else m.groupdict()
+
+
+def parse_remote_cache_name(name: str) -> dict[str, str | None] | None:
+    """The parts of a remote-log-index-cache file name (``start``, ``segment_id``, ``suffix``, ``state``: ``.tmp``,
+    ``.deleted`` or None), or None when it is not an entry's."""
+    m = _REMOTE_CACHE_ENTRY.fullmatch(name)
+    return None if m is None else m.groupdict()
+
+
 def partition_name(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
 

@@ -10,16 +10,11 @@ broker's ``.lock`` (a broker that starts meanwhile fails to lock its log dir).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 
-from ..format.layout import REMOTE_INDEX_CACHE_DIR
+from ..format.layout import REMOTE_INDEX_CACHE_DIR, parse_remote_cache_name
 from .locks import broker_locks
 from .publish import fsync_path
-
-_ENTRY = re.compile(
-    r"(?P<start>\d+)_(?P<segment_id>[A-Za-z0-9_-]{22})\.(?P<suffix>index|timeindex|txnindex)(?P<state>\.tmp|\.deleted)?"
-)
 
 
 @dataclass
@@ -44,17 +39,17 @@ def list_cache_entries(cache_dir: str) -> tuple[list[CacheEntry], list[str]]:
     entries: dict[tuple[int, str], CacheEntry] = {}
     foreign = []
     for name in sorted(os.listdir(cache_dir)):
-        m = _ENTRY.fullmatch(name)
+        m = parse_remote_cache_name(name)
         if m is None:
             foreign.append(name)
             continue
-        key = (int(m["start"]), m["segment_id"])
+        key = (int(m["start"] or 0), m["segment_id"] or "")
         entry = entries.setdefault(key, CacheEntry(*key))
         path = os.path.join(cache_dir, name)
         if m["state"]:
             entry.transient.append(path)
         else:
-            entry.files["." + m["suffix"]] = path
+            entry.files[f".{m['suffix']}"] = path
     return [entries[k] for k in sorted(entries)], foreign
 
 

@@ -17,26 +17,19 @@ the metadata knows, an object of a segment it does not know (an orphan), or not 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ..format.layout import parse_remote_object_key, remote_object_key
 
 if TYPE_CHECKING:
     from ..format.remote_log_metadata import RemoteLogInventory, RemoteSegment
 
 LAYOUTS = ("kafka", "aiven")
-#: the root dir of Kafka's LocalTieredStorage under its ``dir``
-KAFKA_ROOT = "kafka-tiered-storage"
 #: layout -> the objects every finished segment has
 REQUIRED = {
     "kafka": ("log", "index", "timeindex", "snapshot", "leader_epoch_checkpoint"),
     "aiven": ("log", "indexes", "rsm-manifest"),
-}
-_ID = r"[A-Za-z0-9_-]{22}"
-_FILE = rf"(?P<offset>\d{{20}})-(?P<segment_id>{_ID})\.(?P<suffix>[a-z_-]+)"
-_KEYS = {
-    "kafka": re.compile(rf"(?:{KAFKA_ROOT}/)?(?P<topic>.+)-(?P<partition>\d+)-(?P<topic_id>{_ID})/{_FILE}"),
-    "aiven": re.compile(rf"(?P<topic>.+)-(?P<topic_id>{_ID})/(?P<partition>\d+)/{_FILE}"),
 }
 
 
@@ -55,7 +48,7 @@ class RemoteObject:
 
 def parse_key(layout: str, key: str) -> RemoteObject | None:
     """The parts of a layout's object key (relative to the root), or None when it is not one."""
-    m = _KEYS[layout].fullmatch(key)
+    m = parse_remote_object_key(layout, key)
     if m is None:
         return None
     return RemoteObject(
@@ -63,13 +56,11 @@ def parse_key(layout: str, key: str) -> RemoteObject | None:
     )
 
 
-def segment_key(layout: str, segment: RemoteSegment, suffix: str, under_root: bool = True) -> str:
+def segment_key(layout: str, segment: RemoteSegment, suffix: str) -> str:
     """The key of ``segment``'s ``suffix`` object in ``layout``, relative to the root."""
-    name = f"{segment.start_offset:020d}-{segment.segment_id}.{suffix}"
-    if layout == "kafka":
-        root = f"{KAFKA_ROOT}/" if under_root else ""
-        return f"{root}{segment.topic}-{segment.partition}-{segment.topic_id}/{name}"
-    return f"{segment.topic}-{segment.topic_id}/{segment.partition}/{name}"
+    return remote_object_key(
+        layout, segment.topic, segment.topic_id, segment.partition, segment.start_offset, segment.segment_id, suffix
+    )
 
 
 def required_suffixes(layout: str, segment: RemoteSegment) -> tuple[str, ...]:

@@ -18,7 +18,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..format.errors import ClusterMetadataError, describe_error
-from ..format.layout import LOG_SUFFIX, parse_segment_name
+from ..format.layout import LOG_SUFFIX, parse_segment_name, segment_file
 from ..format.remote_log_metadata import REMOTE_LOG_METADATA_TOPIC
 from .cluster_metadata_files import replay_log_file
 
@@ -64,7 +64,7 @@ def _replica_records(path: str, store: Store | None, stopped: list[str]) -> dict
 
     for base in segments:
         why = replay_log_file(
-            os.path.join(path, f"{base:020d}{LOG_SUFFIX}"), 0, decode, records.__setitem__, skip, store=store,
+            segment_file(path, base, LOG_SUFFIX), 0, decode, records.__setitem__, skip, store=store,
             unreadable="cannot read the remote log metadata",
         )  # fmt: skip
         if why is not None:
