@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from ..engine import new_run_id
@@ -92,12 +93,9 @@ def report_verify_remote(args: argparse.Namespace, outcomes: list[RemoteSegmentO
         out.write("\n")
     else:
         for o in outcomes:
-            s = o.segment
             if o.findings or o.skipped:
                 state = o.skipped or f"{len(o.findings)} finding{'s' if len(o.findings) != 1 else ''}"
-                print(f"{s.topic_partition} {s.start_offset}-{s.end_offset} {s.segment_id}: {state}", file=out)
-            for f in o.findings:
-                print(f"  {f.kind}: {f.file}: {f.detail}", file=out)
+                _segment_line(o, state, [f"{f.kind}: {f.file}: {f.detail}" for f in o.findings], out)
         skipped = sum(1 for o in outcomes if o.skipped)
         print(
             f"{len(outcomes)} remote segments checked ({'full' if args.full else 'index-only'}), {len(failed)} with "
@@ -108,13 +106,15 @@ def report_verify_remote(args: argparse.Namespace, outcomes: list[RemoteSegmentO
 
 
 def run_verify_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:
-    try:
-        tasks = plan_remote_tasks(args)
-        outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
-    except (KafkaIndexError, OSError, re.error, ValueError) as exc:
-        print(f"{prog}: error: {exc}", file=err)
-        return EXIT_BAD_INPUT
-    return report_verify_remote(args, outcomes, out)
+    """``verify-remote`` on this machine's threads (:func:`report_verify_remote`)."""
+    return _run_remote(args, out, err, prog, report_verify_remote)
+
+
+def _segment_line(o: RemoteSegmentOutcome, state: str, lines: list[str], out: TextIO) -> None:
+    s = o.segment
+    print(f"{s.topic_partition} {s.start_offset}-{s.end_offset} {s.segment_id}: {state}", file=out)
+    for line in lines:
+        print(f"  {line}", file=out)
 
 
 def report_rebuild_remote(args: argparse.Namespace, outcomes: list[RemoteSegmentOutcome], out: TextIO) -> int:
@@ -131,15 +131,10 @@ def report_rebuild_remote(args: argparse.Namespace, outcomes: list[RemoteSegment
         out.write("\n")
     else:
         for o in outcomes:
-            s = o.segment
             if o.written:
-                print(f"{s.topic_partition} {s.start_offset}-{s.end_offset} {s.segment_id}: rebuilt", file=out)
-                for uri in o.written:
-                    print(f"  wrote {uri}", file=out)
+                _segment_line(o, "rebuilt", [f"wrote {uri}" for uri in o.written], out)
             elif o.failed:
-                print(f"{s.topic_partition} {s.start_offset}-{s.end_offset} {s.segment_id}: not rebuilt", file=out)
-                for f in o.findings:
-                    print(f"  {f.kind}: {f.file}: {f.detail}", file=out)
+                _segment_line(o, "not rebuilt", [f"{f.kind}: {f.file}: {f.detail}" for f in o.findings], out)
         written = sum(len(o.written) for o in outcomes)
         print(
             f"{len(outcomes)} remote segments verified in full, {sum(1 for o in outcomes if o.written)} rebuilt "
@@ -150,13 +145,20 @@ def report_rebuild_remote(args: argparse.Namespace, outcomes: list[RemoteSegment
 
 
 def run_rebuild_remote_command(args: argparse.Namespace, out: TextIO, err: TextIO, prog: str) -> int:
-    """``rebuild-remote``: each finished segment verified in full; one whose stored indexes are not their rebuild's
-    gets its rebuilt objects under ``--output-uri`` (:func:`report_rebuild_remote`)."""
+    """``rebuild-remote`` on this machine's threads: each finished segment verified in full; one whose stored
+    indexes are not their rebuild's gets its rebuilt objects under ``--output-uri`` (:func:`report_rebuild_remote`)."""
     args.full = False
+    return _run_remote(args, out, err, prog, report_rebuild_remote)
+
+
+def _run_remote(
+    args: argparse.Namespace, out: TextIO, err: TextIO, prog: str,
+    report: Callable[[argparse.Namespace, list[RemoteSegmentOutcome], TextIO], int],
+) -> int:  # fmt: skip
     try:
         tasks = plan_remote_tasks(args)
         outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
     except (KafkaIndexError, OSError, re.error, ValueError) as exc:
         print(f"{prog}: error: {exc}", file=err)
         return EXIT_BAD_INPUT
-    return report_rebuild_remote(args, outcomes, out)
+    return report(args, outcomes, out)

@@ -35,3 +35,12 @@ def tiered_aiven(tmp_path_factory, rsm_jar, s3) -> TieredRun:
     return tier(
         tmp_path_factory.mktemp("tiered-aiven"), "aiven", rsm_jar, s3=(endpoint, S3_BUCKET), prefix=AIVEN_PREFIX
     )
+
+
+def copy_prefix(client, source: str, target: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """Every object under ``source`` of the session's bucket copied under ``target`` (a test's own copy to
+    damage); the source keys."""
+    keys = [o["Key"] for o in client.list_objects_v2(Bucket=S3_BUCKET, Prefix=source)["Contents"]]
+    for key in keys:
+        client.copy_object(Bucket=S3_BUCKET, Key=target + key[len(source) :], CopySource=f"{S3_BUCKET}/{key}")
+    return keys

@@ -19,17 +19,27 @@ from indexlib.recovery.remote_checks import remote_index_findings
 from indexlib.storage.remote_log_metadata_files import read_remote_log_metadata
 
 from ..conftest import PROJECT_ROOT, S3_BUCKET, storage_flags
-from .conftest import AIVEN_PREFIX
+from .conftest import AIVEN_PREFIX, copy_prefix
 
 
-def verify_remote(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
+def remote_command(name: str, *args: str, command: str = "indexlib") -> tuple[int, dict, str]:
+    """``name`` (verify-remote, rebuild-remote) of ``python -m indexlib``, or of ``kafka-index`` on its local engine
+    with no audit table: (exit code, its JSON report, stderr)."""
     module = ["-m", "indexlib"] if command == "indexlib" else ["-m", "jobs.cli"]
     job = [] if command == "indexlib" else ["--engine", "local", "--audit-table", "none"]
     proc = subprocess.run(
-        [sys.executable, *module, "verify-remote", *args, *job, "--json"], capture_output=True, text=True,
+        [sys.executable, *module, name, *args, *job, "--json"], capture_output=True, text=True,
         cwd=PROJECT_ROOT, timeout=300,
     )  # fmt: skip
     return proc.returncode, json.loads(proc.stdout) if proc.stdout else {}, proc.stderr
+
+
+def verify_remote(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
+    return remote_command("verify-remote", *args, command=command)
+
+
+def rebuild_remote(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
+    return remote_command("rebuild-remote", *args, command=command)
 
 
 def findings_by_object(report: dict) -> dict[str, set[str]]:
@@ -129,9 +139,7 @@ def test_each_fault_in_a_kafka_layout_copy_is_found_in_its_object(tiered_kafka, 
 def test_a_manifest_whose_ranges_disagree_with_its_indexes_is_found(tiered_aiven, s3):
     options, client = s3
     target = "tiered-manifest/"
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket=S3_BUCKET, Prefix=AIVEN_PREFIX)["Contents"]]
-    for key in keys:
-        client.copy_object(Bucket=S3_BUCKET, Key=target + key[len(AIVEN_PREFIX) :], CopySource=f"{S3_BUCKET}/{key}")
+    keys = copy_prefix(client, AIVEN_PREFIX, target)
     manifest_key = next(k for k in keys if k.endswith(".rsm-manifest") and "/0/" in k)
     manifest = json.loads(client.get_object(Bucket=S3_BUCKET, Key=manifest_key)["Body"].read())
     manifest["segmentIndexes"]["offset"]["size"] += 4  # every range after it is now 4 bytes off
@@ -216,9 +224,7 @@ def test_full_finds_an_entry_one_batch_too_far_and_a_lost_aborted_range(tiered_k
 def test_full_finds_a_corrupt_log_chunk_in_the_aiven_layout(tiered_aiven, s3):
     options, client = s3
     target = "tiered-chunk/"
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket=S3_BUCKET, Prefix=AIVEN_PREFIX)["Contents"]]
-    for key in keys:
-        client.copy_object(Bucket=S3_BUCKET, Key=target + key[len(AIVEN_PREFIX) :], CopySource=f"{S3_BUCKET}/{key}")
+    keys = copy_prefix(client, AIVEN_PREFIX, target)
     log_key = next(k for k in keys if k.endswith(".log") and "/zstd-" not in k and "/0/" in k)
     damaged = target + log_key[len(AIVEN_PREFIX) :]
     data = bytearray(client.get_object(Bucket=S3_BUCKET, Key=damaged)["Body"].read())
@@ -235,16 +241,6 @@ def test_full_finds_a_corrupt_log_chunk_in_the_aiven_layout(tiered_aiven, s3):
 
 
 # ------------------------------------------------------------------------------------------ rebuild-remote
-def rebuild_remote(*args: str, command: str = "indexlib") -> tuple[int, dict, str]:
-    module = ["-m", "indexlib"] if command == "indexlib" else ["-m", "jobs.cli"]
-    job = [] if command == "indexlib" else ["--engine", "local", "--audit-table", "none"]
-    proc = subprocess.run(
-        [sys.executable, *module, "rebuild-remote", *args, *job, "--json"], capture_output=True, text=True,
-        cwd=PROJECT_ROOT, timeout=300,
-    )  # fmt: skip
-    return proc.returncode, json.loads(proc.stdout) if proc.stdout else {}, proc.stderr
-
-
 def test_rebuild_remote_stages_the_brokers_own_bytes_for_each_damaged_object_only(tiered_kafka, tmp_path):
     remote = shutil.copytree(tiered_kafka.remote_dir, tmp_path / "remote")
     index = second_segment(remote, "plain-1")["index"]
@@ -280,9 +276,7 @@ def test_rebuild_remote_stages_the_brokers_own_bytes_for_each_damaged_object_onl
 def test_rebuild_remote_writes_a_matching_indexes_and_manifest_in_the_aiven_layout(tiered_aiven, s3):
     options, client = s3
     target, staging = "tiered-rebuild/", "tiered-staging/"
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket=S3_BUCKET, Prefix=AIVEN_PREFIX)["Contents"]]
-    for key in keys:
-        client.copy_object(Bucket=S3_BUCKET, Key=target + key[len(AIVEN_PREFIX) :], CopySource=f"{S3_BUCKET}/{key}")
+    keys = copy_prefix(client, AIVEN_PREFIX, target)
     indexes_key = next(k for k in keys if k.endswith(".indexes") and "/plain-" in k and "/1/" in k)
     original = client.get_object(Bucket=S3_BUCKET, Key=indexes_key)["Body"].read()
     data = bytearray(original)

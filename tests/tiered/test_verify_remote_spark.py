@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from ..conftest import PROJECT_ROOT, S3_BUCKET, storage_flags
-from .conftest import AIVEN_PREFIX
+from .conftest import AIVEN_PREFIX, copy_prefix
 
 pytest.importorskip("pyspark", reason="the Spark job needs the [spark] extra (make test installs it)")
 
@@ -30,9 +30,7 @@ def test_verify_remote_on_spark_finds_what_the_local_engine_finds_and_audits_eac
 
     options, client = s3
     target = "tiered-spark/"
-    keys = [o["Key"] for o in client.list_objects_v2(Bucket=S3_BUCKET, Prefix=AIVEN_PREFIX)["Contents"]]
-    for key in keys:
-        client.copy_object(Bucket=S3_BUCKET, Key=target + key[len(AIVEN_PREFIX) :], CopySource=f"{S3_BUCKET}/{key}")
+    keys = copy_prefix(client, AIVEN_PREFIX, target)
     manifest_key = next(k for k in keys if k.endswith(".rsm-manifest") and "/txn-" in k)
     manifest = json.loads(client.get_object(Bucket=S3_BUCKET, Key=manifest_key)["Body"].read())
     manifest["segmentIndexes"]["timestamp"]["size"] -= 12
