@@ -295,3 +295,37 @@ def test_rebuild_remote_writes_a_matching_indexes_and_manifest_in_the_aiven_layo
     ours = json.loads(client.get_object(Bucket=S3_BUCKET, Key=f"{staging}{main}.rsm-manifest")["Body"].read())
     theirs = json.loads(client.get_object(Bucket=S3_BUCKET, Key=f"{AIVEN_PREFIX}{main}.rsm-manifest")["Body"].read())
     assert ours == theirs
+
+
+def test_full_finds_a_snapshot_kafka_reads_that_disagrees_with_the_segment(tiered_kafka, tmp_path):
+    from indexlib.format.producer_snapshot import format_snapshot, parse_snapshot_entries
+
+    remote = shutil.copytree(tiered_kafka.remote_dir, tmp_path / "remote")
+    snapshot = second_segment(remote, "txn-0")["snapshot"]  # the state at its end, what a new replica installs
+    entries = parse_snapshot_entries(snapshot.read_bytes(), str(snapshot))
+    assert entries
+    changed = [dataclasses.replace(e, epoch=e.epoch + 1) for e in entries]
+    snapshot.write_bytes(format_snapshot(changed))  # a valid CRC: Kafka's reader takes it
+    code, report, err = verify_remote(
+        "--log-dir", str(tiered_kafka.log_dir), "--remote", str(remote), "--layout", "kafka", "--full"
+    )
+    assert code == 1, err
+    assert findings_by_object(report) == {str(snapshot.relative_to(remote)): {"producer_snapshot_mismatch"}}
+
+
+def test_an_encrypted_aiven_segment_is_reported_not_checked(tiered_aiven, s3):
+    options, client = s3
+    target = "tiered-encrypted/"
+    keys = copy_prefix(client, AIVEN_PREFIX, target)
+    manifest_key = next(k for k in keys if k.endswith(".rsm-manifest"))
+    manifest = json.loads(client.get_object(Bucket=S3_BUCKET, Key=manifest_key)["Body"].read())
+    manifest["encryption"] = {"dataKey": "AAAA", "aad": "AAAA"}
+    client.put_object(Bucket=S3_BUCKET, Key=target + manifest_key[len(AIVEN_PREFIX) :], Body=json.dumps(manifest))
+    code, report, err = verify_remote(
+        "--log-dir", str(tiered_aiven.log_dir), "--remote", f"s3://{S3_BUCKET}/{target}", "--layout", "aiven",
+        "--full", *storage_flags(options),
+    )  # fmt: skip
+    assert code == 0, err
+    (skipped,) = [o for o in report["outcomes"] if o["skipped"]]
+    assert skipped["skipped"].startswith("encrypted, not checked") and skipped["findings"] == []
+    assert manifest_key.endswith(f"{skipped['start_offset']:020d}-{skipped['segment_id']}.rsm-manifest")
