@@ -77,13 +77,16 @@ bench: $(VENV)/.stamp-test
 # packer: .venv's pip installs into it and .venv's venv-pack packs it); ~92 MB unpacked. The driver runs the
 # project's own .venv (spark.pyspark.driver.python), so pyarrow, deltalake and pyyaml never travel.
 # `make package-full` also packs everything (for a driver that runs in the cluster: YARN cluster mode).
-# pyspark itself comes from the cluster.
+# pyspark itself comes from the cluster. `make package PACKAGE_EXTRAS=object-storage,decompress` adds the
+# decompressors (zstandard, lz4, python-snappy: +~30 MB): executors that check Aiven's zstd-compressed tiered
+# segments need zstandard.
+PACKAGE_EXTRAS ?= object-storage
 package: $(VENV)/.stamp-base
 	rm -rf dist build/executor-env
 	$(PY) -m pip wheel --quiet --no-deps -w dist .
 	$(PY) -m pip install --quiet venv-pack
 	$(PYTHON) -m venv --without-pip build/executor-env
-	$(PY) -m pip --python build/executor-env/bin/python install --quiet "$$(ls dist/kafka_index_rebuild-*.whl)[object-storage]"
+	$(PY) -m pip --python build/executor-env/bin/python install --quiet "$$(ls dist/kafka_index_rebuild-*.whl)[$(PACKAGE_EXTRAS)]"
 	$(VENV)/bin/venv-pack --quiet -p build/executor-env -o dist/kafka-index-executor-env.tar.gz --force
 	@ls -l dist
 

@@ -47,7 +47,7 @@ from .usage import EXIT_AUDIT_FAILED, PROG, UsageError
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from indexlib.engine import RunOptions, RunReport
+    from indexlib.engine import RemoteSegmentOutcome, RemoteSegmentTask, RunOptions, RunReport
     from indexlib.storage import Discovery
 
     from .config import Settings
@@ -491,6 +491,24 @@ def run_rebuild_remote(args: argparse.Namespace) -> int:
     return run_remote_job(args)
 
 
+def _remote_on_spark(
+    args: argparse.Namespace, settings: Settings, tasks: list[RemoteSegmentTask], run_id: str
+) -> list[RemoteSegmentOutcome]:
+    """The remote tasks' outcomes from a Spark job; :class:`SparkJobError` (one line) when the job fails (an
+    executor's error, a lost JVM)."""
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
+    from .pipeline import SparkJobError
+    from .remote_pipeline import spark_verify_remote
+
+    try:
+        spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
+        return spark_verify_remote(spark.sparkContext, tasks, settings.bytes_per_task, run_id)
+    except (Py4JError, PySparkException) as exc:
+        raise SparkJobError(spark_failure(exc)) from None
+
+
 def run_remote_job(args: argparse.Namespace) -> int:
     """``verify-remote`` / ``rebuild-remote`` as a job: plan from the metadata, map on Spark (or threads), print
     the library's report, write one audit row per remote segment and one for the run."""
@@ -501,6 +519,7 @@ def run_remote_job(args: argparse.Namespace) -> int:
     from indexlib.storage import ObjectStoreError
 
     from .config import resolve_settings
+    from .pipeline import SparkJobError
 
     rebuild = args.command == "rebuild-remote"
     started = datetime.now(UTC)
@@ -513,13 +532,13 @@ def run_remote_job(args: argparse.Namespace) -> int:
         if args.engine == "local":
             outcomes = list(verify_remote_segments(tasks, max(1, args.jobs)))
         else:
-            from .remote_pipeline import spark_verify_remote
-
-            spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
-            outcomes = spark_verify_remote(spark.sparkContext, tasks, settings.bytes_per_task, run_id)
+            outcomes = _remote_on_spark(args, settings, tasks, run_id)
     except (ValueError, OSError, ObjectStoreError) as exc:  # KafkaIndexErrors are ValueErrors
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
+    except SparkJobError as exc:
+        print(f"{PROG}: error: the Spark job failed, no object was written: {exc}", file=sys.stderr)
+        return 1
     code = (report_rebuild_remote if rebuild else report_verify_remote)(args, outcomes, sys.stdout)
     if settings.audit_table:
         from . import audit
