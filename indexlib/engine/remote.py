@@ -141,8 +141,9 @@ def _verify_full(task: RemoteSegmentTask, objects: RemoteIndexObjects, out: Remo
                 if (remote.kind, remote.file) not in seen:
                     seen.add((remote.kind, remote.file))
                     out.findings.append(remote)
-            if task.output_root is not None and _needs_rebuild(objects, out):
-                _rebuild(task, objects, discovery, out)
+            log_damaged = any(f.file == objects.log_uri and kind(f.kind).severity == ERROR for f in out.findings)
+            if task.output_root is not None and _needs_rebuild(objects, out) and not log_damaged:
+                _rebuild(task, objects, discovery, out)  # a damaged .log is not mended by new indexes: none
     except InvalidRecordError as exc:  # an Aiven chunk that does not decompress
         out.findings.append(Finding("unreadable_segment", objects.log_uri, detail=str(exc)))
 
