@@ -71,6 +71,7 @@ bench: $(VENV)/.stamp-test
 	$(PY) benchmarks/kernel.py --parts scan,alignment,index
 	$(PY) benchmarks/cluster_metadata.py
 	$(PY) benchmarks/object_storage.py
+	$(PY) benchmarks/tiered_storage.py
 
 # For clusters: the executors' Python as a packed virtualenv for --archives: the project (with its compiled
 # scan kernel) and what the executors import, numpy, crc32c and obstore (log dirs in object storage), and nothing else (no pip, setuptools or the
