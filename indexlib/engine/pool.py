@@ -144,6 +144,7 @@ def _shut_down(pool: Any) -> None:
     forever)."""
     processes = list((getattr(pool, "_processes", None) or {}).values())
     manager = getattr(pool, "_executor_manager_thread", None)
+    results = getattr(pool, "_result_queue", None)  # shutdown() forgets it
     pool.shutdown(wait=False, cancel_futures=True)
     deadline = time.monotonic() + EXIT_GRACE
     for process in processes:
@@ -153,7 +154,27 @@ def _shut_down(pool: Any) -> None:
             process.kill()  # SIGKILL: it also ends a stopped process
             process.join()
     if manager is not None:
-        manager.join(EXIT_GRACE)
+        manager.join(min(EXIT_GRACE, 1.0))
+        if manager.is_alive():
+            _end_a_torn_result(results, manager)
+
+
+def _end_a_torn_result(results: Any, manager: threading.Thread) -> None:
+    """End the pool's manager thread when a worker died in the middle of sending its result (SIGTERMed by
+    :func:`_stop_workers`, or killed): the thread waits in ``recv`` for the rest of a message nobody will write,
+    and Python's exit joins it, so the run would never exit. The parent holds the result pipe's write end too:
+    zeros written there complete the torn message, which does not unpickle, so the thread calls the pool broken
+    and returns. Written without blocking, a chunk at a time, until the thread ends or :data:`EXIT_GRACE` passes."""
+    writer = getattr(results, "_writer", None)
+    if writer is None or writer.closed:
+        return
+    fd = writer.fileno()
+    os.set_blocking(fd, False)  # the write end's own file description: the reader's stays blocking
+    deadline = time.monotonic() + EXIT_GRACE
+    while manager.is_alive() and time.monotonic() < deadline:
+        with contextlib.suppress(BlockingIOError, BrokenPipeError, OSError):
+            os.write(fd, bytes(65536))
+        manager.join(0.05)
 
 
 def _stop_workers(pool: Any) -> None:

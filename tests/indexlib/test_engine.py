@@ -663,6 +663,51 @@ def test_a_pool_whose_worker_cannot_exit_still_ends_and_leaves_no_worker():
     assert child.stdout.split("\n")[0] == "[1, 2] [] True"
 
 
+def test_a_run_stopped_while_a_worker_sends_its_result_exits():
+    """SIGTERM while a worker is in the middle of sending its batch's outcomes: the run stops its workers, one dies
+    with half a message in the result pipe, and the pool's manager thread waits for the rest, which Python's exit
+    would join forever. The run still exits, at once, with no child left. (The worker here writes the torn message
+    itself, then signals the run, so the tear is certain; in a child process: without the fix it hangs, and the
+    timeout fails the test.)"""
+    import subprocess
+    import sys
+    import time
+
+    from ..conftest import PROJECT_ROOT
+
+    script = """if True:
+        import os, signal, struct, sys, time
+        from types import SimpleNamespace
+        from indexlib.engine import pool
+        from indexlib.engine.interrupts import Interrupted, stop_on_signals
+        from indexlib.storage.store import StoreSpec
+
+        def torn_result(batch, run_id):
+            frame = sys._getframe()
+            while "result_queue" not in frame.f_locals:
+                frame = frame.f_back
+            writer = frame.f_locals["result_queue"]._writer
+            os.write(writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 100)  # 100 of 1 MiB, then dies
+            os.kill(os.getppid(), signal.SIGTERM)
+            time.sleep(60)
+
+        pool.process_segments = torn_result
+        pool.EXIT_GRACE = 2.0
+        local = StoreSpec()
+        tasks = [SimpleNamespace(size=n, store=local, target_store=local) for n in (2, 1)]
+        try:
+            with stop_on_signals():
+                pool.map_locally(2)(tasks, "r1")
+        except Interrupted:
+            print("stopped", open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split(), flush=True)
+    """
+    started = time.monotonic()
+    child = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split("\n")[0] == "stopped []"
+    assert time.monotonic() - started < 30
+
+
 _ZOMBIE_EXECUTOR = """
 import pickle, sys
 from indexlib.engine import StagingClosedError, process_segments
