@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import socket
 import statistics
 import subprocess
@@ -52,6 +53,10 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+#: a request in moto's log: (method, path with its query, status)
+REQUEST = re.compile(rb'"(?:\x1b\[[0-9;]*m)*(GET|HEAD|PUT|POST) (\S+) HTTP/1\.[01](?:\x1b\[[0-9;]*m)*" (\d{3})')
 
 
 @contextlib.contextmanager

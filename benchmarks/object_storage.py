@@ -35,7 +35,6 @@ import argparse
 import json
 import os
 import queue
-import re
 import subprocess
 import sys
 import time
@@ -43,7 +42,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from audit_writers import BUCKET, moto_server, s3_options  # noqa: E402
+from audit_writers import BUCKET, REQUEST, moto_server, s3_options  # noqa: E402
 from common import (  # noqa: E402
     CMD,
     MIB,
@@ -227,9 +226,6 @@ def upload(endpoint: str, local_root: str, prefix: str) -> list[tuple[str, int]]
 
 def flags(endpoint: str) -> list[str]:
     return [flag for k, v in s3_options(endpoint).items() for flag in ("--storage-option", f"{k}={v}")]
-
-
-REQUEST = re.compile(rb'"(?:\x1b\[[0-9;]*m)*(GET|HEAD|PUT|POST) (\S+) HTTP/1\.[01](?:\x1b\[[0-9;]*m)*" (\d{3})')
 
 
 def requests_since(log: str, offset: int) -> str:

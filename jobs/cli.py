@@ -504,7 +504,7 @@ def _remote_on_spark(
 
     try:
         spark = spark_session(settings, f"{settings.spark_app_name}-{args.command}")
-        return spark_verify_remote(spark.sparkContext, tasks, settings.bytes_per_task, run_id)
+        return spark_verify_remote(spark.sparkContext, tasks, settings.bytes_per_task, run_id, max(1, args.jobs))
     except (Py4JError, PySparkException) as exc:
         raise SparkJobError(spark_failure(exc)) from None
 

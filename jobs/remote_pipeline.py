@@ -1,7 +1,7 @@
 """``verify-remote`` and ``rebuild-remote`` as one Spark job: the remote segments go out in bins balanced by what a
 task costs (the bytes of each ``.log`` read with ``--full`` or a rebuild, else one unit per segment: the
 index-only pass costs a few small reads whatever the size), each executor runs
-:func:`indexlib.engine.verify_remote_segment` on its bin and reads the bucket itself (the tasks carry a picklable
+:func:`indexlib.engine.verify_remote_segments` on its bin (on threads) and reads the bucket itself (the tasks carry a picklable
 store spec, no client), and the outcomes come back to the driver, which reports and writes the audit rows.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from indexlib.engine import RemoteSegmentOutcome, RemoteSegmentTask, verify_remote_segment
+from indexlib.engine import RemoteSegmentOutcome, RemoteSegmentTask, verify_remote_segments
 from indexlib.storage import ObjectStoreError
 
 from .pipeline import balance_by_bytes, call_site, object_store_failure, stop_job, task_count
@@ -23,9 +23,10 @@ def reads_log(task: RemoteSegmentTask) -> bool:
 
 
 def spark_verify_remote(
-    sc: SparkContext, tasks: list[RemoteSegmentTask], bytes_per_task: int, run_id: str
+    sc: SparkContext, tasks: list[RemoteSegmentTask], bytes_per_task: int, run_id: str, threads: int = 8
 ) -> list[RemoteSegmentOutcome]:
-    """Each task's outcome (in the tasks' order), computed by Spark's executors."""
+    """Each task's outcome (in the tasks' order), computed by Spark's executors: each Spark task checks its bin's
+    segments in their order, ``threads`` at once (the reads wait on the store, not on the core)."""
     if not tasks:
         return []
     sizes = [t.segment.size if reads_log(t) else 1 for t in tasks]
@@ -36,7 +37,9 @@ def spark_verify_remote(
     def run_bin(
         group: list[tuple[int, RemoteSegmentTask]],
     ) -> list[tuple[int, RemoteSegmentOutcome]]:  # pragma: no cover
-        return [(i, verify_remote_segment(t)) for i, t in group]
+        ordered = sorted(group, key=lambda pair: pair[0])  # a partition's segments in offset order
+        outcomes = verify_remote_segments([t for _, t in ordered], threads)
+        return list(zip([i for i, _ in ordered], outcomes, strict=True))
 
     group = f"kafka-index-{run_id}"
     sc.setJobGroup(group, f"kafka-index remote run {run_id}: {len(tasks)} remote segments")

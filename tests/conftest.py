@@ -9,6 +9,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import uuid
 from pathlib import Path
@@ -313,7 +314,13 @@ def moto_server(log_path: str | None = None, env: dict[str, str] | None = None):
 
 
 @pytest.fixture(scope="session")
-def s3(tmp_path_factory):
+def moto_log(tmp_path_factory) -> Path:
+    """Where the session's moto server (:func:`s3`) logs each request it serves."""
+    return tmp_path_factory.mktemp("moto") / "moto.log"
+
+
+@pytest.fixture(scope="session")
+def s3(moto_log):
     """moto's server for the whole session, :data:`S3_BUCKET` made: (storage options, a boto3 client)."""
     import sys
 
@@ -322,7 +329,7 @@ def s3(tmp_path_factory):
     sys.path.insert(0, str(PROJECT_ROOT / "benchmarks"))
     import audit_writers
 
-    with moto_server(str(tmp_path_factory.mktemp("moto") / "moto.log")) as endpoint:
+    with moto_server(str(moto_log)) as endpoint:
         client = boto3.client(
             "s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing",
             region_name="us-east-1",
@@ -342,3 +349,29 @@ def upload(client, root: Path, prefix: str) -> str:  # type: ignore[no-untyped-d
 def storage_flags(options: dict[str, str]) -> list[str]:
     """``--storage-option KEY=VALUE`` for each option."""
     return [flag for key, value in options.items() for flag in ("--storage-option", f"{key}={value}")]
+
+
+# ------------------------------------------------------------------------------------------ a standalone cluster
+@pytest.fixture(scope="session")
+def executor_archive() -> Path:
+    """``make package``'s executor environment (built once if absent or older than the code)."""
+    sys.path.insert(0, str(PROJECT_ROOT / "tools"))
+    from standalone_cluster import ARCHIVE
+
+    sources = [*PROJECT_ROOT.glob("indexlib/**/*.py"), *PROJECT_ROOT.glob("jobs/*.py"), PROJECT_ROOT / "pyproject.toml"]
+    sources.append(PROJECT_ROOT / "indexlib" / "format" / "_kernel.c")
+    if not ARCHIVE.exists() or ARCHIVE.stat().st_mtime < max(p.stat().st_mtime for p in sources):
+        done = subprocess.run(["make", "-s", "package"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+    return ARCHIVE
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """A Spark standalone master and two one-core workers bound to 127.0.0.1 (``tools/standalone_cluster.py``),
+    shared by the session's cluster tests; stopped by PID (their process groups)."""
+    sys.path.insert(0, str(PROJECT_ROOT / "tools"))
+    from standalone_cluster import standalone_cluster
+
+    with standalone_cluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1) as running:
+        yield running

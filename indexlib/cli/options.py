@@ -320,7 +320,7 @@ def add_verify_remote_command(commands: Commands, run: Runner, **parser_options:
         type=int,
         default=8,
         metavar="N",
-        help="segments read at once (default 8: the reads wait on the store)",
+        help="segments read at once (default 8: the reads wait on the store; on Spark, in each task)",
     )
     add_storage_options(verify)
     verify.set_defaults(run=run)

@@ -23,6 +23,7 @@ from ..recovery.remote_checks import remote_index_findings
 from ..recovery.settings import IndexSettings
 from ..storage import (
     Discovery,
+    RecentSnapshots,
     RemoteIndexObjects,
     StoreSpec,
     discover_partition_dir,
@@ -66,7 +67,7 @@ class RemoteSegmentTask:
 @dataclass
 class RemoteSegmentOutcome:
     """What the checks found of one segment; ``skipped``: why its indexes were not checked (encryption);
-    ``requests``: the reads it made of the store."""
+    ``requests``: the objects it read from the store (listings aside)."""
 
     segment: RemoteSegment
     findings: list[Finding] = field(default_factory=list)
@@ -82,9 +83,10 @@ class RemoteSegmentOutcome:
         return any(kind(f.kind).severity == ERROR for f in self.findings)
 
 
-def verify_remote_segment(task: RemoteSegmentTask) -> RemoteSegmentOutcome:
-    """The index-only checks of one remote segment (module docstring)."""
-    objects = read_index_objects(store_for(task.spec), task.root, task.layout, task.segment)
+def verify_remote_segment(task: RemoteSegmentTask, recent: RecentSnapshots | None = None) -> RemoteSegmentOutcome:
+    """The checks of one remote segment (module docstring); ``recent``: the producer snapshots its run read lately,
+    where a previous segment's may be (and this one's is kept)."""
+    objects = read_index_objects(store_for(task.spec), task.root, task.layout, task.segment, recent)
     out = RemoteSegmentOutcome(task.segment, skipped=objects.skipped, requests=objects.requests)
     out.findings += [Finding("remote_object_missing", uri, detail=why) for uri, why in objects.missing]
     out.findings += [Finding("remote_manifest_mismatch", uri, detail=why) for uri, why in objects.problems]
@@ -93,7 +95,7 @@ def verify_remote_segment(task: RemoteSegmentTask) -> RemoteSegmentOutcome:
             task.segment, objects.uris, objects.data, objects.log_uri, objects.log_size
         )
         if (task.full or task.output_root is not None) and objects.log_size is not None:
-            _verify_full(task, objects, out)
+            _verify_full(task, objects, out, recent)
     return out
 
 
@@ -103,7 +105,9 @@ def _needs_rebuild(objects: RemoteIndexObjects, out: RemoteSegmentOutcome) -> bo
     return any(v is False for v in out.identical.values()) or any(f.file in index_uris for f in out.findings)
 
 
-def _verify_full(task: RemoteSegmentTask, objects: RemoteIndexObjects, out: RemoteSegmentOutcome) -> None:
+def _verify_full(
+    task: RemoteSegmentTask, objects: RemoteIndexObjects, out: RemoteSegmentOutcome, recent: RecentSnapshots | None
+) -> None:
     """The segment as a one-segment partition dir, verified by the engine as a local segment is (every index,
     the ``.txnindex`` from the state at its base, its snapshot against the replay to its end, its epoch blob
     against its batches); findings already found index-only are not repeated."""
@@ -111,15 +115,15 @@ def _verify_full(task: RemoteSegmentTask, objects: RemoteIndexObjects, out: Remo
     segment = task.segment
     state_at_base = None
     if task.previous is not None:
-        state_at_base = read_producer_snapshot(store, task.root, task.layout, task.previous)
-        out.requests += 1
+        state_at_base, requests = read_producer_snapshot(store, task.root, task.layout, task.previous, recent)
+        out.requests += requests
     try:
         with materialised_segment(store, task.root, task.layout, segment, objects, state_at_base) as (path, sources):
             discovery = discover_partition_dir(path)
             for partition in discovery.partitions:  # every remote segment is closed: none is the active one
                 partition.segments = [replace(s, active=False) for s in partition.segments]
             report = run(discovery, RunOptions("verify"), lambda topic: task.settings, map_locally())
-            out.requests += 2
+            out.requests += 1  # the .log (ranged reads of a large one counted once)
             seen = {(f.kind, f.file) for f in out.findings}
             found = [f for fs in report.partition_findings.values() for f in fs]
             for result in report.segments:
@@ -177,9 +181,16 @@ def _remote_name(path: str, sources: dict[str, str]) -> str:
 
 
 def verify_remote_segments(tasks: list[RemoteSegmentTask], workers: int) -> Iterator[RemoteSegmentOutcome]:
-    """Each task's outcome, in the tasks' order, ``workers`` reads in flight at once."""
+    """Each task's outcome, in the tasks' order (a partition's segments in offset order, so that a segment's base
+    state is the snapshot its predecessor's check read: :class:`~indexlib.storage.RecentSnapshots`), ``workers``
+    segments in flight at once."""
+    recent = RecentSnapshots()
+
+    def verify(task: RemoteSegmentTask) -> RemoteSegmentOutcome:
+        return verify_remote_segment(task, recent)
+
     if workers <= 1:
-        yield from map(verify_remote_segment, tasks)
+        yield from map(verify, tasks)
         return
     with ThreadPoolExecutor(workers, thread_name_prefix="verify-remote") as pool:
-        yield from pool.map(verify_remote_segment, tasks)
+        yield from pool.map(verify, tasks)

@@ -98,6 +98,7 @@ from .store import (
 if TYPE_CHECKING:  # imported on first use (``__getattr__`` below)
     from .remote_log_metadata_files import read_remote_log_metadata
     from .remote_segments import (
+        RecentSnapshots,
         RemoteIndexObjects,
         materialised_segment,
         private_dir,
@@ -142,6 +143,7 @@ __all__ = [
     "write_rebuilt_objects",
     "private_dir",
     "read_index_files",
+    "RecentSnapshots",
     "RemoteIndexObjects",
     # a partition's files on a local disk, as the replay and an in-place commit read them (partition_files.py)
     "already_holds",
@@ -220,7 +222,7 @@ def __getattr__(name: str) -> object:
         return remote_log_metadata_files.read_remote_log_metadata
     if name in (
         "read_index_objects", "read_producer_snapshot", "materialised_segment", "write_rebuilt_objects",
-        "private_dir", "read_index_files", "RemoteIndexObjects",
+        "private_dir", "read_index_files", "RecentSnapshots", "RemoteIndexObjects",
     ):  # fmt: skip
         from . import remote_segments
 

@@ -105,6 +105,18 @@ class ObstoreClient:
         except Exception as exc:
             raise self._fail(key, exc) from None
 
+    def get_head(self, key: str, end: int) -> tuple[bytes, ObjectMeta] | None:
+        try:
+            got = self._obstore.get(self.store, key, options={"range": (0, end)})
+            return bytes(got.bytes()), ObjectMeta(int(got.meta["size"]), got.meta.get("e_tag") or "")
+        except (FileNotFoundError, self._obstore.exceptions.NotFoundError):  # obstore raises the builtin one
+            return None
+        except Exception as exc:
+            if "InvalidRange" not in str(exc):
+                raise self._fail(key, exc) from None
+        meta = self.head(key)  # an empty object: no range of it is satisfiable
+        return None if meta is None else (b"", meta)
+
     def put(self, key: str, data: bytes) -> None:
         try:
             self._obstore.put(self.store, key, data)

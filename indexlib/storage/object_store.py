@@ -78,6 +78,11 @@ class ObjectClient(Protocol):
         when it is shorter."""
         ...
 
+    def get_head(self, key: str, end: int) -> tuple[bytes, ObjectMeta] | None:
+        """Bytes [0, end) of the object (all of it when shorter) and its size and version, in one request; None
+        when there is none."""
+        ...
+
     def put(self, key: str, data: bytes) -> None:
         """Write the whole object (a reader sees the old object or this one, never a part)."""
         ...
@@ -206,6 +211,13 @@ class ObjectStore:
             raise FileNotFoundError(2, "No such object", path)
         return meta.size
 
+    def listed_size(self, path: str) -> int | None:
+        key = self._key(path)
+        parent = key.rsplit("/", 1)[0] if "/" in key else ""
+        keys = self._keys_under(parent)
+        at = bisect.bisect_left(keys, (key, -1))
+        return keys[at][1] if at < len(keys) and keys[at][0] == key else None
+
     def read_bytes(self, path: str) -> bytes:
         data = self.client.get(self._key(path))
         if data is None:
@@ -214,14 +226,19 @@ class ObjectStore:
 
     def copy_to(self, path: str, target: BinaryIO, limit: int | None = None) -> int:
         """Write the object at ``path`` (its first ``limit`` bytes) into ``target`` in ranged reads of
-        :data:`CHUNK` bytes, each naming the version the ``HEAD`` saw; the object's whole size. ``FileNotFoundError``
+        :data:`CHUNK` bytes, each after the first naming the version the first saw (an object of one chunk is one
+        request); the object's whole size. ``FileNotFoundError``
         when there is no object."""
         key = self._key(path)
-        meta = self.client.head(key)
-        if meta is None:
+        first = self.client.get_head(key, CHUNK if limit is None else min(CHUNK, limit))
+        if first is None:
             raise FileNotFoundError(2, "No such object", path)
+        data, meta = first
         end = meta.size if limit is None else min(meta.size, limit)
-        for at in range(0, end, CHUNK):
+        if len(data) != min(end, CHUNK):
+            raise ObjectStoreError(f"{path}: a ranged read of bytes 0-{min(end, CHUNK)} returned {len(data)} bytes")
+        target.write(data)
+        for at in range(CHUNK, end, CHUNK):
             data = self.client.get_range(key, at, min(end, at + CHUNK), meta.version)
             if len(data) != min(end, at + CHUNK) - at:
                 raise ObjectStoreError(

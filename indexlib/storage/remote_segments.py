@@ -19,6 +19,8 @@ import json
 import os
 import struct
 import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -59,7 +61,10 @@ class RemoteIndexObjects:
     skipped: str | None = None
     #: whether ``data`` holds what the layout keeps (False: an Aiven manifest or ``.indexes`` that did not read)
     indexes_read: bool = True
+    #: the requests made of the store (listings aside: one a partition)
     requests: int = 0
+    #: an Aiven segment's manifest, as read (None: the Kafka layout, or one that did not read)
+    manifest: dict[str, Any] | None = None
 
 
 def object_uri(root: str, key: str) -> str:
@@ -74,20 +79,44 @@ def _read(store: Store, uri: str) -> bytes | None:
         return None
 
 
-def _size(store: Store, uri: str) -> int | None:
-    try:
-        return store.size(uri)
-    except FileNotFoundError:
-        return None
+class RecentSnapshots:
+    """The producer snapshots a run read lately, by URI (a few): a partition's next segment needs this one's as its
+    state at its base, and is usually checked soon after, by the same process. One per run (a process may outlive a
+    run, and a run's objects be replaced after it); safe across threads."""
+
+    def __init__(self, kept: int = 64) -> None:
+        self._kept = kept
+        self._data: OrderedDict[str, bytes] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, uri: str, data: bytes | None) -> None:
+        if data is None:
+            return
+        with self._lock:
+            self._data[uri] = data
+            self._data.move_to_end(uri)
+            while len(self._data) > self._kept:
+                self._data.popitem(last=False)
+
+    def get(self, uri: str) -> bytes | None:
+        with self._lock:
+            return self._data.get(uri)
 
 
-def read_index_objects(store: Store, root: str, layout: str, segment: RemoteSegment) -> RemoteIndexObjects:
-    """The index objects of ``segment`` under ``root`` in ``layout`` (module docstring)."""
+def read_index_objects(
+    store: Store, root: str, layout: str, segment: RemoteSegment, recent: RecentSnapshots | None = None
+) -> RemoteIndexObjects:
+    """The index objects of ``segment`` under ``root`` in ``layout`` (module docstring); its producer snapshot is
+    kept in ``recent``."""
+    recent = recent if recent is not None else RecentSnapshots(0)
     if layout == "kafka":
         uris = {k: object_uri(root, segment_key(layout, segment, suffix)) for k, suffix in _KAFKA_SUFFIXES.items()}
         log_uri = object_uri(root, segment_key(layout, segment, "log"))
-        data = {k: _read(store, uri) for k, uri in uris.items()}
-        return RemoteIndexObjects(uris, data, log_uri, _size(store, log_uri), requests=len(uris) + 1)
+        sizes = {k: store.listed_size(uri) for k, uri in uris.items()}  # absent or empty: nothing to fetch
+        data = {k: None if sizes[k] is None else b"" if sizes[k] == 0 else _read(store, uri) for k, uri in uris.items()}
+        recent.remember(uris["producer_snapshot"], data["producer_snapshot"])
+        fetched = sum(1 for size in sizes.values() if size)
+        return RemoteIndexObjects(uris, data, log_uri, store.listed_size(log_uri), requests=fetched)
     manifest_uri = object_uri(root, segment_key(layout, segment, "rsm-manifest"))
     indexes_uri = object_uri(root, segment_key(layout, segment, "indexes"))
     log_uri = object_uri(root, segment_key(layout, segment, "log"))
@@ -104,6 +133,7 @@ def read_index_objects(store: Store, root: str, layout: str, segment: RemoteSegm
     except (ValueError, KeyError, TypeError) as exc:
         out.problems.append((manifest_uri, f"the manifest does not read as Aiven's JSON: {exc}"))
         return out
+    out.manifest = manifest
     if manifest.get("encryption"):
         out.skipped = "encrypted, not checked (no key ring given)"
         return out
@@ -119,8 +149,8 @@ def read_index_objects(store: Store, root: str, layout: str, segment: RemoteSegm
         if isinstance(r, dict) and r.get("position", -1) >= 0 and r.get("size", -1) >= 0:
             out.data[kind] = indexes[r["position"] : r["position"] + r["size"]]
     out.indexes_read = True
-    stored = _size(store, log_uri)
-    out.requests += 1
+    recent.remember(uris["producer_snapshot"], out.data["producer_snapshot"])
+    stored = store.listed_size(log_uri)
     if stored is not None:
         try:
             original, transformed = chunk_sizes(chunks)
@@ -209,16 +239,25 @@ def transformed_chunks(encoded: str) -> list[int]:
     return values
 
 
-def read_producer_snapshot(store: Store, root: str, layout: str, segment: RemoteSegment) -> tuple[bytes, str] | None:
-    """(the producer snapshot ``segment``'s copy uploaded: the state at its end, the next segment's start; its
-    URI), or None when it cannot be read."""
+def read_producer_snapshot(
+    store: Store, root: str, layout: str, segment: RemoteSegment, recent: RecentSnapshots | None = None
+) -> tuple[tuple[bytes, str] | None, int]:
+    """((the producer snapshot ``segment``'s copy uploaded: the state at its end, the next segment's start; its
+    URI) or None when it cannot be read, the requests it took): one in ``recent`` is not asked for again."""
+    recent = recent if recent is not None else RecentSnapshots(0)
     if layout == "kafka":
         uri = object_uri(root, segment_key(layout, segment, _KAFKA_SUFFIXES["producer_snapshot"]))
+    else:
+        uri = object_uri(root, segment_key(layout, segment, "indexes")) + "#producer_snapshot"
+    known = recent.get(uri)
+    if known is not None:
+        return (known, uri), 0
+    if layout == "kafka":
         data = _read(store, uri)
-        return None if data is None else (data, uri)
-    objects = read_index_objects(store, root, layout, segment)
+        return (None if data is None else (data, uri)), 1
+    objects = read_index_objects(store, root, layout, segment, recent)
     data = objects.data["producer_snapshot"] if objects.indexes_read else None
-    return None if data is None else (data, objects.uris["producer_snapshot"])
+    return (None if data is None else (data, objects.uris["producer_snapshot"])), objects.requests
 
 
 def _write_log(store: Store, layout: str, objects: RemoteIndexObjects, manifest_uri: str, target: str) -> None:
@@ -228,7 +267,7 @@ def _write_log(store: Store, layout: str, objects: RemoteIndexObjects, manifest_
         with open(target, "wb") as f:
             store.copy_to(objects.log_uri, f)
         return
-    manifest = json.loads(store.read_bytes(manifest_uri))
+    manifest = objects.manifest if objects.manifest is not None else json.loads(store.read_bytes(manifest_uri))
     chunk_index = manifest["chunkIndex"]
     stored = target + ".stored"
     with open(stored, "wb") as f:

@@ -102,6 +102,11 @@ class Store(Protocol):
         """The size of the file at ``path``; ``OSError`` when there is none or it cannot be read."""
         ...
 
+    def listed_size(self, path: str) -> int | None:
+        """The size of the file at ``path``, None when there is none, as a listing of its dir says (one listing a
+        dir for an object store: a file written after it is not seen); asks nothing more of the store."""
+        ...
+
     def read_bytes(self, path: str) -> bytes:
         """A small file's whole bytes (a checkpoint, a snapshot); ``FileNotFoundError`` when there is none."""
         ...
@@ -201,6 +206,12 @@ class LocalStore:
 
     def size(self, path: str) -> int:
         return os.stat(path).st_size
+
+    def listed_size(self, path: str) -> int | None:
+        try:
+            return os.stat(path).st_size
+        except FileNotFoundError:
+            return None
 
     def read_bytes(self, path: str) -> bytes:
         with open(path, "rb") as f:

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,25 +22,7 @@ from ..conftest import PROJECT_ROOT, requires_object_storage, storage_flags, upl
 
 pytest.importorskip("pyspark", reason="the cluster test needs the [spark] extra (make test installs it)")
 sys.path.insert(0, str(PROJECT_ROOT / "tools"))
-from standalone_cluster import ARCHIVE, spark_submit, standalone_cluster, submit_argv  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def executor_archive() -> Path:
-    """``make package``'s executor environment (built once if absent or older than the code)."""
-    sources = [*PROJECT_ROOT.glob("indexlib/**/*.py"), *PROJECT_ROOT.glob("jobs/*.py"), PROJECT_ROOT / "pyproject.toml"]
-    sources.append(PROJECT_ROOT / "indexlib" / "format" / "_kernel.c")
-    if not ARCHIVE.exists() or ARCHIVE.stat().st_mtime < max(p.stat().st_mtime for p in sources):
-        done = subprocess.run(["make", "-s", "package"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stdout + done.stderr
-    return ARCHIVE
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    """A master and two one-core workers bound to 127.0.0.1; stopped by PID (their process groups)."""
-    with standalone_cluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1) as running:
-        yield running
+from standalone_cluster import spark_submit, submit_argv  # noqa: E402
 
 
 def applications(cluster) -> set[str]:
@@ -53,6 +34,7 @@ def index_bytes(logs: Path) -> dict[str, bytes]:
 
 
 def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, executor_archive, tmp_path):
+    earlier = applications(cluster)  # the cluster is the session's
     logs = tmp_path / "logs"
     expected = tmp_path / "expected"
     for p in range(4):
@@ -81,15 +63,13 @@ def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, 
     assert index_bytes(logs) == index_bytes(expected)
 
     # the executors were the workers' own processes, running Python from the unpacked archive
-    apps = [d for w in cluster.workers for d in w.iterdir() if d.name.startswith("app-")]
+    apps = [d for w in cluster.workers for d in w.iterdir() if d.name.startswith("app-") and d.name not in earlier]
     assert len({d.name for d in apps}) == 2  # one application per spark-submit
     for work in cluster.workers:  # ... each with an executor on both workers: two separate processes
-        assert {d.name for d in work.iterdir() if d.name.startswith("app-")} == {d.name for d in apps}
-    pythons = list(cluster.workers[0].glob("app-*/*/env/bin/python")) + list(
-        cluster.workers[1].glob("app-*/*/env/bin/python")
-    )
+        assert {d.name for d in work.iterdir() if d.name.startswith("app-")} - earlier == {d.name for d in apps}
+    pythons = [python for app in apps for python in app.glob("*/env/bin/python")]
     assert pythons, "no executor unpacked the archive"
-    stderr = "".join(p.read_text(errors="replace") for w in cluster.workers for p in w.glob("app-*/*/stderr"))
+    stderr = "".join(p.read_text(errors="replace") for app in apps for p in app.glob("*/stderr"))
     assert "Traceback" not in stderr
 
 

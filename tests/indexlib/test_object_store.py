@@ -520,3 +520,32 @@ def test_sigterm_while_writing_into_a_prefix_leaves_whole_files_and_no_staged_ob
         "python -m indexlib: error: stopped by SIGTERM; the prefix holds whole files of the segments committed before "
         "the stop (run it again into a new prefix)"
     ]
+
+
+def test_an_object_copied_whole_takes_one_request_a_chunk_and_none_ahead(s3, moto_log):
+    """``copy_to`` (a remote ``.log`` for ``verify-remote --full``, a dump's file): the first ranged GET also says
+    the object's size and version, so no HEAD goes before it; an object of one chunk is one request, an empty
+    one (no range of it is satisfiable) a GET and a HEAD, a larger one a GET a chunk; the bytes are the object's."""
+    import io
+
+    options, client = s3
+    bodies = {"copy/small": os.urandom(1000), "copy/empty": b"", "copy/large": os.urandom(CHUNK + 5)}
+    for key, body in bodies.items():
+        client.put_object(Bucket=BUCKET, Key=key, Body=body)
+    store = store_for(spec_for([f"s3://{BUCKET}/copy"], options))
+    for key, body in bodies.items():
+        since = moto_log.stat().st_size
+        target = io.BytesIO()
+        assert store.copy_to(f"s3://{BUCKET}/{key}", target) == len(body)
+        assert target.getvalue() == body
+        with open(moto_log, "rb") as f:
+            f.seek(since)
+            served = [(m.decode(), s.decode()) for m, _, s in audit_writers.REQUEST.findall(f.read())]
+        expected = {
+            "copy/small": [("GET", "206")],
+            "copy/empty": [("GET", "416"), ("HEAD", "200")],
+            "copy/large": [("GET", "206"), ("GET", "206")],
+        }[key]
+        assert served == expected, key
+    with pytest.raises(FileNotFoundError):
+        store.copy_to(f"s3://{BUCKET}/copy/none", io.BytesIO())

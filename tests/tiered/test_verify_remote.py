@@ -83,7 +83,7 @@ def test_what_the_broker_uploaded_has_no_finding_in_either_layout(tiered_kafka, 
     )  # fmt: skip
     assert code == 0, err
     assert (report["segments"], report["failed"]) == (sum(len(v) for v in tiered_aiven.copied.values()), 0)
-    assert {o["requests"] for o in report["outcomes"]} == {3}  # manifest, .indexes, the .log's size
+    assert {o["requests"] for o in report["outcomes"]} == {2}  # manifest, .indexes (the .log's size: the listing)
 
 
 def test_each_fault_in_a_kafka_layout_copy_is_found_in_its_object(tiered_kafka, tmp_path):
@@ -329,3 +329,35 @@ def test_an_encrypted_aiven_segment_is_reported_not_checked(tiered_aiven, s3):
     (skipped,) = [o for o in report["outcomes"] if o["skipped"]]
     assert skipped["skipped"].startswith("encrypted, not checked") and skipped["findings"] == []
     assert manifest_key.endswith(f"{skipped['start_offset']:020d}-{skipped['segment_id']}.rsm-manifest")
+
+
+def test_full_reads_each_object_once_and_asks_for_none_the_listing_lacks(tiered_kafka, s3, moto_log):
+    """``--full`` of the Kafka layout in a bucket, as moto served it: one GET for each object that exists and holds
+    bytes (a ``.log`` smaller than a read's chunk in one ranged GET), nothing for an absent or empty one (a
+    ``.txnindex`` the broker did not upload), no HEAD, one listing a partition, and a segment's base state taken
+    from its predecessor's read (``--jobs 1``: in order); the report's request count is the server's."""
+    from ..conftest import upload
+
+    options, client = s3
+    assert tiered_kafka.remote_dir is not None
+    uri = upload(client, tiered_kafka.remote_dir, "full-requests")
+    listed = {o["Key"]: o["Size"] for p in client.get_paginator("list_objects_v2").paginate(
+        Bucket=S3_BUCKET, Prefix="full-requests/") for o in p.get("Contents", [])}  # fmt: skip
+    import audit_writers  # benchmarks/: on the path since the s3 fixture
+
+    since = moto_log.stat().st_size
+    code, report, err = verify_remote(
+        "--log-dir", str(tiered_kafka.log_dir), "--remote", uri, "--layout", "kafka", "--full", "--jobs", "1",
+        *storage_flags(options),
+    )  # fmt: skip
+    assert code == 0, err
+    with open(moto_log, "rb") as f:
+        f.seek(since)
+        served = audit_writers.REQUEST.findall(f.read())
+    fetched = [path for method, path, status in served if method == b"GET" and b"list-type" not in path]
+    assert [r for r in served if r[0] != b"GET" or r[2] not in (b"200", b"206")] == []  # no HEAD, no 404
+    keys = sorted(p.decode().split("?")[0].removeprefix(f"/{S3_BUCKET}/") for p in fetched)
+    assert keys == sorted(k for k, size in listed.items() if size > 0)  # each once: base states were not re-read
+    listings = [path for method, path, status in served if b"list-type" in path]
+    assert len(listings) == len(tiered_kafka.copied)
+    assert sum(o["requests"] for o in report["outcomes"]) == len(fetched)

@@ -44,7 +44,7 @@ def test_verify_remote_on_spark_finds_what_the_local_engine_finds_and_audits_eac
     assert code == 1, err
     code, local, err = kafka_index("verify-remote", *common, "--engine", "local", "--audit-table", "none")
     assert code == 1, err
-    assert spark["outcomes"] == local["outcomes"] and spark["failed"] == 1
+    assert _checked(spark["outcomes"]) == _checked(local["outcomes"]) and spark["failed"] == 1
     rows = DeltaTable(table).to_pyarrow_table().to_pylist()
     segments = [r for r in rows if r["record_type"] == "remote_segment"]
     (run,) = [r for r in rows if r["record_type"] == "run"]
@@ -54,6 +54,12 @@ def test_verify_remote_on_spark_finds_what_the_local_engine_finds_and_audits_eac
     (bad,) = [r for r in segments if r["status"] == "findings"]
     assert "remote_manifest_mismatch" in bad["finding_kinds"] and bad["segment_id"] in manifest_key
     assert (run["exit_code"], run["segments"], run["status"]) == (1, len(segments), "findings")
+
+
+def _checked(outcomes: list[dict]) -> list[dict]:
+    """The outcomes less their request counts (a previous segment's snapshot is read again or not, as the
+    segments share a process)."""
+    return [{k: v for k, v in o.items() if k != "requests"} for o in outcomes]
 
 
 def test_rebuild_remote_on_spark_stages_the_rebuilt_objects(tiered_kafka, tmp_path):
@@ -75,3 +81,47 @@ def test_rebuild_remote_on_spark_stages_the_rebuilt_objects(tiered_kafka, tmp_pa
     (staged,) = [p for p in staging.rglob("*") if p.is_file()]
     assert staged.relative_to(staging) == index.relative_to(remote)
     assert staged.read_bytes() == (tiered_kafka.remote_dir / index.relative_to(remote)).read_bytes()
+
+
+def test_verify_remote_full_on_a_standalone_cluster_equals_the_local_engine(
+    tiered_kafka, s3, cluster, executor_archive, tmp_path
+):
+    """The README's cluster command for ``verify-remote --full``: two workers' executors (their Python from ``make
+    package``'s archive) read the Kafka layout's objects from the bucket themselves; the outcomes equal the local
+    engine's, an index torn in one object is found there, and every segment has its audit row."""
+    import shutil
+
+    from deltalake import DeltaTable
+
+    sys.path.insert(0, str(PROJECT_ROOT / "tools"))
+    from standalone_cluster import spark_submit
+
+    from ..conftest import upload
+
+    options, client = s3
+    assert tiered_kafka.remote_dir is not None
+    remote = shutil.copytree(tiered_kafka.remote_dir, tmp_path / "remote")
+    torn = sorted(remote.glob("txn-0-*/*.index"))[1]
+    torn.write_bytes(torn.read_bytes()[:-3])
+    uri = upload(client, remote, "cluster-tiered")
+    common = ["--log-dir", str(tiered_kafka.log_dir), "--remote", uri, "--layout", "kafka", "--full",
+              *storage_flags(options)]  # fmt: skip
+    earlier = {d.name for w in cluster.workers for d in w.iterdir() if d.name.startswith("app-")}
+    table = tmp_path / "audit"
+    done = spark_submit(cluster.url, "verify-remote", *common, "--audit-table", table, "--json",
+                        archive=executor_archive, conf={"spark.cores.max": "2"})  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    spark = json.loads(done.stdout[done.stdout.index("{") :])
+    code, local, err = kafka_index("verify-remote", *common, "--engine", "local", "--audit-table", "none")
+    assert code == 1, err
+    assert _checked(spark["outcomes"]) == _checked(local["outcomes"]) and spark["failed"] == 1
+    (bad,) = [o for o in spark["outcomes"] if o["findings"]]
+    assert {(f["kind"], f["file"]) for f in bad["findings"]} >= {("bad_length", f"{uri}/{torn.relative_to(remote)}")}
+    rows = DeltaTable(str(table)).to_pyarrow_table().to_pylist()
+    assert sorted(r["segment_id"] for r in rows if r["record_type"] == "remote_segment") == sorted(
+        o["segment_id"] for o in local["outcomes"]
+    )
+    apps = [d for w in cluster.workers for d in w.iterdir() if d.name.startswith("app-") and d.name not in earlier]
+    assert len(apps) == 2  # one application, an executor on each worker
+    assert all(list(app.glob("*/env/bin/python")) for app in apps), "an executor did not unpack the archive"
+    assert "Traceback" not in "".join(p.read_text(errors="replace") for app in apps for p in app.glob("*/stderr"))
