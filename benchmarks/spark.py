@@ -546,10 +546,9 @@ def cluster(args) -> int:
 
     sys.path.insert(0, os.path.join(REPO, "tools"))
     from common import make_log_dir, scratch
-    from standalone_cluster import ARCHIVE, spark_submit, standalone_cluster
+    from standalone_cluster import ARCHIVE, fresh_archive, spark_submit, standalone_cluster
 
-    if not ARCHIVE.exists():
-        subprocess.run(["make", "-s", "package"], cwd=REPO, check=True)
+    fresh_archive()
     with scratch("bench-cluster-") as root:
         logs = os.path.join(root, "logs")
         _, files, batches, _ = make_log_dir(

@@ -174,66 +174,66 @@ def main() -> int:
         return 0
     compile_bytecode()
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
-    from standalone_cluster import ARCHIVE, spark_submit, standalone_cluster
+    from standalone_cluster import fresh_archive, spark_submit, standalone_cluster
 
-    if not ARCHIVE.exists():
-        subprocess.run(["make", "-s", "package"], cwd=Path(__file__).resolve().parent.parent, check=True)
-    with (
-        scratch("bench-tiered-") as root,
-        moto_server(os.path.join(root, "moto.log")) as endpoint,
-        standalone_cluster(Path(root) / "cluster", workers=2, cores=1) as cluster,
-    ):
-        print(f"[tiered] building {args.segments} remote segments ...", file=sys.stderr, flush=True)
-        log_dir, sizes = build(root, endpoint, args.segments)
-        remote = ["--log-dir", log_dir, "--remote", f"s3://{BUCKET}/{PREFIX}", "--layout", "kafka", *flags(endpoint)]
-        logs = {key: size for key, size in sizes.items() if key.endswith(".log")}
-        indexes = {key: size for key, size in sizes.items() if key not in logs}
-        nbytes = sum(logs.values())
+    fresh_archive()
+    with scratch("bench-tiered-") as root, moto_server(os.path.join(root, "moto.log")) as endpoint:
+        os.makedirs(os.path.join(root, "cluster"))
+        with standalone_cluster(Path(root) / "cluster", workers=2, cores=1) as cluster:
+            return measure(args, root, endpoint, cluster, spark_submit)
 
-        def read(objects: dict[str, int], jobs: int) -> None:
-            spec = {"endpoint": endpoint, "keys": list(objects), "bytes": sum(objects.values()), "jobs": jobs}
-            subprocess.run([sys.executable, __file__, "--child"], input=json.dumps(spec), text=True, check=True)
 
-        no_audit = ["--audit-table", "none"]
+def measure(args: argparse.Namespace, root: str, endpoint: str, cluster: Any, spark_submit: Any) -> int:
+    """Build the data, check it, time every case (module docstring) and print the report."""
+    print(f"[tiered] building {args.segments} remote segments ...", file=sys.stderr, flush=True)
+    log_dir, sizes = build(root, endpoint, args.segments)
+    remote = ["--log-dir", log_dir, "--remote", f"s3://{BUCKET}/{PREFIX}", "--layout", "kafka", *flags(endpoint)]
+    logs = {key: size for key, size in sizes.items() if key.endswith(".log")}
+    indexes = {key: size for key, size in sizes.items() if key not in logs}
+    nbytes = sum(logs.values())
 
-        def on_cluster(*extra: str) -> None:
-            done = spark_submit(cluster.url, "verify-remote", *remote, *extra, *no_audit, conf={"spark.cores.max": "2"})
-            if done.returncode != 0:
-                raise BenchError(f"verify-remote on the cluster exited with {done.returncode}\n{done.stderr[-3000:]}")
+    def read(objects: dict[str, int], jobs: int) -> None:
+        spec = {"endpoint": endpoint, "keys": list(objects), "bytes": sum(objects.values()), "jobs": jobs}
+        subprocess.run([sys.executable, __file__, "--child"], input=json.dumps(spec), text=True, check=True)
 
-        commands = {
-            "index 1": lambda: run_indexlib(["verify-remote", *remote, "--jobs", "1"]),
-            "index 8": lambda: run_indexlib(["verify-remote", *remote]),
-            "full": lambda: run_indexlib(["verify-remote", *remote, "--full"]),
-            "read all": lambda: read(sizes, JOBS),
-            "read indexes 1": lambda: read(indexes, 1),
-            "read indexes 8": lambda: read(indexes, JOBS),
-            "spark index": lambda: run_kafka_index(["verify-remote", *remote, *no_audit]),
-            "cluster index": on_cluster,
-            "cluster full": lambda: on_cluster("--full"),
-            "local index": lambda: run_kafka_index(["verify-remote", *remote, "--engine", "local", *no_audit]),
-            "spark full": lambda: run_kafka_index(["verify-remote", *remote, "--full", *no_audit]),
-            "local full": lambda: run_kafka_index(["verify-remote", *remote, "--full", "--engine", "local", *no_audit]),
-        }
-        print("[tiered] checking the data (nothing may be found) ...", file=sys.stderr, flush=True)
-        n = args.segments
-        expect(["remote-inventory", "--log-dir", log_dir], f"{2 * n} metadata records; 0 problems")
-        expect(["remote-inventory", *remote], f"{5 * n} objects of tiered segments, 0 other keys")
-        for mode, flag in (("index-only", []), ("full", ["--full"])):
-            expect(
-                ["verify-remote", *remote, *flag], f"{n} remote segments checked ({mode}), 0 with findings, 0 skipped"
-            )
-        watch, runs, requests = MachineWatch(), [], {}
-        for run in range(args.runs):
-            watch.before_run()
-            seconds = {}
-            for case in CASES if run % 2 == 0 else CASES[::-1]:
-                print(f"[tiered run {run + 1}/{args.runs}] {case}", file=sys.stderr, flush=True)
-                offset = os.path.getsize(os.path.join(root, "moto.log"))
-                seconds[case] = timed(commands[case])
-                if run == 0:
-                    requests[case] = requests_since(os.path.join(root, "moto.log"), offset)
-            runs.append(seconds)
+    no_audit = ["--audit-table", "none"]
+
+    def on_cluster(*extra: str) -> None:
+        done = spark_submit(cluster.url, "verify-remote", *remote, *extra, *no_audit, conf={"spark.cores.max": "2"})
+        if done.returncode != 0:
+            raise BenchError(f"verify-remote on the cluster exited with {done.returncode}\n{done.stderr[-3000:]}")
+
+    commands = {
+        "index 1": lambda: run_indexlib(["verify-remote", *remote, "--jobs", "1"]),
+        "index 8": lambda: run_indexlib(["verify-remote", *remote]),
+        "full": lambda: run_indexlib(["verify-remote", *remote, "--full"]),
+        "read all": lambda: read(sizes, JOBS),
+        "read indexes 1": lambda: read(indexes, 1),
+        "read indexes 8": lambda: read(indexes, JOBS),
+        "spark index": lambda: run_kafka_index(["verify-remote", *remote, *no_audit]),
+        "cluster index": on_cluster,
+        "cluster full": lambda: on_cluster("--full"),
+        "local index": lambda: run_kafka_index(["verify-remote", *remote, "--engine", "local", *no_audit]),
+        "spark full": lambda: run_kafka_index(["verify-remote", *remote, "--full", *no_audit]),
+        "local full": lambda: run_kafka_index(["verify-remote", *remote, "--full", "--engine", "local", *no_audit]),
+    }
+    print("[tiered] checking the data (nothing may be found) ...", file=sys.stderr, flush=True)
+    n = args.segments
+    expect(["remote-inventory", "--log-dir", log_dir], f"{2 * n} metadata records; 0 problems")
+    expect(["remote-inventory", *remote], f"{5 * n} objects of tiered segments, 0 other keys")
+    for mode, flag in (("index-only", []), ("full", ["--full"])):
+        expect(["verify-remote", *remote, *flag], f"{n} remote segments checked ({mode}), 0 with findings, 0 skipped")
+    watch, runs, requests = MachineWatch(), [], {}
+    for run in range(args.runs):
+        watch.before_run()
+        seconds = {}
+        for case in CASES if run % 2 == 0 else CASES[::-1]:
+            print(f"[tiered run {run + 1}/{args.runs}] {case}", file=sys.stderr, flush=True)
+            offset = os.path.getsize(os.path.join(root, "moto.log"))
+            seconds[case] = timed(commands[case])
+            if run == 0:
+                requests[case] = requests_since(os.path.join(root, "moto.log"), offset)
+        runs.append(seconds)
     report(args, runs, requests, watch, nbytes)
     return 0
 

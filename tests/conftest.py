@@ -356,14 +356,9 @@ def storage_flags(options: dict[str, str]) -> list[str]:
 def executor_archive() -> Path:
     """``make package``'s executor environment (built once if absent or older than the code)."""
     sys.path.insert(0, str(PROJECT_ROOT / "tools"))
-    from standalone_cluster import ARCHIVE
+    from standalone_cluster import fresh_archive
 
-    sources = [*PROJECT_ROOT.glob("indexlib/**/*.py"), *PROJECT_ROOT.glob("jobs/*.py"), PROJECT_ROOT / "pyproject.toml"]
-    sources.append(PROJECT_ROOT / "indexlib" / "format" / "_kernel.c")
-    if not ARCHIVE.exists() or ARCHIVE.stat().st_mtime < max(p.stat().st_mtime for p in sources):
-        done = subprocess.run(["make", "-s", "package"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stdout + done.stderr
-    return ARCHIVE
+    return fresh_archive()
 
 
 @pytest.fixture(scope="session")

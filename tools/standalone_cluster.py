@@ -20,6 +20,17 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ARCHIVE = PROJECT_ROOT / "dist" / "kafka-index-executor-env.tar.gz"
 
 
+def fresh_archive() -> Path:
+    """``make package``'s executor environment, built first when absent or older than the code it packs."""
+    sources = [*PROJECT_ROOT.glob("indexlib/**/*.py"), *PROJECT_ROOT.glob("jobs/*.py"), PROJECT_ROOT / "pyproject.toml"]
+    sources.append(PROJECT_ROOT / "indexlib" / "format" / "_kernel.c")
+    if not ARCHIVE.exists() or ARCHIVE.stat().st_mtime < max(p.stat().st_mtime for p in sources):
+        done = subprocess.run(["make", "-s", "package"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=900)
+        if done.returncode != 0:
+            raise RuntimeError(f"make package failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return ARCHIVE
+
+
 def spark_home() -> Path:
     import pyspark
 

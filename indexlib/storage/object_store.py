@@ -160,6 +160,7 @@ class ObjectStore:
     def __init__(self, spec: StoreSpec, client: ObjectClient, bucket: str) -> None:
         self.spec, self.client, self.bucket = spec, client, bucket
         self._listings: dict[str, list[tuple[str, int]]] = {}  # a listed prefix (ending in '/') -> sorted keys
+        self._listing = threading.Lock()  # threads that need one prefix wait for its one listing
 
     # ---------------------------------------------------------------------------------------- listing
     def _key(self, path: str) -> str:
@@ -171,14 +172,15 @@ class ObjectStore:
     def _keys_under(self, key: str) -> list[tuple[str, int]]:
         """Every (key, size) under ``key/``, from the listing of it or of a prefix above it (listed once)."""
         prefix = key + "/" if key else ""
-        for listed, keys in self._listings.items():
-            if prefix.startswith(listed):
-                first = bisect.bisect_left(keys, (prefix, -1))
-                last = bisect.bisect_left(keys, (prefix + "\U0010ffff", -1))
-                return keys[first:last]
-        keys = sorted(self.client.list(prefix))
-        self._listings[prefix] = keys
-        return keys
+        with self._listing:
+            for listed, keys in self._listings.items():
+                if prefix.startswith(listed):
+                    first = bisect.bisect_left(keys, (prefix, -1))
+                    last = bisect.bisect_left(keys, (prefix + "\U0010ffff", -1))
+                    return keys[first:last]
+            keys = sorted(self.client.list(prefix))
+            self._listings[prefix] = keys
+            return keys
 
     def exists(self, path: str) -> bool:
         key = self._key(path)

@@ -101,7 +101,7 @@ def test_verify_remote_full_on_a_standalone_cluster_equals_the_local_engine(
     options, client = s3
     assert tiered_kafka.remote_dir is not None
     remote = shutil.copytree(tiered_kafka.remote_dir, tmp_path / "remote")
-    torn = sorted(remote.glob("txn-0-*/*.index"))[1]
+    torn = sorted(remote.glob("kafka-tiered-storage/txn-0-*/*.index"))[1]
     torn.write_bytes(torn.read_bytes()[:-3])
     uri = upload(client, remote, "cluster-tiered")
     common = ["--log-dir", str(tiered_kafka.log_dir), "--remote", uri, "--layout", "kafka", "--full",
