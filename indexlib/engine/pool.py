@@ -52,8 +52,8 @@ def map_locally(jobs: int = 1) -> MapSegments:
         )
         stopping = contextlib.ExitStack()
         try:
-            results = pool.map(process_segments, chosen, [run_id] * len(chosen))
-            return [o for out in results for o in _handed(out, arrived)]
+            futures = [pool.submit(process_segments, batch, run_id) for batch in chosen]
+            return [o for future in futures for o in _handed(_watched_result(pool, future), arrived)]
         except BaseException as exc:
             stopping.enter_context(_quiet_threads())
             died = _death_of_a_worker(pool) if isinstance(exc, BrokenExecutor) else None
@@ -66,6 +66,32 @@ def map_locally(jobs: int = 1) -> MapSegments:
                 _shut_down(pool)
 
     return map_segments
+
+
+#: seconds between looks at the pool's workers while a result is awaited; seconds a dead worker may go unnoticed
+#: by the pool itself before the map calls the pool broken
+WATCH_INTERVAL, DEATH_GRACE = 1.0, 3.0
+
+
+def _watched_result(pool: Any, future: Any) -> list[SegmentOutcome]:
+    """``future``'s result, the pool's workers watched meanwhile: a worker killed while it sent a result leaves the
+    pool's manager thread waiting for the rest of the message, so the pool never learns of the death and the
+    future would never end. A worker that exited (none does while the map runs) and is not reported by the pool
+    within :data:`DEATH_GRACE` makes the map raise ``BrokenProcessPool`` itself."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    dead_since = None
+    while True:
+        try:
+            return list(future.result(timeout=WATCH_INTERVAL))
+        except TimeoutError:
+            pass
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        if not any(p.exitcode is not None for p in processes):
+            continue
+        dead_since = time.monotonic() if dead_since is None else dead_since
+        if time.monotonic() - dead_since >= DEATH_GRACE:
+            raise BrokenProcessPool("a worker process died and the pool did not notice")
 
 
 def _start_method(tasks: list[SegmentTask]) -> Any:

@@ -708,6 +708,48 @@ def test_a_run_stopped_while_a_worker_sends_its_result_exits():
     assert time.monotonic() - started < 30
 
 
+def test_a_worker_killed_while_it_sends_its_result_stops_the_run_with_one_named_error():
+    """A worker SIGKILLed (the OOM killer) halfway through sending its outcomes: the pool's own manager thread waits
+    for the rest of the message and never sees the death, so nothing would ever end the map. The map watches the
+    workers itself: it raises :class:`WorkerDiedError` naming the signal within seconds, and no child is left.
+    (In a child process: without the watch it hangs, and the timeout fails the test.)"""
+    import subprocess
+    import sys
+
+    from ..conftest import PROJECT_ROOT
+
+    script = """if True:
+        import os, signal, struct, sys
+        from types import SimpleNamespace
+        from indexlib.engine import pool
+        from indexlib.storage.store import StoreSpec
+
+        def torn_result(batch, run_id):
+            if batch[0].size == 1:
+                return [1]
+            frame = sys._getframe()
+            while "result_queue" not in frame.f_locals:
+                frame = frame.f_back
+            writer = frame.f_locals["result_queue"]._writer
+            os.write(writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 100)  # 100 of 1 MiB
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        pool.process_segments = torn_result
+        pool.EXIT_GRACE = 2.0
+        local = StoreSpec()
+        tasks = [SimpleNamespace(size=n, store=local, target_store=local) for n in (2, 1)]
+        try:
+            pool.map_locally(2)(tasks, "r1")
+        except pool.WorkerDiedError as exc:
+            print(exc, open(f"/proc/{os.getpid()}/task/{os.getpid()}/children").read().split(), flush=True)
+    """
+    child = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert child.stdout.split("\n")[0] == (
+        "a worker process was killed by SIGKILL while the run read the segments; no file was replaced []"
+    )
+
+
 _ZOMBIE_EXECUTOR = """
 import pickle, sys
 from indexlib.engine import StagingClosedError, process_segments
