@@ -57,7 +57,7 @@ test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m mypy --python-executable $(AIRFLOW_VENV)/bin/python airflow_dags
-	$(PY) -m pytest -q --cov --cov-report=term-missing
+	$(PY) -m pytest -q --durations=25 --cov --cov-report=term-missing
 	$(PY) tools/check_coverage.py
 	# the library again on its pure-Python scan: the reference, and the fallback without a C compiler
 	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider tests/indexlib
