@@ -66,9 +66,9 @@ RUN_TIME = (
 )
 PARSE_TIME = tuple(k for k in DEFAULTS if k not in RUN_TIME)  # the schedule
 MODES = ("verify", "rebuild", "repair", "recover")
-#: how a writing job makes its files durable (``kafka-index --sync``): an fsync of each file and dir, or one syncfs
-#: per file system
-SYNC_METHODS = ("fsync", "syncfs")
+#: how a writing job makes its files durable (``kafka-index --sync``): auto (the job's default: syncfs when it holds
+#: every broker lock it writes under, else fsync), an fsync of each file and dir, or one syncfs per file system
+SYNC_METHODS = ("auto", "fsync", "syncfs")
 
 
 def load_settings(variable_json: str | None) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def job_arguments(
     dry_run: bool = False,
     truncate_corrupt_tail: bool = False,
     exit_zero_on_findings: bool = False,
-    sync: str = "fsync",
+    sync: str = "auto",
 ) -> list[str]:
     """The ``jobs/spark_job.py`` arguments: the mode, then ``kafka-index``'s options, but ``--run-id``: each try has its
     own, added by :class:`JobSubmitOperator`. A dry run exits 0 on findings (they are its answer); a run that
@@ -175,7 +175,7 @@ def job_arguments(
         args.append("--dry-run")
     if mode == "repair" and truncate_corrupt_tail:
         args.append("--truncate-corrupt-tail")
-    if mode != "verify" and sync != "fsync":
+    if mode != "verify" and sync != "auto":  # auto: the job's default
         args += ["--sync", sync]
     if exit_zero_on_findings or (mode != "verify" and dry_run):
         args.append("--exit-zero-on-findings")

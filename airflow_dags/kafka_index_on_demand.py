@@ -73,13 +73,14 @@ PARAMS = {
         description="repair: also cut a corrupt .log tail (saved to the backup dir first)",
     ),
     "sync": Param(
-        "fsync",
+        "auto",
         type="string",
         enum=list(SYNC_METHODS),
         title="Sync",
-        description="rebuild, repair or recover: how what is written is made durable: fsync of each file and dir, "
-        "or syncfs, one per file system (Linux 5.17+, much faster over many small partitions; also writes out "
-        "everything else waiting on those file systems)",
+        description="rebuild, repair or recover: how what is written is made durable: auto (syncfs when the job "
+        "holds the broker lock of every log dir it writes, on Linux 5.17+, else fsync), fsync of each file and dir, "
+        "or syncfs, one per file system (much faster over many small partitions; also writes out everything else "
+        "waiting on those file systems). The job's report and audit rows say which was used",
     ),
 }
 

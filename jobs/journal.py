@@ -115,6 +115,9 @@ class AuditJournal:
             os.close(self._fd)  # the lock goes with it
             self._fd = -1
 
+    def run_started(self, options: RunOptions) -> None:
+        self.options = options  # the sync method the run chose (auto resolved): what its segment rows record
+
     def before_commit(self, outcome: SegmentOutcome, decision: Decision) -> None:
         t = outcome.task
         key = {"log_dir": t.log_dir, "topic": t.topic, "partition": t.partition, "base_offset": t.base_offset}

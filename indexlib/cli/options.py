@@ -127,10 +127,12 @@ def add_write_options(parser: argparse.ArgumentParser, mode: str) -> None:
     parser.add_argument(
         "--sync",
         choices=SYNC_METHODS,
-        default="fsync",
-        help="how the run makes what it writes durable: an fsync of each file and dir (the default), or one "
-        "syncfs per file system (Linux 5.17 or later; much faster over many small files; also writes out whatever "
-        "else waits to be written on those file systems)",
+        default="auto",
+        help="how the run makes what it writes durable: auto (the default) is syncfs when the run holds the broker "
+        "lock of every log dir it writes (the broker is stopped) or writes only to an output dir, on Linux 5.17 or "
+        "later, else fsync; fsync: an fsync of each file and dir; syncfs: one per file system (ext4, xfs, btrfs, "
+        "tmpfs; much faster over many small files; it also writes out whatever else waits to be written there). "
+        "The report and audit rows say which was used",
     )
     if mode == "recover":  # never beside a running broker: it has the files open and would write them again
         parser.add_argument(

@@ -189,6 +189,7 @@ def report_to_dict(report: RunReport, settings: dict[str, Any] | None = None) ->
     return {
         "run_id": report.run_id,
         "mode": report.mode,
+        "sync": report.options.sync,
         "exit_code": report.exit_code,
         "started": report.started.isoformat(),
         "finished": report.finished.isoformat(),

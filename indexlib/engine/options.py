@@ -32,9 +32,9 @@ if TYPE_CHECKING:
     from ..format.cluster_metadata import ClusterFacts
 
 MODES = ("verify", "rebuild", "repair", "recover")
-#: how a writing run makes its files durable: an fsync of each file and dir, or one syncfs per file system
-#: (:mod:`indexlib.storage.file_system_sync`)
-SYNC_METHODS = ("fsync", "syncfs")
+#: how a writing run makes its files durable: an fsync of each file and dir, one syncfs per file system
+#: (:mod:`indexlib.storage.file_system_sync`), or ``auto``: syncfs where it is safe (:func:`chosen_sync`)
+SYNC_METHODS = ("auto", "fsync", "syncfs")
 
 #: A run id names a backup dir and tags staged files: no '/', whitespace, control characters or '~'
 #: ('~' separates the task attempt in staged names), no leading '.', at most 200 characters.
@@ -65,7 +65,7 @@ class RunOptions:
     force: bool = False
     backup_root: str | None = None
     broker_id: int | None = None  # names the broker of a log dir without meta.properties (--broker-id)
-    sync: str = "fsync"  # how a writing run makes its files durable (SYNC_METHODS)
+    sync: str = "fsync"  # how a writing run makes its files durable (SYNC_METHODS; the run resolves auto)
     cluster: ClusterFacts | None = None  # the cluster's metadata each partition dir is checked against, when read
     store: StoreSpec = LOCAL  # where the log dirs are (every task carries it)
     output_store: StoreSpec = LOCAL  # where --output-dir is (a local dir, or a prefix in object storage)
@@ -88,6 +88,19 @@ class RunOptions:
         """Whether this run writes into the partition dir itself (an ``--output-dir`` is never a log dir or
         inside one: :func:`check_run` refuses it)."""
         return not self.read_only and self.output_dir is None
+
+
+def chosen_sync(options: RunOptions, unheld_log_dirs: list[str], syncfs_is_trusted: bool) -> str:
+    """The sync method a run uses: ``fsync`` or ``syncfs`` as asked, and for ``auto`` syncfs only where one syncfs per
+    file system cannot flush much else nor race a writer: the run holds the broker ``.lock`` of every log dir it
+    writes in place (the broker is stopped: ``unheld_log_dirs`` is empty, no ``--force`` past a running broker) or
+    writes only to an output dir, and this kernel's syncfs reports write errors (Linux 5.17 or later). A read-only
+    run's is ``fsync`` (it writes nothing)."""
+    if options.sync != "auto":
+        return options.sync
+    if options.read_only or unheld_log_dirs or not syncfs_is_trusted:
+        return "fsync"
+    return "syncfs"
 
 
 def new_run_id(mode: str) -> str:

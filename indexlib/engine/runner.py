@@ -57,6 +57,8 @@ from ..storage import (
     sweep_dead_run_locks,
     sweep_dead_runs,
     sweep_partial_backups,
+    sync_roots,
+    syncfs_trusted,
 )
 from .commit import (
     Decision,
@@ -70,7 +72,7 @@ from .commit import (
 )
 from .identity import identities
 from .interrupts import deferred_signals
-from .options import RunOptions, backup_root, check_run, new_run_id
+from .options import RunOptions, backup_root, check_run, chosen_sync, new_run_id
 from .recover import (
     PartitionRecovery,
     clear_marks,
@@ -202,6 +204,10 @@ class CommitObserver(Protocol):
     only once what it records is durable, before the first rename; :meth:`after_commit` follows the
     renames. So a process killed in the commit leaves a record of every file it may have replaced."""
 
+    def run_started(self, options: RunOptions) -> None:
+        """The options the run goes with, once it holds its locks: its sync method chosen (``auto`` resolved), as its
+        rows record it."""
+
     def before_commit(self, outcome: SegmentOutcome, decision: Decision) -> None: ...
 
     def after_commit(self, result: SegmentResult) -> None: ...
@@ -285,19 +291,22 @@ class _RunStages:
         """The broker's ``.lock`` of every log dir written in place, the file systems' durability (``--sync
         syncfs``), and the run locks, for the whole run."""
         options = self.options
-        sync_roots = sorted({*self.lock_dirs, *([self.root] if self.root is not None else [])})
-        durability = by_file_system(sync_roots) if options.sync == "syncfs" and not options.read_only else None
+        written_roots = sorted({*self.lock_dirs, *([self.root] if self.root is not None else [])})
         in_place_log_dirs = [p.log_dir for p in self.discovery.partitions if options.in_place(p)]
         advice = {
             "recover": "recover works only on a stopped broker's log dirs",
             "rebuild": "stop the broker, use --output-dir, or pass --force",
         }.get(options.mode, "stop the broker, or pass --force")
-        with (
-            broker_locks(in_place_log_dirs, options.force, advice),
-            durability or contextlib.nullcontext(),
-            run_locks(self.lock_dirs, self.run_id),
-        ):
-            yield
+        with broker_locks(in_place_log_dirs, options.force, advice) as unheld:
+            sync = chosen_sync(options, unheld, options.sync == "auto" and syncfs_trusted())
+            durability = by_file_system(written_roots) if sync == "syncfs" and not options.read_only else None
+            with durability or contextlib.nullcontext(), run_locks(self.lock_dirs, self.run_id):
+                if sync == "syncfs" and not sync_roots():
+                    sync = "fsync"  # no root on a file system syncfs is trusted on (ext4, xfs, btrfs, tmpfs)
+                self.options = replace(options, sync=sync)  # what the run used: the report and audit rows say it
+                if self.observer is not None:
+                    self.observer.run_started(self.options)
+                yield
 
     def prepare(self, index_settings: Callable[[str], IndexSettings]) -> None:
         """Before the map: the leftovers of dead runs swept, unfinished recovers found, each log dir's identity, a

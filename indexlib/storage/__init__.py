@@ -29,6 +29,7 @@ from .file_system_sync import check_available as check_syncfs_available
 from .file_system_sync import for_task as sync_for_task
 from .file_system_sync import register as register_sync_roots
 from .file_system_sync import roots as sync_roots
+from .file_system_sync import trusted as syncfs_trusted
 from .locks import (
     LockedLogDirError,
     RunInUseError,
@@ -185,6 +186,7 @@ __all__ = [
     "sweep_partial_backups",
     "sync_for_task",
     "sync_roots",
+    "syncfs_trusted",
     "trim_in_place",
     "truncate_log",
     "why_unwritable",

@@ -84,6 +84,11 @@ def check_available() -> None:
         raise SyncfsUnavailableError("--sync syncfs: this C library has no syncfs(); use --sync fsync")
 
 
+def trusted() -> bool:
+    """Whether ``syncfs`` here reports write errors (:func:`check_available` passes): what ``--sync auto`` needs."""
+    return kernel_reports_syncfs_errors() and _syncfs_function() is not None
+
+
 @functools.cache
 def _syncfs_function() -> Any:
     """The C library's ``syncfs(int fd)``, or None."""

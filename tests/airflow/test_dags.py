@@ -138,7 +138,7 @@ def test_on_demand_dag_params_schema(facts):
     assert dag["schedule"] is None and dag["tasks"] == ["build_arguments", "run_job"]
     params = dag["params"]
     assert set(params) == {"log_dirs", "topics", "partitions", "mode", "dry_run", "truncate_corrupt_tail", "sync"}
-    assert params["sync"]["enum"] == ["fsync", "syncfs"] and dag["param_defaults"]["sync"] == "fsync"
+    assert params["sync"]["enum"] == ["auto", "fsync", "syncfs"] and dag["param_defaults"]["sync"] == "auto"
     assert params["mode"]["enum"] == ["verify", "rebuild", "repair", "recover"]
     assert params["log_dirs"]["type"] == "array" and params["log_dirs"]["minItems"] == 1
     assert params["dry_run"]["type"] == params["truncate_corrupt_tail"]["type"] == "boolean"
@@ -231,7 +231,7 @@ def test_only_dry_runs_exit_zero_on_findings(facts):
 def test_the_form_refuses_what_the_job_cannot_honour(facts):
     """Truncating a corrupt tail is a repair's; with rebuild it used to be dropped silently."""
     assert facts["truncate_with_rebuild"] == "truncate_corrupt_tail applies to repair only, not to rebuild"
-    assert facts["bad_sync"] == "sync must be one of ('fsync', 'syncfs'), got 'fdatasync'"
+    assert facts["bad_sync"] == "sync must be one of ('auto', 'fsync', 'syncfs'), got 'fdatasync'"
 
 
 def test_the_form_passes_sync_to_the_writing_modes_only(facts):

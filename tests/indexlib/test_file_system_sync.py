@@ -266,3 +266,47 @@ def test_a_task_registers_the_drivers_file_systems_for_itself_only(tmp_path, mon
         assert not file_system_sync.active()
         raise ValueError("the task's own error")
     assert raised.value.__context__ is None  # not shown as raised while handling the refusal
+
+
+def _sync_used(argv: list[str], report) -> str:  # type: ignore[no-untyped-def]
+    """The sync method a run's ``--json`` report says it used."""
+    import json
+
+    assert main([*argv, "--json", str(report), "-q"]) == 0
+    return json.loads(report.read_text())["sync"]
+
+
+def test_auto_syncs_by_file_system_only_where_that_is_safe(tmp_path, monkeypatch):
+    """``--sync auto``, every writing mode's default: syncfs when the run holds the broker ``.lock`` of every log dir
+    it writes (the broker is stopped) or writes only to an output dir, on a kernel whose syncfs reports write errors;
+    fsync beside a running broker (``--force`` past its held lock) and on an older kernel; what was asked, when asked.
+    The report says which; a read-only run writes nothing and says fsync."""
+    import fcntl
+    import platform
+
+    from indexlib.format.layout import LOG_DIR_LOCK
+
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=2, batches_per_segment=20, seed=5)
+    report = tmp_path / "report.json"
+    assert _sync_used(["rebuild", str(logs)], report) == "syncfs"  # the default, the lock held: the broker stopped
+    assert not file_system_sync.active()  # released at the run's end
+    assert _sync_used(["rebuild", str(logs), "--output-dir", str(tmp_path / "out")], report) == "syncfs"
+    assert _sync_used(["rebuild", str(logs), "--sync", "fsync"], report) == "fsync"
+    assert _sync_used(["verify", str(logs)], report) == "fsync"
+    with open(logs / LOG_DIR_LOCK, "a+b") as broker:  # a running broker's lock, held by another descriptor
+        fcntl.flock(broker.fileno(), fcntl.LOCK_EX)
+        assert _sync_used(["rebuild", str(logs), "--force"], report) == "fsync"
+        assert _sync_used(["rebuild", str(logs), "--force", "--sync", "syncfs"], report) == "syncfs"  # as asked
+    monkeypatch.setattr(platform, "release", lambda: "5.4.0-100-generic")  # no such kernel here: its name only
+    assert _sync_used(["rebuild", str(logs)], report) == "fsync"
+
+
+def test_auto_on_a_file_system_syncfs_is_not_trusted_on_says_fsync(tmp_path, monkeypatch):
+    """A log dir on a file system outside ext4, xfs, btrfs and tmpfs is fsynced file by file even under syncfs, and
+    the report says fsync (the type is what ``/proc/self/mountinfo`` says: made unknown here, since every file
+    system this machine mounts for tests is a trusted one)."""
+    monkeypatch.setattr(file_system_sync, "file_system_type", lambda device: "fuse.sshfs")
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=2, batches_per_segment=20, seed=6)
+    assert _sync_used(["rebuild", str(logs)], tmp_path / "report.json") == "fsync"

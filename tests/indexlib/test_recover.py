@@ -215,6 +215,9 @@ def test_a_writing_run_holds_the_brokers_lock_for_its_whole_length(tmp_path, mod
     tried: list[tuple[str, subprocess.CompletedProcess]] = []
 
     class Probe:  # told before and after each commit that writes; probes the lock from another process each time
+        def run_started(self, options):
+            pass
+
         def before_commit(self, outcome, decision):
             tried.append(("before_commit", try_lock_elsewhere(logs / ".lock")))
 
@@ -246,6 +249,9 @@ def test_two_writing_runs_on_one_log_dir_the_second_is_refused(tmp_path):
     second: list[subprocess.CompletedProcess] = []
 
     class Second:
+        def run_started(self, options):
+            pass
+
         def before_commit(self, outcome, decision):
             if not second:
                 cmd = [sys.executable, "-m", "indexlib", "recover", str(logs), "--backup-dir", str(tmp_path / "b2")]
@@ -282,6 +288,9 @@ def test_a_lock_file_recover_creates_belongs_to_the_log_dirs_owner_and_goes_at_t
     seen = []
 
     class Look:
+        def run_started(self, options):
+            pass
+
         def before_commit(self, outcome, decision):
             st, owner = (logs / ".lock").stat(), logs.stat()
             seen.append(((st.st_uid, st.st_gid, st.st_size), (owner.st_uid, owner.st_gid, len(CREATED_LOCK))))
@@ -610,6 +619,9 @@ class IntentRecorder:
     def __init__(self):
         self.segment_files: set[str] = set()
         self.partition_files: dict[str, list[str]] = {}
+
+    def run_started(self, options):
+        pass
 
     def before_commit(self, outcome, decision):
         from indexlib.engine.commit import files_to_replace

@@ -177,6 +177,12 @@ def test_a_run_killed_in_its_commit_leaves_a_journal_the_next_run_merges(tmp_pat
     changed = {k for k in after if after.get(k) != before.get(k) and not os.path.basename(k).startswith(".")}
     covered = {os.path.relpath(f, logs) for r in rows if r["record_type"] == "segment" for f in r["files_written"]}
     assert changed and changed <= covered, changed - covered
+    # the rows say how the killed run made its files durable: --sync auto chose syncfs (it held the broker lock)
+    from indexlib.storage import file_system_sync
+
+    trusted = file_system_sync.file_system_type(os.stat(logs).st_dev) in file_system_sync.SYNCFS_FILE_SYSTEMS
+    used = {json.loads(r["settings_json"])["sync"] for r in rows if r["record_type"] == "segment"}
+    assert used == {"syncfs" if trusted and file_system_sync.trusted() else "fsync"}
 
     # the next run (a verify here) merges the interrupted run's rows first
     code = run_cli("verify", "--log-dir", logs, "--audit-table", table, "--audit-journal", journal_dir, "--no-progress")
