@@ -58,8 +58,8 @@ def test_a_broker_started_while_recover_runs_fails_to_lock_and_exits(tmp_path):
             time.sleep(0.05)
         with pytest.raises(BrokerError, match="exited with"):
             broker.start(timeout=120)
-        said = broker.tail(400)
-        assert "Failed to acquire lock on file .lock" in said, said
+        said = broker.tail(100_000)  # all of it: a controller request racing the shutdown can log pages after it
+        assert "Failed to acquire lock on file .lock" in said, said[-5000:]
         assert "Kafka Server started" not in broker.server_log()
     finally:
         broker.close()
