@@ -91,14 +91,16 @@ class RunOptions:
 
 
 def chosen_sync(options: RunOptions, unheld_log_dirs: list[str], syncfs_is_trusted: bool) -> str:
-    """The sync method a run uses: ``fsync`` or ``syncfs`` as asked, and for ``auto`` syncfs only where one syncfs per
-    file system cannot flush much else nor race a writer: the run holds the broker ``.lock`` of every log dir it
-    writes in place (the broker is stopped: ``unheld_log_dirs`` is empty, no ``--force`` past a running broker) or
-    writes only to an output dir, and this kernel's syncfs reports write errors (Linux 5.17 or later). A read-only
-    run's is ``fsync`` (it writes nothing)."""
+    """The sync method a run uses: ``fsync`` or ``syncfs`` as asked, and for ``auto`` syncfs only where the run writes
+    nothing a running broker writes: it holds the broker ``.lock`` of every log dir it writes in place (the broker is
+    stopped: ``unheld_log_dirs`` is empty, no ``--force`` past a running broker) or writes only to an output dir (a
+    new dir of its own), and this kernel's syncfs reports write errors (Linux 5.17 or later). A read-only run's is
+    ``fsync`` (it writes nothing)."""
+    if options.read_only:
+        return "fsync"
     if options.sync != "auto":
         return options.sync
-    if options.read_only or unheld_log_dirs or not syncfs_is_trusted:
+    if unheld_log_dirs or not syncfs_is_trusted:
         return "fsync"
     return "syncfs"
 

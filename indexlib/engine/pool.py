@@ -190,17 +190,23 @@ def _end_a_torn_result(results: Any, manager: threading.Thread) -> None:
     :func:`_stop_workers`, or killed): the thread waits in ``recv`` for the rest of a message nobody will write,
     and Python's exit joins it, so the run would never exit. The parent holds the result pipe's write end too:
     zeros written there complete the torn message, which does not unpickle, so the thread calls the pool broken
-    and returns. Written without blocking, a chunk at a time, until the thread ends or :data:`EXIT_GRACE` passes."""
+    and returns. Written without blocking, as fast as the thread reads, until it ends or :data:`EXIT_GRACE` passes."""
     writer = getattr(results, "_writer", None)
     if writer is None or writer.closed:
         return
     fd = writer.fileno()
     os.set_blocking(fd, False)  # the write end's own file description: the reader's stays blocking
     deadline = time.monotonic() + EXIT_GRACE
+    import select
+
+    zeros = bytes(65536)
     while manager.is_alive() and time.monotonic() < deadline:
-        with contextlib.suppress(BlockingIOError, BrokenPipeError, OSError):
-            os.write(fd, bytes(65536))
-        manager.join(0.05)
+        try:
+            os.write(fd, zeros)
+        except BlockingIOError:  # the pipe is full: on as soon as the thread has read some (a torn result may be MBs)
+            select.select([], [fd], [], 0.05)
+        except OSError:  # the pipe is gone (the thread closed it): it is ending
+            manager.join(0.05)
 
 
 def _stop_workers(pool: Any) -> None:

@@ -297,10 +297,16 @@ class _RunStages:
             "recover": "recover works only on a stopped broker's log dirs",
             "rebuild": "stop the broker, use --output-dir, or pass --force",
         }.get(options.mode, "stop the broker, or pass --force")
-        with broker_locks(in_place_log_dirs, options.force, advice) as unheld:
+        with broker_locks(in_place_log_dirs, options.force, advice) as unheld, contextlib.ExitStack() as durability:
             sync = chosen_sync(options, unheld, options.sync == "auto" and syncfs_trusted())
-            durability = by_file_system(written_roots) if sync == "syncfs" and not options.read_only else None
-            with durability or contextlib.nullcontext(), run_locks(self.lock_dirs, self.run_id):
+            if sync == "syncfs":
+                try:
+                    durability.enter_context(by_file_system(written_roots))
+                except OSError:
+                    if options.sync != "auto":
+                        raise
+                    sync = "fsync"  # a root it cannot open: auto falls back to what always works
+            with run_locks(self.lock_dirs, self.run_id):
                 if sync == "syncfs" and not sync_roots():
                     sync = "fsync"  # no root on a file system syncfs is trusted on (ext4, xfs, btrfs, tmpfs)
                 self.options = replace(options, sync=sync)  # what the run used: the report and audit rows say it

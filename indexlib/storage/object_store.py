@@ -232,6 +232,11 @@ class ObjectStore:
         request); the object's whole size. ``FileNotFoundError``
         when there is no object."""
         key = self._key(path)
+        if limit is not None and limit <= 0:  # no byte wanted: its size alone
+            meta = self.client.head(key)
+            if meta is None:
+                raise FileNotFoundError(2, "No such object", path)
+            return meta.size
         first = self.client.get_head(key, CHUNK if limit is None else min(CHUNK, limit))
         if first is None:
             raise FileNotFoundError(2, "No such object", path)

@@ -687,7 +687,7 @@ def test_a_run_stopped_while_a_worker_sends_its_result_exits():
             while "result_queue" not in frame.f_locals:
                 frame = frame.f_back
             writer = frame.f_locals["result_queue"]._writer
-            os.write(writer.fileno(), struct.pack("!i", 1 << 20) + b"x" * 100)  # 100 of 1 MiB, then dies
+            os.write(writer.fileno(), struct.pack("!i", 64 << 20) + b"x" * 100)  # 100 B of 64 MiB, then dies
             os.kill(os.getppid(), signal.SIGTERM)
             time.sleep(60)
 

@@ -298,8 +298,28 @@ def test_auto_syncs_by_file_system_only_where_that_is_safe(tmp_path, monkeypatch
         fcntl.flock(broker.fileno(), fcntl.LOCK_EX)
         assert _sync_used(["rebuild", str(logs), "--force"], report) == "fsync"
         assert _sync_used(["rebuild", str(logs), "--force", "--sync", "syncfs"], report) == "syncfs"  # as asked
+    crashed = crashed_log_dir(tmp_path / "crashed")
+    assert _sync_used(["recover", str(crashed), "--dry-run", "--sync", "syncfs"], report) == "fsync"  # writes nothing
     monkeypatch.setattr(platform, "release", lambda: "5.4.0-100-generic")  # no such kernel here: its name only
     assert _sync_used(["rebuild", str(logs)], report) == "fsync"
+
+
+def test_auto_falls_back_to_fsync_where_a_dir_cannot_be_registered(tmp_path, monkeypatch, capsys):
+    """A root the run cannot open for its syncfs (refused: injected, since root opens every dir here) does not fail
+    an ``auto`` run, which fsyncs instead and says so; an explicit ``--sync syncfs`` stops before it writes, in one
+    line (exit 1: a writing run that could not go on)."""
+    import errno
+
+    def refused(dirs):  # type: ignore[no-untyped-def]
+        raise PermissionError(errno.EACCES, "Permission denied", sorted(dirs)[0])
+
+    monkeypatch.setattr(file_system_sync, "register", refused)
+    logs = tmp_path / "logs"
+    generate_partition(logs / "orders-0", segments=2, batches_per_segment=20, seed=7)
+    assert _sync_used(["rebuild", str(logs)], tmp_path / "report.json") == "fsync"
+    assert main(["rebuild", str(logs), "--sync", "syncfs", "-q"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "Permission denied" in line
 
 
 def test_auto_on_a_file_system_syncfs_is_not_trusted_on_says_fsync(tmp_path, monkeypatch):

@@ -549,3 +549,5 @@ def test_an_object_copied_whole_takes_one_request_a_chunk_and_none_ahead(s3, mot
         assert served == expected, key
     with pytest.raises(FileNotFoundError):
         store.copy_to(f"s3://{BUCKET}/copy/none", io.BytesIO())
+    nothing = io.BytesIO()  # no byte wanted (a dump's limit of 0): the size alone
+    assert store.copy_to(f"s3://{BUCKET}/copy/small", nothing, limit=0) == 1000 and nothing.getvalue() == b""
