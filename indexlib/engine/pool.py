@@ -82,16 +82,13 @@ def _watched_result(pool: Any, future: Any) -> list[SegmentOutcome]:
 
     dead_since = None
     while True:
-        try:
-            return list(future.result(timeout=WATCH_INTERVAL))
-        except TimeoutError:
-            pass
-        processes = list((getattr(pool, "_processes", None) or {}).values())
-        if not any(p.exitcode is not None for p in processes):
-            continue
-        dead_since = time.monotonic() if dead_since is None else dead_since
-        if time.monotonic() - dead_since >= DEATH_GRACE:
-            raise BrokenProcessPool("a worker process died and the pool did not notice")
+        with contextlib.suppress(TimeoutError):  # not yet: look at the workers
+            return future.result(timeout=WATCH_INTERVAL)  # type: ignore[no-any-return]
+        processes = (getattr(pool, "_processes", None) or {}).values()
+        if any(p.exitcode is not None for p in processes):
+            dead_since = time.monotonic() if dead_since is None else dead_since
+            if time.monotonic() - dead_since >= DEATH_GRACE:
+                raise BrokenProcessPool("a worker process died and the pool did not notice")
 
 
 def _start_method(tasks: list[SegmentTask]) -> Any:
@@ -196,9 +193,9 @@ def _end_a_torn_result(results: Any, manager: threading.Thread) -> None:
         return
     fd = writer.fileno()
     os.set_blocking(fd, False)  # the write end's own file description: the reader's stays blocking
-    deadline = time.monotonic() + EXIT_GRACE
     import select
 
+    deadline = time.monotonic() + EXIT_GRACE
     zeros = bytes(65536)
     while manager.is_alive() and time.monotonic() < deadline:
         try:
