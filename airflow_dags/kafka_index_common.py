@@ -42,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "report_dir": "/tmp/kafka-index-reports",
     "audit_table": None,
     "backup_dir": None,
+    "sync": "auto",  # how the writing jobs make their files durable (SYNC_METHODS)
     # log dirs in object storage (s3://...): their endpoint, region and such, as --storage-option KEY=VALUE (on the
     # spark-submit command line the task log shows: credentials belong in the driver's and executors' environment)
     "storage_options": {},
@@ -54,6 +55,7 @@ RUN_TIME = (
     "report_dir",
     "audit_table",
     "backup_dir",
+    "sync",
     "storage_options",
     "extra_args",
     "conf",
@@ -69,6 +71,22 @@ MODES = ("verify", "rebuild", "repair", "recover")
 #: how a writing job makes its files durable (``kafka-index --sync``): auto (the job's default: syncfs when it holds
 #: every broker lock it writes under, else fsync), an fsync of each file and dir, or one syncfs per file system
 SYNC_METHODS = ("auto", "fsync", "syncfs")
+
+
+def sync_param(default: str) -> Any:
+    """A form's ``sync`` field (the on-demand and rolling-repair DAGs), ``default`` from the settings."""
+    from airflow.sdk import Param
+
+    return Param(
+        default,
+        type="string",
+        enum=list(SYNC_METHODS),
+        title="Sync",
+        description="rebuild, repair or recover: how what is written is made durable: auto (syncfs when the job "
+        "holds the broker lock of every log dir it writes, on Linux 5.17+, else fsync), fsync of each file and dir, "
+        "or syncfs, one per file system (much faster over many small partitions; also writes out everything else "
+        "waiting on those file systems). The job's report and audit rows say which was used",
+    )
 
 
 def load_settings(variable_json: str | None) -> dict[str, Any]:
@@ -90,6 +108,11 @@ def load_settings(variable_json: str | None) -> dict[str, Any]:
     if unknown:
         raise ValueError(
             f"kafka-index DAG settings ({SETTINGS_FILE}, Variable {VARIABLE}): unknown keys {sorted(unknown)}"
+        )
+    if settings["sync"] not in SYNC_METHODS:
+        raise ValueError(
+            f"kafka-index DAG settings ({SETTINGS_FILE}, Variable {VARIABLE}): sync must be one of {SYNC_METHODS}, "
+            f"got {settings['sync']!r}"
         )
     if isinstance(settings["log_dirs"], str):
         settings["log_dirs"] = [d for d in settings["log_dirs"].split(",") if d]

@@ -18,6 +18,8 @@ import re
 import shlex
 from typing import Any
 
+from kafka_index_common import SYNC_METHODS
+
 INVENTORY_VARIABLE = "kafka_index_brokers"
 RUNNERS = ("ssh", "kubernetes", "local")
 ENGINES = ("spark", "local")
@@ -229,10 +231,14 @@ def kafka_index_args(
     dry_run: bool = False,
     backup_dir: str | None = None,
     kafka_index: str | None = None,
+    sync: str = "auto",
 ) -> list[str]:
     """``kafka-index MODE`` on a broker's host: its log dirs (or server.properties), ``--broker-id`` (a
     meta.properties that names another broker refuses the run: the runner reached the wrong disk), the shared
-    run id and audit table, the engine; findings exit 0 (the summary judges them from the table)."""
+    run id and audit table, the engine; findings exit 0 (the summary judges them from the table). ``sync``: how a
+    writing mode makes its files durable (``auto``, the job's default, is not passed; verify writes nothing)."""
+    if sync not in SYNC_METHODS:
+        raise ValueError(f"sync must be one of {SYNC_METHODS}, got {sync!r}")
     args = [*shlex.split(kafka_index or fleet["kafka_index"]), mode]
     if broker.get("server_properties"):
         args += ["--server-properties", broker["server_properties"]]
@@ -245,6 +251,8 @@ def kafka_index_args(
         args += ["--backup-dir", backup_dir]
     if mode != "verify" and dry_run:
         args.append("--dry-run")
+    if mode != "verify" and sync != "auto":
+        args += ["--sync", sync]
     if mode == "verify" or dry_run:  # a repair that writes and leaves findings fails
         args.append("--exit-zero-on-findings")
     return args + [str(a) for a in fleet["extra_args"] or []]

@@ -22,7 +22,6 @@ if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared mod
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kafka_index_common import (  # noqa: E402
     MODES,
-    SYNC_METHODS,
     JobSubmitOperator,
     job_arguments,
     parse_time_settings,
@@ -31,6 +30,7 @@ from kafka_index_common import (  # noqa: E402
     safe_name,
     spark_conf,
     submit_options,
+    sync_param,
 )
 
 DAG_ID = "kafka_index_on_demand"
@@ -72,16 +72,7 @@ PARAMS = {
         title="Truncate corrupt tail",
         description="repair: also cut a corrupt .log tail (saved to the backup dir first)",
     ),
-    "sync": Param(
-        "auto",
-        type="string",
-        enum=list(SYNC_METHODS),
-        title="Sync",
-        description="rebuild, repair or recover: how what is written is made durable: auto (syncfs when the job "
-        "holds the broker lock of every log dir it writes, on Linux 5.17+, else fsync), fsync of each file and dir, "
-        "or syncfs, one per file system (much faster over many small partitions; also writes out everything else "
-        "waiting on those file systems). The job's report and audit rows say which was used",
-    ),
+    "sync": sync_param(SETTINGS["sync"]),
 }
 
 with DAG(

@@ -25,7 +25,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 if os.path.dirname(os.path.abspath(__file__)) not in sys.path:  # the shared modules beside this file
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from kafka_index_common import parse_time_settings, run_settings, safe_name  # noqa: E402
+from kafka_index_common import parse_time_settings, run_settings, safe_name, sync_param  # noqa: E402
 from kafka_index_fleet_common import (  # noqa: E402
     INVENTORY_VARIABLE,
     RUN_TIME,
@@ -98,6 +98,7 @@ with DAG(
             items={"type": "integer"},
             description="broker ids to roll, in inventory order (empty: every broker)",
         ),
+        "sync": sync_param(SETTINGS["sync"]),
     },  # fmt: skip
     tags=["kafka", "kafka-index", "fleet"],
     doc_md=__doc__,
@@ -130,7 +131,7 @@ with DAG(
         for n, broker in enumerate(brokers):
             repair = kafka_index_args(
                 fleet, broker, mode="repair", run_id=run_id, audit_table=settings["audit_table"], dry_run=dry_run,
-                backup_dir=settings["backup_dir"],
+                backup_dir=settings["backup_dir"], sync=context["params"].get("sync", settings["sync"]),
             )  # fmt: skip
             step = "stop"
             try:

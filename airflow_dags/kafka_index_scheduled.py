@@ -63,7 +63,9 @@ with DAG(
             "verify": job_arguments(
                 settings, mode="verify", log_dirs=log_dirs, report=reports["verify"], exit_zero_on_findings=True
             ),
-            "repair": job_arguments(settings, mode="repair", log_dirs=log_dirs, report=reports["repair"]),
+            "repair": job_arguments(
+                settings, mode="repair", log_dirs=log_dirs, report=reports["repair"], sync=settings["sync"]
+            ),
             "conf": spark_conf(settings),
             "submit": submit_options(settings),
             "verify_report": reports["verify"],

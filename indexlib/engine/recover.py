@@ -63,6 +63,7 @@ from ..storage import (
     log_dir_backup_dir,
     mark_path,
     move_to_backup,
+    name_backups,
     partition_file_names,
     read_leader_epoch_text,
     read_log_start_offset,
@@ -292,20 +293,27 @@ def writes_partition_files(results: list[SegmentResult], dry_run: bool = False) 
 @dataclass
 class _PendingFiles:
     """A partition's new files beside its segments, written but not yet durable or named: the paths to fsync,
-    the (staged, final) renames, the files it creates, and the new log end its recovery point moves to."""
+    the backup copies to name once those are durable (:func:`~indexlib.storage.publish.keep_backup`), the (staged,
+    final) renames, the files it creates, and the new log end its recovery point moves to."""
 
     plan: PartitionRecovery
     end: int
     unsynced: list[str] = field(default_factory=list)
+    backups: list[str] = field(default_factory=list)
     renames: list[tuple[str, str]] = field(default_factory=list)
     created: list[str] = field(default_factory=list)
     rolls: bool = False  # an empty segment is rolled at ``end``, after the renames
     dry: bool = False  # only list in ``created`` what would be written: nothing staged, moved or copied
 
     def discard(self) -> None:
-        """Remove what was written and not renamed: the staged files and the created empty segment."""
+        """Remove what was written and not renamed: the staged files, the backup copies not yet named and the
+        created empty segment."""
         for staged, _ in self.renames:
             discard(staged)
+        for backup in self.backups:
+            if file_exists(backup + ".partial"):  # a copy not yet named: gone, and out of the report
+                discard(backup + ".partial")
+                self.plan.backups.remove(backup)
         for path in self.created:
             if path not in {final for _, final in self.renames}:
                 discard(path)
@@ -343,13 +351,23 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
         group[i][0].error = f"{group[i][0].partition.path}: {error_line(exc, None)}"
     pending = [written[i] for i in sorted(written) if written[i].plan.left is None]
     failed = fsync_paths([path for files in pending for path in files.unsynced])
+    errors: list[OSError | None] = []
+    backup_dirs: list[list[str]] = []
+    for files in pending:  # the backup copies, durable now, named; their dirs synced before anything is replaced
+        errors.append(next((failed[path] for path in files.unsynced if path in failed), None))
+        try:
+            backup_dirs.append(name_backups(files.backups) if errors[-1] is None else [])
+        except OSError as exc:
+            errors[-1] = exc
+            backup_dirs.append([])
+    failed = fsync_paths(list(dict.fromkeys(d for dirs in backup_dirs for d in dirs)))
     named = []
     rolled: list[str] = []
-    for files in pending:
-        lost = [failed[path] for path in files.unsynced if path in failed]
+    for files, error, dirs in zip(pending, errors, backup_dirs, strict=True):
+        error = error or next((failed[d] for d in dirs if d in failed), None)
         try:
-            if lost:
-                raise lost[0]
+            if error is not None:
+                raise error
             for staged, final in files.renames:
                 install(staged, final, sync_dir=False)
             if files.rolls:  # its files fsynced with the partition dirs, below
@@ -495,6 +513,7 @@ def _write_producer_snapshots(
         files.renames.append((staged, final))
         files.created.append(final)
         kept_copy = keep_backup(final, backup_dir, files.unsynced) if backup_dir is not None else None
+        files.backups += [kept_copy] if kept_copy else []
         plan.backups += [kept_copy] if kept_copy else []
 
 
@@ -526,6 +545,7 @@ def _recover_leader_epochs(
         files.created.append(path)
         return
     if backup_dir is not None and (kept_copy := keep_backup(path, backup_dir, files.unsynced)) is not None:
+        files.backups.append(kept_copy)
         plan.backups.append(kept_copy)
     files.renames.append((stage_checkpoint_file(path, format_leader_epoch_checkpoint(entries), files.unsynced), path))
     files.created.append(path)

@@ -36,6 +36,7 @@ from ..storage import (
     StoreSpec,
     fsync_paths,
     keep_backup,
+    name_backups,
     staging_open,
     store_for,
     summarize_log,
@@ -303,23 +304,43 @@ def _keep_backups(
 
 
 def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[SegmentOutcome]:
-    """:func:`process_segment` of each task, in order, the files they staged and the backup dirs they copied into
-    fsynced together at the end (concurrently, :func:`~indexlib.storage.publish.fsync_paths`: a few journal commits
-    for the lot) before any outcome is returned. All of it inside the run's stage fence
-    (:func:`~indexlib.storage.locks.staging_open`): a stopped run's sweep is never followed by a staged file. A segment one of whose paths cannot be fsynced gets an ``error``,
-    nothing of it left staged, as if its staging had failed."""
+    """:func:`process_segment` of each task, in order, then what they staged and copied made durable together
+    before any outcome is returned (:func:`~indexlib.storage.publish.fsync_paths`: one ``syncfs`` a file system
+    under ``--sync syncfs``, else the fsyncs concurrently, a few journal commits for the lot): the staged files
+    and the backup copies, then the copies named and their dirs synced (a backup never has its name before its
+    bytes are durable). All of it inside the run's stage fence (:func:`~indexlib.storage.locks.staging_open`): a
+    stopped run's sweep is never followed by a staged file or a backup. A segment one of whose paths cannot be
+    synced or named gets an ``error``, nothing of it left staged, as if its staging had failed."""
     unsynced: list[list[str]] = [[] for _ in tasks]
     with staging_open(tasks[0].stage_fence if tasks else None):
         outcomes = [process_segment(task, tag, paths) for task, paths in zip(tasks, unsynced, strict=True)]
-        failed = fsync_paths(list(dict.fromkeys(path for paths in unsynced for path in paths)))
-    for outcome, paths in zip(outcomes, unsynced, strict=True):
-        errors = [failed[path] for path in paths if path in failed]
-        if errors:
-            store_for(outcome.task.target_store).discard_staged(outcome.staged, outcome.backups)
-            outcome.staged, outcome.backups = {}, []
-            target_dir = outcome.task.target_dir or outcome.task.partition_dir
-            outcome.error = f"{segment_file(target_dir, outcome.task.base_offset, '')}: {errors[0]}"
+        _fail_unsynced(outcomes, unsynced, fsync_paths(list(dict.fromkeys(p for paths in unsynced for p in paths))))
+        named: list[list[str]] = []
+        for outcome in outcomes:
+            try:
+                named.append(name_backups(outcome.backups))
+            except OSError as exc:
+                _fail(outcome, exc)
+                named.append([])
+        _fail_unsynced(outcomes, named, fsync_paths(list(dict.fromkeys(d for dirs in named for d in dirs))))
     return outcomes
+
+
+def _fail_unsynced(outcomes: list[SegmentOutcome], paths: list[list[str]], failed: dict[str, OSError]) -> None:
+    """:func:`_fail` each outcome one of whose ``paths`` is in ``failed``, with that path's error."""
+    for outcome, mine in zip(outcomes, paths, strict=True):
+        errors = [failed[path] for path in mine if path in failed]
+        if errors:
+            _fail(outcome, errors[0])
+
+
+def _fail(outcome: SegmentOutcome, exc: OSError) -> None:
+    """The outcome's staging failed after all: its staged files and backups discarded, ``error`` says why."""
+    if outcome.error is None:
+        store_for(outcome.task.target_store).discard_staged(outcome.staged, outcome.backups)
+        outcome.staged, outcome.backups = {}, []
+        target_dir = outcome.task.target_dir or outcome.task.partition_dir
+        outcome.error = f"{segment_file(target_dir, outcome.task.base_offset, '')}: {exc}"
 
 
 #: a map step: ``(tasks, run id, arrived)`` -> every task's outcome. ``arrived`` (may be ``None``), if the map calls

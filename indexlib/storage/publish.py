@@ -87,6 +87,12 @@ def fsync_paths(paths: Collection[str]) -> dict[str, OSError]:
     return failed
 
 
+def sync_or_raise(paths: Collection[str]) -> None:
+    """:func:`fsync_paths` of ``paths``; the first failure raised as an ``OSError`` naming its path."""
+    for path, exc in fsync_paths(paths).items():
+        raise OSError(exc.errno, exc.strerror, path) from exc
+
+
 def concurrently(items: Collection[T], one: Callable[[T], object], instant_seconds: float) -> None:
     """``one(item)`` for every item, in order in this thread while the calls take under ``instant_seconds``
     each on average, the rest in :data:`CONCURRENT_FSYNCS` threads from the first slower one on (calls that
@@ -142,37 +148,65 @@ def _create_empty(path: str, unsynced: list[str] | None = None) -> None:
 
 
 def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) -> str | None:
-    """Copy ``final`` (if it exists) into ``backup_dir``, durable, its holes kept (not a hard link: whatever
-    writes the file in place later must not change its backup); returns the copy's path. An existing backup of the same name is kept as it is: the first
-    copy is the oldest, and a late writer (a retried task, a re-run under the same run id) must not replace it
-    with a file that was already rebuilt. The copy is fsynced before it gets its name; with ``unsynced`` the
-    fsync of ``backup_dir`` after it is left to the caller (added to it), who makes it before ``final`` is
-    replaced."""
+    """Copy ``final`` (if it exists) into ``backup_dir``, its holes kept (not a hard link: whatever writes the file in
+    place later must not change its backup); returns the copy's path. An existing backup of the same name is kept
+    as it is: the first copy is the oldest, and a late writer (a retried task, a re-run under the same run id) must
+    not replace it with a file that was already rebuilt. A backup never has its name before its bytes are durable
+    (a crash must not leave a torn copy that a later run keeps as the oldest).
+
+    Without ``unsynced`` the copy is durable and named when this returns (written as ``<backup>.partial``, fsynced,
+    renamed, ``backup_dir`` fsynced). With it, the copy is left unsynced at its ``.partial`` name, added to
+    ``unsynced``: the caller syncs ``unsynced`` (one ``syncfs`` under ``--sync syncfs``, or the fsyncs
+    together), then :func:`name_backups`, then syncs the dirs that returns, all before ``final`` is replaced."""
     if not os.path.lexists(final):
         return None
     os.makedirs(backup_dir, exist_ok=True)
     backup = os.path.join(backup_dir, os.path.basename(final))
     if not os.path.lexists(backup):
-        _copy_sparse(final, backup)
-        if unsynced is None:
-            fsync_path(backup_dir)
-        elif backup_dir not in unsynced:
-            unsynced.append(backup_dir)
+        partial = _copy_sparse(final, backup)
+        if unsynced is not None:
+            unsynced.append(partial)
+            return backup
+        try:
+            fsync_path(partial)
+            os.replace(partial, backup)
+        except BaseException:
+            discard(partial)
+            raise
+        fsync_path(backup_dir)
     return backup
+
+
+def name_backups(backups: Collection[str]) -> list[str]:
+    """Give each copy :func:`keep_backup` left at ``<backup>.partial`` (already synced by the caller) its name;
+    a backup that was already there is left as it is. Returns the dirs to sync before any backed-up file is
+    replaced. A backup with neither name raises ``FileNotFoundError`` naming it."""
+    dirs: list[str] = []
+    for backup in backups:
+        partial = backup + ".partial"
+        if os.path.lexists(partial):
+            os.replace(partial, backup)
+            directory = os.path.dirname(backup)
+            if directory not in dirs:
+                dirs.append(directory)
+        elif not os.path.lexists(backup):
+            raise FileNotFoundError(errno.ENOENT, "its backup copy is gone before it was named", backup)
+    return dirs
 
 
 def discard_backup(final: str, backup_dir: str) -> None:
     """Remove the copy of ``final`` that :func:`keep_backup` made in ``backup_dir``, or was making (its ``.partial``,
-    left by a process killed while copying)."""
+    left by a process killed while copying or before the copy was named)."""
     backup = os.path.join(backup_dir, os.path.basename(final))
     discard(backup)
     discard(backup + ".partial")
 
 
-def _copy_sparse(source: str, target: str) -> None:
-    """Copy ``source`` to ``target`` (fsynced, renamed into place from ``<target>.partial``), its trailing hole kept
-    a hole (:func:`~indexlib.format.index_file.data_end`): an active segment's index preallocated to 10 MiB stores
-    a few pages, and its copy stores no more."""
+def _copy_sparse(source: str, target: str) -> str:
+    """Copy ``source`` to ``<target>.partial`` (not fsynced: the caller syncs it before it names it ``target``), its
+    trailing hole kept a hole (:func:`~indexlib.format.index_file.data_end`): an active segment's index preallocated
+    to 10 MiB stores a few pages, and its copy stores no more. Returns the partial copy's path; nothing is left there
+    when the copy fails, and its error names ``target``."""
     partial = target + ".partial"
     try:
         with open(source, "rb") as src, open(partial, "wb") as dst:
@@ -186,14 +220,13 @@ def _copy_sparse(source: str, target: str) -> None:
                 at += len(chunk)
             try:
                 os.ftruncate(dst.fileno(), size)
-                os.fsync(dst.fileno())
             except OSError as exc:
                 raise OSError(exc.errno, exc.strerror, target) from None
         shutil.copystat(source, partial)
-        os.replace(partial, target)
     except BaseException:  # a full disk, say: no partial copy stays behind
         discard(partial)
         raise
+    return partial
 
 
 def _write_naming(fd: int, data: bytes, at: int, path: str) -> None:
@@ -339,6 +372,7 @@ def discard_staged(staged: dict[str, str], backups: list[str]) -> None:
         discard(path)
     for path in [b for b in backups if os.path.basename(b) in names]:
         discard(path)
+        discard(path + ".partial")  # a copy not yet named (:func:`keep_backup` with ``unsynced``)
     backups[:] = [b for b in backups if os.path.basename(b) not in names]
     staged.clear()
 
@@ -469,10 +503,17 @@ def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[
         if os.path.lexists(backup):
             raise BackupExistsError(f"{backup}: a backup of that name exists; nothing of {path} was moved")
     copied = {path for path in paths if os.stat(path).st_dev != device}
-    for path in sorted(copied):
-        keep_backup(path, backup_dir, [])  # the dir is fsynced once, below
     if copied:
-        fsync_path(backup_dir)
+        unsynced: list[str] = []
+        try:
+            for path in sorted(copied):
+                keep_backup(path, backup_dir, unsynced)
+            sync_or_raise(unsynced)
+        except BaseException:
+            for partial in unsynced:
+                discard(partial)
+            raise
+        sync_or_raise(name_backups([backups[path] for path in sorted(copied)]))
     for path in paths:
         if path in copied:
             os.unlink(path)

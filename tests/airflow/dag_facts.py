@@ -93,6 +93,11 @@ try:
     facts["bad_sync"] = "accepted"
 except ValueError as exc:
     facts["bad_sync"] = str(exc)
+try:
+    kafka_index_common.load_settings(json.dumps({"sync": "fdatasync"}))
+    facts["bad_sync_setting"] = "accepted"
+except ValueError as exc:
+    facts["bad_sync_setting"] = str(exc)
 facts["exit_zero_on_findings"] = {
     f"{mode}{' dry' if dry else ''}": "--exit-zero-on-findings"
     in kafka_index_common.job_arguments(settings, mode=mode, log_dirs=["/x"], report="/r.json", dry_run=dry)

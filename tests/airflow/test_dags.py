@@ -72,6 +72,7 @@ def facts(tmp_path_factory):
             "report_dir": reports,
             "repair_enabled": True,
             "spark_conn_id": "kafka_index_spark",
+            "sync": "fsync",  # the scheduled repair's, and the forms' default
         },
     )
     payloads = {
@@ -138,7 +139,8 @@ def test_on_demand_dag_params_schema(facts):
     assert dag["schedule"] is None and dag["tasks"] == ["build_arguments", "run_job"]
     params = dag["params"]
     assert set(params) == {"log_dirs", "topics", "partitions", "mode", "dry_run", "truncate_corrupt_tail", "sync"}
-    assert params["sync"]["enum"] == ["auto", "fsync", "syncfs"] and dag["param_defaults"]["sync"] == "auto"
+    assert params["sync"]["enum"] == ["auto", "fsync", "syncfs"]
+    assert dag["param_defaults"]["sync"] == "fsync"  # the settings' sync (the Variable's here; conf/airflow.yaml: auto)
     assert params["mode"]["enum"] == ["verify", "rebuild", "repair", "recover"]
     assert params["log_dirs"]["type"] == "array" and params["log_dirs"]["minItems"] == 1
     assert params["dry_run"]["type"] == params["truncate_corrupt_tail"]["type"] == "boolean"
@@ -178,6 +180,8 @@ def test_spark_submit_arguments_built_at_run_time(facts):
         "/data/b",
         "--json",
         verify_report.replace("verify.json", "repair.json"),
+        "--sync",
+        "fsync",  # the settings' sync (the Variable's)
     ]
     assert scheduled["verify_report"] == verify_report and scheduled["repair_enabled"] is True
     assert scheduled["conf"] == facts["spark_conf_local"]
@@ -232,6 +236,7 @@ def test_the_form_refuses_what_the_job_cannot_honour(facts):
     """Truncating a corrupt tail is a repair's; with rebuild it used to be dropped silently."""
     assert facts["truncate_with_rebuild"] == "truncate_corrupt_tail applies to repair only, not to rebuild"
     assert facts["bad_sync"] == "sync must be one of ('auto', 'fsync', 'syncfs'), got 'fdatasync'"
+    assert facts["bad_sync_setting"].endswith("sync must be one of ('auto', 'fsync', 'syncfs'), got 'fdatasync'")
 
 
 def test_the_form_passes_sync_to_the_writing_modes_only(facts):

@@ -385,9 +385,11 @@ def test_rolling_repair_one_broker_at_a_time(fleet):
     assert calls(fleet) == [] and {n: index_files(d) for n, d in fleet.brokers.items()} == before
     assert "would_repair" in log or "would repair" in log, log
 
-    state = fleet.run("kafka_index_rolling_repair", {"dry_run": False}, "roll-1")
+    state = fleet.run("kafka_index_rolling_repair", {"dry_run": False, "sync": "fsync"}, "roll-1")
     log = fleet.log("kafka_index_rolling_repair", "roll-1", "roll")
     assert state == "success", log
+    repaired = [r for r in fleet.rows("rolling-roll-1") if r["record_type"] == "segment" and r["action"] == "repaired"]
+    assert repaired and {json.loads(str(r["settings_json"]))["sync"] for r in repaired} == {"fsync"}  # the form's
     got = calls(fleet)
     assert [(s, b) for s, b, _ in got] == [(s, b) for b in (1, 2, 3) for s in ("stop", "start", "healthy")]
     assert [t for _, _, t in got] == sorted(t for _, _, t in got)

@@ -59,7 +59,7 @@ def test_the_fleet_dags_beside_the_two(facts):
     assert facts["summary_trigger_rule"].endswith("ALL_DONE")  # it runs whatever the brokers' tasks ended with
     assert facts["verify_partial"] == {"execution_timeout_s": 7200.0, "max_active_tis_per_dagrun": 16}
     rolling = facts["dags"]["kafka_index_rolling_repair"]
-    assert rolling["schedule"] is None and rolling["params"] == ["brokers", "dry_run"]
+    assert rolling["schedule"] is None and rolling["params"] == ["brokers", "dry_run", "sync"]
 
 
 def test_the_inventory_names_every_bad_entry_on_a_line(facts):
@@ -87,6 +87,11 @@ def test_a_brokers_commands(facts):
     assert (
         facts["repair_args"][-2:] == ["--backup-dir", "/bk"] and "--exit-zero-on-findings" not in facts["repair_args"]
     )
+    # the settings' sync (the rolling repair's form): passed to a writing mode unless it is the job's own default
+    sync = facts["sync_args"]
+    assert sync["repair fsync"][-2:] == ["--sync", "fsync"]
+    assert "--sync" not in sync["verify fsync"] and "--sync" not in sync["repair auto"]
+    assert facts["bad_sync"] == "sync must be one of ('auto', 'fsync', 'syncfs'), got 'fdatasync'"
 
 
 def test_the_kubernetes_runner_pod_runs_beside_its_broker_read_only(facts):

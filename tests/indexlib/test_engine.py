@@ -154,8 +154,8 @@ def test_a_batch_fsyncs_every_staged_file_before_it_returns(busy_partition, monk
 
 
 def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, monkeypatch, fsynced):
-    """A repair's backups: each copy fsynced before it gets its name (as always), the backup dir fsynced once by
-    the batch, before the outcome is returned; its failure fails the segment and drops its copies."""
+    """A repair's backups: each copy fsynced at its ``.partial`` name with the batch's staged files, then named, then
+    the backup dir fsynced once, before the outcome is returned; its failure fails the segment and drops its copies."""
     import indexlib.storage.publish as publish
 
     index = segment_file(str(busy_partition), 0, ".index")
@@ -166,7 +166,8 @@ def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, mon
     (outcome,) = process_segments([task], "run-1")
     (backup,) = outcome.backups
     assert outcome.error is None and fsynced.count(os.path.dirname(backup)) == 1
-    assert sorted(fsynced) == sorted([*outcome.staged.values(), os.path.dirname(backup)])
+    assert sorted(fsynced) == sorted([*outcome.staged.values(), backup + ".partial", os.path.dirname(backup)])
+    assert fsynced.index(backup + ".partial") < fsynced.index(os.path.dirname(backup))  # its bytes before its name
     discard_staged(outcome.staged, outcome.backups)
     real = publish.fsync_path
 

@@ -330,3 +330,86 @@ def test_auto_on_a_file_system_syncfs_is_not_trusted_on_says_fsync(tmp_path, mon
     logs = tmp_path / "logs"
     generate_partition(logs / "orders-0", segments=2, batches_per_segment=20, seed=6)
     assert _sync_used(["rebuild", str(logs)], tmp_path / "report.json") == "fsync"
+
+
+def test_backup_copies_are_made_durable_in_one_batch_and_named_only_after_it(tmp_path, monkeypatch):
+    """Under syncfs a recover's backup copies cost no fsync each: the copies of a batch (the segments' index files,
+    the partition's leader-epoch checkpoint) are synced together, then named, then their dirs synced, and only then
+    is a file they keep replaced. A crash at any point leaves no backup named over bytes that were not durable."""
+    from indexlib.storage import publish
+
+    logs = crashed_log_dir(tmp_path, partitions=3)
+    finals = []
+    for p in range(3):
+        part = logs / f"orders-{p}"
+        index = segment_file(str(part), bases(part)[0], ".index")  # scrambled: rebuilt, its old bytes backed up
+        with open(index, "r+b") as f:
+            f.seek(16)
+            f.write(bytes(range(24)))
+        finals.append(index)
+    epochs = logs / "orders-1" / "leader-epoch-checkpoint"  # an epoch past the log end: cut, the old file kept
+    epochs.write_text("0\n2\n0 0\n1 999999\n")
+    finals.append(str(epochs))
+    events: list[tuple[str, ...]] = []
+    real_syncfs, real_copy, real_replace, real_fsync = (
+        file_system_sync._syncfs_function(),
+        publish._copy_sparse,
+        os.replace,
+        os.fsync,
+    )
+
+    def syncfs(fd):
+        events.append(("syncfs",))
+        return real_syncfs(fd)
+
+    def copy(source, target):
+        partial = real_copy(source, target)
+        events.append(("copy", partial))
+        return partial
+
+    def rename(source, target):
+        real_replace(source, target)
+        events.append(("rename", str(source), str(target)))
+
+    def fsync(fd):
+        events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
+        return real_fsync(fd)
+
+    monkeypatch.setattr(file_system_sync, "_syncfs_function", lambda: syncfs)
+    monkeypatch.setattr(publish, "_copy_sparse", copy)
+    monkeypatch.setattr(os, "replace", rename)
+    monkeypatch.setattr(os, "fsync", fsync)
+    backups = tmp_path / "bk"
+    args = [
+        "recover",
+        str(logs),
+        "--backup-dir",
+        str(backups),
+        "--run-id",
+        "r",
+        "--jobs",
+        "1",
+        "-q",
+        "--sync",
+        "syncfs",
+    ]
+    assert main(args) == 0
+    kept = backups / "r"
+    for final in finals:
+        backup = str(kept / os.path.basename(os.path.dirname(final)) / os.path.basename(final))
+        copied = events.index(("copy", backup + ".partial"))
+        named = events.index(("rename", backup + ".partial", backup))
+        replaced = next(i for i, e in enumerate(events) if e[0] == "rename" and e[2] == final)
+        assert copied < named < replaced, final
+        assert ("syncfs",) in events[copied:named], f"{final}: its backup was named before a sync of its bytes"
+        assert ("syncfs",) in events[named:replaced], f"{final}: replaced before its backup's name was durable"
+    in_partitions = [
+        e[1] for e in events if e[0] == "fsync" and e[1].startswith(str(kept)) and "/log-dirs/" not in e[1]
+    ]
+    assert in_partitions == [], in_partitions  # the recovery-point checkpoint's copy (log-dirs/) is made on its own
+    assert sorted(p.name for p in kept.rglob("*") if p.is_file() and "log-dirs" not in p.parts) == sorted(
+        [os.path.basename(f) for f in finals]
+    )
+    for final in finals[:3]:  # the copies hold the scrambled bytes
+        backup = kept / os.path.basename(os.path.dirname(final)) / os.path.basename(final)
+        assert backup.read_bytes()[16:40] == bytes(range(24))

@@ -111,3 +111,31 @@ def test_concurrently_calls_each_item_once_in_this_thread_while_fast_then_in_thr
     assert sorted(i for i, _ in seen) == list(range(50))
     here = {ident for _, ident in seen} == {threading.get_ident()}
     assert here == (instant_seconds > 0)
+
+
+def test_a_backup_left_to_the_caller_is_named_only_by_name_backups(tmp_path):
+    """With ``unsynced`` the copy stays at its ``.partial`` name until the caller, having synced it, names it: a
+    crash before that leaves no backup under the name a later run would keep as the oldest."""
+    from indexlib.storage.publish import name_backups
+
+    finals = []
+    for i in range(2):
+        final = tmp_path / f"{i:020d}.index"
+        final.write_bytes(b"original %d" % i)
+        finals.append(final)
+    bk = tmp_path / "b"
+    (bk).mkdir()
+    (bk / finals[1].name).write_bytes(b"an earlier copy")  # kept as it is: the first copy is the oldest
+    unsynced: list[str] = []
+    backups = [keep_backup(str(f), str(bk), unsynced) for f in finals]
+    assert backups == [str(bk / f.name) for f in finals]
+    assert unsynced == [str(bk / finals[0].name) + ".partial"]  # only the new copy, for the caller to sync
+    assert sorted(os.listdir(bk)) == sorted([finals[0].name + ".partial", finals[1].name])
+    assert name_backups(backups) == [str(bk)]
+    assert sorted(os.listdir(bk)) == sorted(f.name for f in finals)
+    assert (bk / finals[0].name).read_bytes() == b"original 0"
+    assert (bk / finals[1].name).read_bytes() == b"an earlier copy"
+    assert name_backups(backups) == []  # named already: nothing to sync
+    with pytest.raises(FileNotFoundError) as raised:
+        name_backups([str(bk / "gone.index")])
+    assert raised.value.filename == str(bk / "gone.index")
