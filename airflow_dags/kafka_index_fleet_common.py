@@ -18,8 +18,6 @@ import re
 import shlex
 from typing import Any
 
-from kafka_index_common import SYNC_METHODS
-
 INVENTORY_VARIABLE = "kafka_index_brokers"
 RUNNERS = ("ssh", "kubernetes", "local")
 ENGINES = ("spark", "local")
@@ -236,9 +234,8 @@ def kafka_index_args(
     """``kafka-index MODE`` on a broker's host: its log dirs (or server.properties), ``--broker-id`` (a
     meta.properties that names another broker refuses the run: the runner reached the wrong disk), the shared
     run id and audit table, the engine; findings exit 0 (the summary judges them from the table). ``sync``: how a
-    writing mode makes its files durable (``auto``, the job's default, is not passed; verify writes nothing)."""
-    if sync not in SYNC_METHODS:
-        raise ValueError(f"sync must be one of {SYNC_METHODS}, got {sync!r}")
+    writing mode makes its files durable (``auto``, the job's default, is not passed; verify writes nothing), checked
+    where it comes from (the settings, the form's enum) and by the job's own parser."""
     args = [*shlex.split(kafka_index or fleet["kafka_index"]), mode]
     if broker.get("server_properties"):
         args += ["--server-properties", broker["server_properties"]]

@@ -50,11 +50,6 @@ facts["sync_args"] = {
     f"{mode} {sync}": fc.kafka_index_args(fleet, broker, mode=mode, run_id="r-1", audit_table=None, sync=sync)
     for mode, sync in (("verify", "fsync"), ("repair", "fsync"), ("repair", "auto"))
 }
-try:
-    fc.kafka_index_args(fleet, broker, mode="repair", run_id="r-1", audit_table=None, sync="fdatasync")
-    facts["bad_sync"] = "accepted"
-except ValueError as exc:
-    facts["bad_sync"] = str(exc)
 kwargs = fc.broker_task_kwargs(fleet, broker, args)
 facts["kwargs_keys"] = sorted(kwargs)
 
