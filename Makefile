@@ -10,7 +10,7 @@ AIRFLOW_PKGS := "apache-airflow==3.3.*" "apache-airflow-providers-apache-spark>=
                 "apache-airflow-providers-ssh==7.0.1" "apache-airflow-providers-cncf-kubernetes==10.25.0" \
                 "types-pyyaml==6.0.12.20261113"
 
-.PHONY: demo airflow test bench package package-full clean
+.PHONY: demo airflow check test bench package package-full clean
 
 # The Python every venv is made with, said once and checked: 3.11 or later (Debian 12's 3.11.2 included).
 CHECK_PYTHON = @$(PYTHON) -c 'import sys; v = sys.version_info; print(f"using {sys.executable} (Python {v.major}.{v.minor}.{v.micro})"); sys.exit(0 if v >= (3, 11) else "kafka-index-rebuild needs Python 3.11 or later: make PYTHON=/path/to/python3.11")'
@@ -61,6 +61,19 @@ test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) tools/check_coverage.py
 	# the library again on its pure-Python scan: the reference, and the fallback without a C compiler
 	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider tests/indexlib
+
+# The inner loop's fast tier: lint, types, the tests not marked slow (tests/conftest.py: no broker, Airflow run,
+# Spark session, cluster or kill trial) on two workers, and the scan's pure-Python reference on the scan's own tests.
+# `make test` runs everything; CI runs `make test`.
+SCAN_TESTS := tests/indexlib/test_conformance.py tests/indexlib/test_real_fixtures.py tests/indexlib/test_summary.py \
+              tests/indexlib/test_records.py tests/indexlib/test_kernel.py tests/indexlib/test_producer_end_states.py
+check: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy
+	$(PY) -m mypy --python-executable $(AIRFLOW_VENV)/bin/python airflow_dags
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow" -n 2 --dist loadgroup
+	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider -m "not slow" $(SCAN_TESTS)
 
 # One runner per question (benchmarks/RESULTS.md); the fuzzers in benchmarks/fuzz/ run for minutes, apart.
 bench: $(VENV)/.stamp-test

@@ -370,3 +370,59 @@ def cluster(tmp_path_factory):
 
     with standalone_cluster(tmp_path_factory.mktemp("standalone"), workers=2, cores=1) as running:
         yield running
+
+
+# ------------------------------------------------------------------------------------------ the suite's two tiers
+#: what `make check` leaves out (``-m "not slow"``): the dirs that start real brokers, Airflow, Spark clusters and
+#: tiered storage, and the tests that use a Spark session, a standalone cluster or a small tmpfs of their own
+SLOW_DIRS = ("airflow", "broker", "cluster", "tiered")
+SLOW_FIXTURES = frozenset({"spark", "cluster", "executor_archive", "tmpfs", "s3"})
+#: tests over a second each that none of the above catches (``make test`` prints the slowest: ``--durations``)
+SLOW_MODULES = frozenset(
+    {
+        "tests/test_packaging.py",
+        "tests/indexlib/test_kernel_stream.py",
+        "tests/indexlib/test_recover_kills.py",
+        "tests/indexlib/test_dump_parity.py",
+        "tests/indexlib/test_dump_records.py",
+        "tests/indexlib/test_object_store.py",
+        "tests/jobs/test_fault_matrix.py",
+    }
+)
+SLOW_TESTS = frozenset(
+    {
+        "tests/test_readme.py::test_demo_runs_the_real_pipeline",
+        "tests/indexlib/test_index_file.py::test_verify_beside_a_broker_trimming_and_growing_the_active_index",
+        # whole processes that start Spark's JVM
+        "tests/jobs/test_cli.py::test_the_venvs_spark_submit_runs_a_job_from_a_shell_without_the_venv",
+        "tests/jobs/test_cli.py::test_json_to_stdout_pipes_into_a_json_reader",
+        "tests/jobs/test_cli.py::test_quiet_is_quiet_from_the_jvms_start_as_a_whole_process",
+        "tests/jobs/test_jobs_e2e.py::test_spark_submit_runs_the_job_file_as_is",
+        "tests/jobs/test_audit_journal.py::test_the_jvm_killed_in_the_commit_leaves_the_run_whole_and_audited",
+        "tests/jobs/test_audit_journal.py::test_a_run_killed_in_its_commit_leaves_a_journal_the_next_run_merges",
+        "tests/jobs/test_state_dir.py::test_verify_from_inside_a_log_dir_with_default_options_leaves_the_log_dir_as_it_was",
+        "tests/jobs/test_pipeline.py::test_spark_executors_stage_under_the_runs_sync",
+    }
+)
+#: the xdist group (``make test`` runs two workers, ``--dist loadgroup``) of the tests that share the session's
+#: standalone cluster and tiered brokers: one worker starts them once
+SHARED_SESSION_GROUP = "cluster-and-tiered"
+
+
+def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
+    """Marks each test ``slow`` or not (:data:`SLOW_DIRS`, :data:`SLOW_FIXTURES`, :data:`SLOW_MODULES`) and gives it
+    its xdist group: its module (a module's fixtures are made once, on one worker), or :data:`SHARED_SESSION_GROUP`
+    for the tests of the cluster and of tiered storage."""
+    for item in items:
+        path = Path(str(item.fspath)).relative_to(PROJECT_ROOT).as_posix()
+        parts = path.split("/")
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if (
+            (len(parts) > 2 and parts[1] in SLOW_DIRS)
+            or fixtures & SLOW_FIXTURES
+            or path in SLOW_MODULES
+            or item.nodeid.split("[")[0] in SLOW_TESTS
+        ):
+            item.add_marker(pytest.mark.slow)
+        shared = parts[1] in ("cluster", "tiered") or "cluster" in fixtures
+        item.add_marker(pytest.mark.xdist_group(SHARED_SESSION_GROUP if shared else path))
