@@ -404,8 +404,8 @@ SLOW_TESTS = frozenset(
         "tests/jobs/test_pipeline.py::test_spark_executors_stage_under_the_runs_sync",
     }
 )
-#: the xdist group (``make test`` runs two workers, ``--dist loadgroup``) of the tests that share the session's
-#: standalone cluster and tiered brokers: one worker starts them once
+#: the xdist group of the tests that share the session's standalone cluster and tiered brokers, so that one worker
+#: starts them once under ``pytest -n 2 --dist loadgroup`` (``make check`` runs two workers but leaves these out)
 SHARED_SESSION_GROUP = "cluster-and-tiered"
 
 

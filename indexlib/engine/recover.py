@@ -64,6 +64,7 @@ from ..storage import (
     mark_path,
     move_to_backup,
     name_backups,
+    partial_copy_of,
     partition_file_names,
     read_leader_epoch_text,
     read_log_start_offset,
@@ -311,8 +312,9 @@ class _PendingFiles:
         for staged, _ in self.renames:
             discard(staged)
         for backup in self.backups:
-            if file_exists(backup + ".partial"):  # a copy not yet named: gone, and out of the report
-                discard(backup + ".partial")
+            partial = partial_copy_of(backup, self.unsynced)
+            if partial is not None and file_exists(partial):  # a copy not yet named: gone, and out of the report
+                discard(partial)
                 self.plan.backups.remove(backup)
         for path in self.created:
             if path not in {final for _, final in self.renames}:
@@ -356,7 +358,7 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
     for files in pending:  # the backup copies, durable now, named; their dirs synced before anything is replaced
         errors.append(next((failed[path] for path in files.unsynced if path in failed), None))
         try:
-            backup_dirs.append(name_backups(files.backups) if errors[-1] is None else [])
+            backup_dirs.append(name_backups(files.backups, files.unsynced) if errors[-1] is None else [])
         except OSError as exc:
             errors[-1] = exc
             backup_dirs.append([])

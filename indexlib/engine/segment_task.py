@@ -34,6 +34,7 @@ from ..storage import (
     Discovery,
     Partition,
     StoreSpec,
+    discard,
     fsync_paths,
     keep_backup,
     name_backups,
@@ -250,6 +251,8 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
                 unsynced += mine
         except (OSError, ValueError) as exc:
             store_for(task.target_store).discard_staged(outcome.staged, outcome.backups)
+            for partial in [p for p in mine or [] if p.endswith(".partial")]:  # copies made before the failure
+                discard(partial)
             outcome.staged, outcome.backups = {}, []
             outcome.error = f"{segment_file(target_dir, task.base_offset, '')}: {exc}"
     outcome.seconds = time.perf_counter() - started
@@ -314,30 +317,30 @@ def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[S
     unsynced: list[list[str]] = [[] for _ in tasks]
     with staging_open(tasks[0].stage_fence if tasks else None):
         outcomes = [process_segment(task, tag, paths) for task, paths in zip(tasks, unsynced, strict=True)]
-        _fail_unsynced(outcomes, unsynced, fsync_paths(list(dict.fromkeys(p for paths in unsynced for p in paths))))
+        failed = fsync_paths(list(dict.fromkeys(p for paths in unsynced for p in paths)))
         named: list[list[str]] = []
-        for outcome in outcomes:
+        for outcome, paths in zip(outcomes, unsynced, strict=True):
             try:
-                named.append(name_backups(outcome.backups))
+                if (error := next((failed[p] for p in paths if p in failed), None)) is not None:
+                    raise error
+                named.append(name_backups(outcome.backups, paths) if outcome.error is None else [])
             except OSError as exc:
-                _fail(outcome, exc)
+                _fail(outcome, exc, paths)
                 named.append([])
-        _fail_unsynced(outcomes, named, fsync_paths(list(dict.fromkeys(d for dirs in named for d in dirs))))
+        failed = fsync_paths(list(dict.fromkeys(d for dirs in named for d in dirs)))
+        for outcome, paths, dirs in zip(outcomes, unsynced, named, strict=True):
+            if (error := next((failed[d] for d in dirs if d in failed), None)) is not None:
+                _fail(outcome, error, paths)
     return outcomes
 
 
-def _fail_unsynced(outcomes: list[SegmentOutcome], paths: list[list[str]], failed: dict[str, OSError]) -> None:
-    """:func:`_fail` each outcome one of whose ``paths`` is in ``failed``, with that path's error."""
-    for outcome, mine in zip(outcomes, paths, strict=True):
-        errors = [failed[path] for path in mine if path in failed]
-        if errors:
-            _fail(outcome, errors[0])
-
-
-def _fail(outcome: SegmentOutcome, exc: OSError) -> None:
-    """The outcome's staging failed after all: its staged files and backups discarded, ``error`` says why."""
+def _fail(outcome: SegmentOutcome, exc: OSError, unsynced: list[str]) -> None:
+    """The outcome's staging failed after all: its staged files, its backups and its copies not yet named
+    (among ``unsynced``) discarded, ``error`` says why."""
     if outcome.error is None:
         store_for(outcome.task.target_store).discard_staged(outcome.staged, outcome.backups)
+        for partial in [p for p in unsynced if p.endswith(".partial")]:
+            discard(partial)
         outcome.staged, outcome.backups = {}, []
         target_dir = outcome.task.target_dir or outcome.task.partition_dir
         outcome.error = f"{segment_file(target_dir, outcome.task.base_offset, '')}: {exc}"

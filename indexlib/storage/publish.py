@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import secrets
 import shutil
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -150,14 +151,16 @@ def _create_empty(path: str, unsynced: list[str] | None = None) -> None:
 def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) -> str | None:
     """Copy ``final`` (if it exists) into ``backup_dir``, its holes kept (not a hard link: whatever writes the file in
     place later must not change its backup); returns the copy's path. An existing backup of the same name is kept
-    as it is: the first copy is the oldest, and a late writer (a retried task, a re-run under the same run id) must
-    not replace it with a file that was already rebuilt. A backup never has its name before its bytes are durable
-    (a crash must not leave a torn copy that a later run keeps as the oldest).
+    as it is: the first copy is the oldest, and a late writer (a retried task, a re-run under the same run id, a
+    speculative attempt copying at the same time) must not replace it with a file that was already rebuilt. A
+    backup never has its name before its bytes are durable (a crash must not leave a torn copy that a later run
+    keeps as the oldest).
 
-    Without ``unsynced`` the copy is durable and named when this returns (written as ``<backup>.partial``, fsynced,
-    renamed, ``backup_dir`` fsynced). With it, the copy is left unsynced at its ``.partial`` name, added to
-    ``unsynced``: the caller syncs ``unsynced`` (one ``syncfs`` under ``--sync syncfs``, or the fsyncs
-    together), then :func:`name_backups`, then syncs the dirs that returns, all before ``final`` is replaced."""
+    The copy is written under a name of its own, ``<backup>.<this process and a random tag>.partial``, so that two
+    writers never share one. Without ``unsynced`` it is durable and named when this returns (fsynced, named,
+    ``backup_dir`` fsynced). With it, the copy is left unsynced, its partial path added to ``unsynced``: the caller
+    syncs ``unsynced`` (one ``syncfs`` under ``--sync syncfs``, or the fsyncs together), then
+    :func:`name_backups`, then syncs the dirs that returns, all before ``final`` is replaced."""
     if not os.path.lexists(final):
         return None
     os.makedirs(backup_dir, exist_ok=True)
@@ -169,7 +172,7 @@ def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) 
             return backup
         try:
             fsync_path(partial)
-            os.replace(partial, backup)
+            _name_copy(partial, backup)
         except BaseException:
             discard(partial)
             raise
@@ -177,15 +180,24 @@ def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) 
     return backup
 
 
-def name_backups(backups: Collection[str]) -> list[str]:
-    """Give each copy :func:`keep_backup` left at ``<backup>.partial`` (already synced by the caller) its name;
-    a backup that was already there is left as it is. Returns the dirs to sync before any backed-up file is
-    replaced. A backup with neither name raises ``FileNotFoundError`` naming it."""
+def partial_copy_of(backup: str, paths: Collection[str]) -> str | None:
+    """The partial copy of ``backup`` among ``paths`` (a caller's ``unsynced``), or None."""
+    prefix = backup + "."
+    return next(
+        (p for p in paths if p.startswith(prefix) and p.endswith(".partial") and "/" not in p[len(prefix) :]), None
+    )
+
+
+def name_backups(backups: Collection[str], unsynced: Collection[str]) -> list[str]:
+    """Give each copy :func:`keep_backup` left among ``unsynced`` (already synced by the caller) its backup's name;
+    a backup already there (made before, or by another writer meanwhile) is kept and the copy dropped. Returns the
+    dirs to sync before any backed-up file is replaced. A backup with neither its copy nor its name raises
+    ``FileNotFoundError`` naming it."""
     dirs: list[str] = []
     for backup in backups:
-        partial = backup + ".partial"
-        if os.path.lexists(partial):
-            os.replace(partial, backup)
+        partial = partial_copy_of(backup, unsynced)
+        if partial is not None and os.path.lexists(partial):
+            _name_copy(partial, backup)
             directory = os.path.dirname(backup)
             if directory not in dirs:
                 dirs.append(directory)
@@ -194,20 +206,46 @@ def name_backups(backups: Collection[str]) -> list[str]:
     return dirs
 
 
+def _name_copy(partial: str, backup: str) -> None:
+    """Name a durable copy ``backup`` unless that name is taken (the first copy wins: a link never replaces), then
+    remove the partial name. Where the file system has no hard links, a rename unless the name is taken."""
+    try:
+        os.link(partial, backup)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+        if not os.path.lexists(backup):
+            os.rename(partial, backup)
+            return
+    os.unlink(partial)
+
+
 def discard_backup(final: str, backup_dir: str) -> None:
-    """Remove the copy of ``final`` that :func:`keep_backup` made in ``backup_dir``, or was making (its ``.partial``,
-    left by a process killed while copying or before the copy was named)."""
+    """Remove the copy of ``final`` that :func:`keep_backup` made in ``backup_dir``, or was making (its partial
+    copies, left by a process killed while copying or before the copy was named)."""
     backup = os.path.join(backup_dir, os.path.basename(final))
     discard(backup)
-    discard(backup + ".partial")
+    discard_partial_copies(backup)
+
+
+def discard_partial_copies(backup: str) -> None:
+    """Remove every partial copy of ``backup`` (``<backup>.partial``, ``<backup>.<tag>.partial``)."""
+    directory, name = os.path.split(backup)
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for entry in os.listdir(directory):
+            if entry.startswith(name + ".") and entry.endswith(".partial"):
+                discard(os.path.join(directory, entry))
 
 
 def _copy_sparse(source: str, target: str) -> str:
-    """Copy ``source`` to ``<target>.partial`` (not fsynced: the caller syncs it before it names it ``target``), its
-    trailing hole kept a hole (:func:`~indexlib.format.index_file.data_end`): an active segment's index preallocated
-    to 10 MiB stores a few pages, and its copy stores no more. Returns the partial copy's path; nothing is left there
-    when the copy fails, and its error names ``target``."""
-    partial = target + ".partial"
+    """Copy ``source`` to a partial copy of ``target`` of this call's own (``<target>.<pid>-<random>.partial``; not
+    fsynced: the caller syncs it before it names it ``target``), its trailing hole kept a hole
+    (:func:`~indexlib.format.index_file.data_end`): an active segment's index preallocated to 10 MiB stores a few
+    pages, and its copy stores no more. Returns the partial copy's path; nothing is left there when the copy fails,
+    and its error names ``target``."""
+    partial = f"{target}.{os.getpid()}-{secrets.token_hex(4)}.partial"
     try:
         with open(source, "rb") as src, open(partial, "wb") as dst:
             size = os.fstat(src.fileno()).st_size
@@ -372,7 +410,6 @@ def discard_staged(staged: dict[str, str], backups: list[str]) -> None:
         discard(path)
     for path in [b for b in backups if os.path.basename(b) in names]:
         discard(path)
-        discard(path + ".partial")  # a copy not yet named (:func:`keep_backup` with ``unsynced``)
     backups[:] = [b for b in backups if os.path.basename(b) not in names]
     staged.clear()
 
@@ -513,7 +550,7 @@ def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[
             for partial in unsynced:
                 discard(partial)
             raise
-        sync_or_raise(name_backups([backups[path] for path in sorted(copied)]))
+        sync_or_raise(name_backups([backups[path] for path in sorted(copied)], unsynced))
     for path in paths:
         if path in copied:
             os.unlink(path)

@@ -351,6 +351,7 @@ def test_backup_copies_are_made_durable_in_one_batch_and_named_only_after_it(tmp
     epochs.write_text("0\n2\n0 0\n1 999999\n")
     finals.append(str(epochs))
     events: list[tuple[str, ...]] = []
+    real_link = os.link
     real_syncfs, real_copy, real_replace, real_fsync = (
         file_system_sync._syncfs_function(),
         publish._copy_sparse,
@@ -371,6 +372,10 @@ def test_backup_copies_are_made_durable_in_one_batch_and_named_only_after_it(tmp
         real_replace(source, target)
         events.append(("rename", str(source), str(target)))
 
+    def link(source, target):
+        real_link(source, target)
+        events.append(("name", str(source), str(target)))
+
     def fsync(fd):
         events.append(("fsync", os.readlink(f"/proc/self/fd/{fd}")))
         return real_fsync(fd)
@@ -378,6 +383,7 @@ def test_backup_copies_are_made_durable_in_one_batch_and_named_only_after_it(tmp
     monkeypatch.setattr(file_system_sync, "_syncfs_function", lambda: syncfs)
     monkeypatch.setattr(publish, "_copy_sparse", copy)
     monkeypatch.setattr(os, "replace", rename)
+    monkeypatch.setattr(os, "link", link)
     monkeypatch.setattr(os, "fsync", fsync)
     backups = tmp_path / "bk"
     args = [
@@ -397,8 +403,8 @@ def test_backup_copies_are_made_durable_in_one_batch_and_named_only_after_it(tmp
     kept = backups / "r"
     for final in finals:
         backup = str(kept / os.path.basename(os.path.dirname(final)) / os.path.basename(final))
-        copied = events.index(("copy", backup + ".partial"))
-        named = events.index(("rename", backup + ".partial", backup))
+        copied, partial = next((i, e[1]) for i, e in enumerate(events) if e[0] == "copy" and e[1].startswith(backup))
+        named = events.index(("name", partial, backup))
         replaced = next(i for i, e in enumerate(events) if e[0] == "rename" and e[2] == final)
         assert copied < named < replaced, final
         assert ("syncfs",) in events[copied:named], f"{final}: its backup was named before a sync of its bytes"

@@ -114,28 +114,42 @@ def test_concurrently_calls_each_item_once_in_this_thread_while_fast_then_in_thr
 
 
 def test_a_backup_left_to_the_caller_is_named_only_by_name_backups(tmp_path):
-    """With ``unsynced`` the copy stays at its ``.partial`` name until the caller, having synced it, names it: a
-    crash before that leaves no backup under the name a later run would keep as the oldest."""
+    """With ``unsynced`` the copy stays under a partial name of its own until the caller, having synced it, names it:
+    a crash before that leaves no backup under the name a later run would keep as the oldest; a copy another
+    writer named first is kept, and this one dropped."""
     from indexlib.storage.publish import name_backups
 
     finals = []
-    for i in range(2):
+    for i in range(3):
         final = tmp_path / f"{i:020d}.index"
         final.write_bytes(b"original %d" % i)
         finals.append(final)
     bk = tmp_path / "b"
-    (bk).mkdir()
+    bk.mkdir()
     (bk / finals[1].name).write_bytes(b"an earlier copy")  # kept as it is: the first copy is the oldest
     unsynced: list[str] = []
     backups = [keep_backup(str(f), str(bk), unsynced) for f in finals]
     assert backups == [str(bk / f.name) for f in finals]
-    assert unsynced == [str(bk / finals[0].name) + ".partial"]  # only the new copy, for the caller to sync
-    assert sorted(os.listdir(bk)) == sorted([finals[0].name + ".partial", finals[1].name])
-    assert name_backups(backups) == [str(bk)]
-    assert sorted(os.listdir(bk)) == sorted(f.name for f in finals)
+    assert len(unsynced) == 2 and all(p.endswith(".partial") for p in unsynced)  # the new copies, for the caller
+    assert sorted(os.listdir(bk)) == sorted([finals[1].name, *(os.path.basename(p) for p in unsynced)])
+    (bk / finals[2].name).write_bytes(b"another writer named it first")
+    assert name_backups(backups, unsynced) == [str(bk)]
+    assert sorted(os.listdir(bk)) == sorted(f.name for f in finals)  # no partial copy left
     assert (bk / finals[0].name).read_bytes() == b"original 0"
     assert (bk / finals[1].name).read_bytes() == b"an earlier copy"
-    assert name_backups(backups) == []  # named already: nothing to sync
+    assert (bk / finals[2].name).read_bytes() == b"another writer named it first"
+    assert name_backups(backups, unsynced) == []  # named already: nothing to sync
     with pytest.raises(FileNotFoundError) as raised:
-        name_backups([str(bk / "gone.index")])
+        name_backups([str(bk / "gone.index")], unsynced)
     assert raised.value.filename == str(bk / "gone.index")
+
+
+def test_two_writers_copying_the_same_file_never_share_a_partial_copy(tmp_path):
+    """A speculative Spark attempt and the original copy the same index at once: each into its own partial file."""
+    final = tmp_path / "00000000000000000000.index"
+    final.write_bytes(b"original")
+    first: list[str] = []
+    second: list[str] = []
+    keep_backup(str(final), str(tmp_path / "b"), first)
+    keep_backup(str(final), str(tmp_path / "b"), second)
+    assert first[0] != second[0] and {Path(p).read_bytes() for p in first + second} == {b"original"}
