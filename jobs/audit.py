@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeGuard
 
 import pyarrow as pa
 
-from indexlib.engine import RunOptions, RunReport, SegmentResult
+from indexlib.engine import RunOptions, RunReport, SegmentResult, SegmentTask
 from indexlib.format import BrokerIdentity
 from indexlib.storage import Partition
 
@@ -146,18 +146,23 @@ def segment_row(o: SegmentResult, common: dict[str, Any], options: RunOptions) -
         "files_written": list(o.written),
         "backup_location": os.path.dirname(o.backups[0]) if o.backups else None,
         "duration_s": o.seconds,
-        "settings_json": json.dumps(
-            {
-                "index_interval_bytes": t.index_interval_bytes,
-                "segment_index_bytes": t.segment_index_bytes,
-                "output_dir": options.output_dir,
-                "dry_run": options.dry_run,
-                "truncate_corrupt_tail": options.truncate_corrupt_tail,
-                "force": options.force,
-                "sync": options.sync,
-            }
-        ),
+        "settings_json": segment_settings_json(t, options),
     }
+
+
+def segment_settings_json(t: SegmentTask, options: RunOptions) -> str:
+    """A segment row's ``settings_json``: its index settings and how the run wrote (``sync``: the method used)."""
+    return json.dumps(
+        {
+            "index_interval_bytes": t.index_interval_bytes,
+            "segment_index_bytes": t.segment_index_bytes,
+            "output_dir": options.output_dir,
+            "dry_run": options.dry_run,
+            "truncate_corrupt_tail": options.truncate_corrupt_tail,
+            "force": options.force,
+            "sync": options.sync,
+        }
+    )
 
 
 def partition_row(

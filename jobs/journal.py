@@ -122,7 +122,10 @@ class AuditJournal:
         t = outcome.task
         key = {"log_dir": t.log_dir, "topic": t.topic, "partition": t.partition, "base_offset": t.base_offset}
         key.update(t.broker.to_dict())
-        self._append({"record": "intent", **key, "files": files_to_replace(outcome, decision)})
+        settings = audit.segment_settings_json(t, self.options)  # an interrupted row says how the run wrote too
+        self._append(
+            {"record": "intent", **key, "files": files_to_replace(outcome, decision), "settings_json": settings}
+        )
 
     def after_commit(self, result: SegmentResult) -> None:
         common = audit.run_common(self.run_id, self.options.mode, self.started, None)
@@ -277,6 +280,7 @@ def rows_of(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
                 "status": INTERRUPTED,
                 "action": INTERRUPTED,
                 "files_written": r["files"],
+                "settings_json": r.get("settings_json"),  # a segment's (a journal of an older version: none)
                 "findings_json": json.dumps(
                     [
                         {

@@ -63,7 +63,15 @@ def test_a_journal_holds_what_a_killed_commit_may_have_replaced(tmp_path):
         header,
         {"record": "intent", "log_dir": "/l", "topic": "a", "partition": 0, "base_offset": 0, "files": ["/l/a-0/x"]},
         {"record": "segment", "row": done},
-        {"record": "intent", "log_dir": "/l", "topic": "a", "partition": 1, "base_offset": 7, "files": ["/l/a-1/y"]},
+        {
+            "record": "intent",
+            "log_dir": "/l",
+            "topic": "a",
+            "partition": 1,
+            "base_offset": 7,
+            "files": ["/l/a-1/y"],
+            "settings_json": '{"sync": "syncfs"}',
+        },  # fmt: skip
     ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"record": "segm')
     rows, finished = journal.rows_of(journal.read(str(path)))
@@ -72,6 +80,7 @@ def test_a_journal_holds_what_a_killed_commit_may_have_replaced(tmp_path):
     assert by_key[("segment", 0)]["status"] == "repaired"
     assert by_key[("segment", 0)]["run_started"].year == 2026  # decoded back to a datetime
     assert by_key[("segment", 1)]["status"] == "interrupted" and by_key[("segment", 1)]["files_written"] == ["/l/a-1/y"]
+    assert json.loads(by_key[("segment", 1)]["settings_json"])["sync"] == "syncfs"  # how the killed run wrote
     assert by_key[("run", -1)]["status"] == "interrupted" and by_key[("run", -1)]["segments"] == 2
 
 
