@@ -211,8 +211,9 @@ def _name_copy(partial: str, backup: str) -> None:
     remove the partial name. Where the file system has no hard links, a rename unless the name is taken."""
     try:
         os.link(partial, backup)
-    except FileExistsError:
-        pass
+    except FileExistsError:  # another writer's copy is the backup: this one is dropped
+        os.unlink(partial)
+        return
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
             raise
