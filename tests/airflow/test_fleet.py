@@ -34,7 +34,6 @@ AIRFLOW = AIRFLOW_VENV / "bin" / "airflow"
 FIXTURES = PROJECT_ROOT.parent / "shared" / "fixtures" / "kafka-real" / "local-apache-kafka-4.1.0"
 PARTITIONS = ("plain-0", "txn-0", "comp-gzip-0")
 CLUSTER = "fleetTestCluster0000AA"
-SSH_PORT = 2222
 PYTHON = sys.executable
 NOEDIT = os.environ.get("PYTHONPATH", "")  # this checkout (and, in a worktree, the editable finder's remover)
 
@@ -64,6 +63,23 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _port_free_on_every(hosts: list[str]) -> int:
+    """A port no one listens on at any of ``hosts``: the brokers' SSH servers share one (the Airflow connection
+    names one port), and a fixed one would clash with another suite on this machine."""
+    import socket
+
+    for _ in range(50):
+        port = _free_port()
+        try:
+            for host in hosts:
+                with socket.socket() as s:
+                    s.bind((host, port))
+        except OSError:
+            continue
+        return port
+    raise RuntimeError(f"no port free on every one of {hosts}")
 
 
 class Fleet:
@@ -112,6 +128,7 @@ class Fleet:
         keys = {k: v for k, v in self.s3.items() if k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
         public = {k: v for k, v in self.s3.items() if k not in keys}  # on the command lines, in the task logs
         self.base_env = {**os.environ, **keys, "PYTHONPATH": NOEDIT or str(PROJECT_ROOT)}
+        self.ssh_port = _port_free_on_every([f"127.0.0.1{n}" for n in self.brokers])
         for n in self.brokers:
             self.start_server(n)
         self.home = root / "airflow"
@@ -142,7 +159,7 @@ class Fleet:
         connection = {
             "conn_type": "ssh",
             "login": "root",
-            "port": SSH_PORT,
+            "port": self.ssh_port,
             "extra": {"key_file": str(root / "client_key"), "no_host_key_check": True},
         }
         self.env = {
@@ -180,7 +197,7 @@ class Fleet:
         script = (
             f"mount --bind {self.brokers[n]} {self.shared} && mount --bind {self.root}/backups-{n} "
             f"{self.shared_backups} && exec {PYTHON} {PROJECT_ROOT}/tests/airflow/ssh_server.py 127.0.0.1{n} "
-            f"{SSH_PORT} {self.root}/host_key {self.root}/client_key.pub"
+            f"{self.ssh_port} {self.root}/host_key {self.root}/client_key.pub"
         )
         log = open(self.root / f"ssh-{n}.log", "ab")  # noqa: SIM115 - the process's
         server = subprocess.Popen(
