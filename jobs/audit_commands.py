@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from .journal import AuditJournal
 
-from .usage import EXIT_AUDIT_FAILED, EXIT_JOURNAL_DAMAGED, PROG, UsageError
+from .usage import EXIT_AUDIT_FAILED, EXIT_JOURNAL_DAMAGED, PROG, UsageError, prog
 
 T = TypeVar("T")
 
@@ -42,14 +42,14 @@ def write_audit(
         journal.finish(rows)
     except OSError as exc:
         kept = False
-        print(f"{PROG}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
+        print(f"{prog()}: warning: audit journal {journal.path}: {describe_error(exc)}", file=sys.stderr)
     try:
         writer, inserted, replaced, retries = quiet_if_it_fails(
             audit.write, table, audit.to_table(rows), spark, settings.audit_storage_options
         )
     except Exception as exc:  # deltalake/DataFusion errors, OSError (a full disk), an unreachable URI
         where = f"kept in {journal.path}; merge them with `{PROG} audit --recover`" if kept else "LOST"
-        print(f"{PROG}: error: audit table {table}: {first_line(exc)}; the run's {len(rows)} rows are {where}",
+        print(f"{prog()}: error: audit table {table}: {first_line(exc)}; the run's {len(rows)} rows are {where}",
               file=sys.stderr)  # fmt: skip
         return False
     journal.remove()
@@ -139,7 +139,7 @@ def check_run_id_unused(run_id: str, settings: Settings, brokers: list[BrokerIde
     try:
         rows = audit.rows_with_files(settings.audit_table, run_id, brokers, settings.audit_storage_options)
     except Exception as exc:  # an unreachable URI, a damaged table
-        print(f"{PROG}: warning: audit table {settings.audit_table}: cannot check whether run id {run_id!r} was "
+        print(f"{prog()}: warning: audit table {settings.audit_table}: cannot check whether run id {run_id!r} was "
               f"used before: {first_line(exc)}", file=sys.stderr)  # fmt: skip
         return
     segments = [r for r in rows if r["record_type"] == "segment"]
@@ -178,13 +178,13 @@ def recover_journals(
                     code = max(code, _merge_journal(path, table, at_start, storage_options))
                 elif not at_start:  # a run that is still going (or creating it): its own to finish
                     code = max(code, EXIT_AUDIT_FAILED)
-                    print(f"{PROG}: error: audit journal {path}: a run that is still going is writing it: not merged",
+                    print(f"{prog()}: error: audit journal {path}: a run that is still going is writing it: not merged",
                           file=sys.stderr)  # fmt: skip
         except FileNotFoundError:  # merged and removed meanwhile (another run)
             continue
         except OSError as exc:
             code = max(code, EXIT_JOURNAL_DAMAGED)
-            print(f"{PROG}: {level}: audit journal {path}: cannot read it: {describe_error(exc)}", file=sys.stderr)
+            print(f"{prog()}: {level}: audit journal {path}: cannot read it: {describe_error(exc)}", file=sys.stderr)
     return code
 
 
@@ -199,14 +199,14 @@ def _merge_journal(path: str, table: str, at_start: bool, storage_options: dict[
     if header is not None and header["table"] != table:
         if not at_start:
             code = max(code, EXIT_AUDIT_FAILED)
-            print(f"{PROG}: error: audit journal {journal.path}: its rows are for audit table {header['table']}, "
+            print(f"{prog()}: error: audit journal {journal.path}: its rows are for audit table {header['table']}, "
                   f"not {table}: not merged (`{PROG} audit --recover --audit-table {header['table']}`)",
                   file=sys.stderr)  # fmt: skip
         return code
     if header is None:
         code = max(code, EXIT_JOURNAL_DAMAGED)
         bad = f" (unreadable: {_lines(journal.unreadable)})" if journal.unreadable else ""
-        print(f"{PROG}: {level}: audit journal {journal.path}: its first line (the run id and table) is missing "
+        print(f"{prog()}: {level}: audit journal {journal.path}: its first line (the run id and table) is missing "
               f"or unreadable{bad}: nothing in it can be merged; the file is kept: mend or remove it",
               file=sys.stderr)  # fmt: skip
         return code
@@ -214,7 +214,7 @@ def _merge_journal(path: str, table: str, at_start: bool, storage_options: dict[
         run_id, count, inserted, replaced, finished = quiet_if_it_fails(recover, journal, table, storage_options)
     except Exception as exc:
         code = max(code, EXIT_AUDIT_FAILED)
-        print(f"{PROG}: {level}: audit journal {journal.path}: cannot merge into {table}: {first_line(exc)}",
+        print(f"{prog()}: {level}: audit journal {journal.path}: cannot merge into {table}: {first_line(exc)}",
               file=sys.stderr)  # fmt: skip
         return code
     state = "finished" if finished else "interrupted"
@@ -224,7 +224,7 @@ def _merge_journal(path: str, table: str, at_start: bool, storage_options: dict[
           file=sys.stderr)  # fmt: skip
     if journal.unreadable:
         code = max(code, EXIT_JOURNAL_DAMAGED)
-        print(f"{PROG}: {level}: audit journal {journal.path}: {_lines(journal.unreadable)} unreadable (not "
+        print(f"{prog()}: {level}: audit journal {journal.path}: {_lines(journal.unreadable)} unreadable (not "
               "journal records), so their rows are not merged; the file is kept: mend or remove those lines, "
               f"then `{PROG} audit --recover`", file=sys.stderr)  # fmt: skip
     return code
@@ -240,14 +240,14 @@ def run_audit(args: argparse.Namespace) -> int:
         table = args.audit_table or conf["audit_table"]
         storage_options = {**conf["audit_storage_options"], **parse_storage_options(args.audit_storage_option)}
     except ConfigError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     if not table or table.lower() == "none":
-        print(f"{PROG}: error: no audit table configured (give --audit-table PATH)", file=sys.stderr)
+        print(f"{prog()}: error: no audit table configured (give --audit-table PATH)", file=sys.stderr)
         return 2
     if args.recover:
         if args.since or args.until:
-            print(f"{PROG}: error: --since/--until do not apply to --recover", file=sys.stderr)
+            print(f"{prog()}: error: --since/--until do not apply to --recover", file=sys.stderr)
             return 2
         journal_dir = args.audit_journal or conf["audit_journal"]
         return recover_journals(journal_dir, table, at_start=False, storage_options=storage_options)
@@ -257,17 +257,17 @@ def run_audit(args: argparse.Namespace) -> int:
         if args.run and not args.as_json:
             kinds = audit_queries.query(table, audit_queries.findings_by_broker_sql(args.run), storage_options)
     except UsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # deltalake's TableNotFoundError, DataFusion SQL errors
-        print(f"{PROG}: error: audit table {table}: {first_line(exc)}", file=sys.stderr)
+        print(f"{prog()}: error: audit table {table}: {first_line(exc)}", file=sys.stderr)
         return 2
     if args.run and args.as_json:  # the fleet summary's form: one record per broker, findings by kind
         print(json.dumps(audit_queries.run_summary(table, args.run, storage_options), indent=2, default=str))
         return 0
     rows = result.to_pylist()
     if args.run and not rows:  # a typo, or a run that wrote no row here (the JSON form's [] says the same)
-        print(f"{PROG}: error: audit table {table}: no rows of run {args.run!r} (`{PROG} audit` lists the latest runs)",
+        print(f"{prog()}: error: audit table {table}: no rows of run {args.run!r} (`{PROG} audit` lists the latest runs)",
               file=sys.stderr)  # fmt: skip
         return 2
     if args.as_json:

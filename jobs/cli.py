@@ -42,7 +42,7 @@ from indexlib.format import error_line
 from .audit_commands import check_run_id_unused, recover_journals, run_audit, write_audit
 from .progress import ConsoleProgress
 from .session import java_hint, spark_failure, spark_session
-from .usage import EXIT_AUDIT_FAILED, PROG, UsageError
+from .usage import EXIT_AUDIT_FAILED, PROG, UsageError, prog, running_as
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -57,11 +57,12 @@ if TYPE_CHECKING:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
-        print(f"{PROG}: error: {message}", file=sys.stderr)
+        print(f"{prog()}: error: {message}", file=sys.stderr)
         raise SystemExit(2)
 
 
-def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
+def _job_options(p: argparse.ArgumentParser, mode: str, engines: bool = True) -> None:
+    """A job's options; ``engines``: whether it takes ``--engine`` (``python -m indexlib repair`` runs locally)."""
     p.add_argument(
         "--log-dir",
         action="append",
@@ -101,13 +102,14 @@ def _job_options(p: argparse.ArgumentParser, mode: str) -> None:
         action="store_true",
         help="a --topic-config topic that matches no partition is an error, not a warning",
     )
-    p.add_argument(
-        "--engine",
-        choices=("spark", "local"),
-        default="spark",
-        help="spark: the map step is a Spark job (local mode unless spark-submit says otherwise; the default); "
-        "local: a pool of processes on this machine, no JVM (a broker host), the same findings and audit rows",
-    )
+    if engines:
+        p.add_argument(
+            "--engine",
+            choices=("spark", "local"),
+            default="spark",
+            help="spark: the map step is a Spark job (local mode unless spark-submit says otherwise; the default); "
+            "local: a pool of processes on this machine, no JVM (a broker host), the same findings and audit rows",
+        )
     add_jobs(p)  # with --engine local
     p.add_argument(
         "--exit-zero-on-findings",
@@ -146,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description=__doc__.split("\n\n")[0])
     from indexlib import __version__
 
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--version", action="version", version=f"{prog()} {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for mode, text in (
         ("verify", "check every index file against its .log (read-only)"),
@@ -260,7 +262,7 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
         message = f"{args.topic_config}: topic(s) {', '.join(map(repr, unknown))} match no partition of this run"
         if args.strict:
             raise UsageError(message + " (--strict)")
-        print(f"{PROG}: warning: {message}; their settings are not used", file=sys.stderr)
+        print(f"{prog()}: warning: {message}; their settings are not used", file=sys.stderr)
     local_table = settings.audit_table if settings.audit_table and "://" not in settings.audit_table else None
     journal = settings.audit_journal if settings.audit_table else None
     json_file = args.json_file if args.json_file not in (None, "-") else None
@@ -290,7 +292,7 @@ def run_job(args: argparse.Namespace) -> int:
     try:
         settings, found, options = plan_run(args)
     except (ValueError, UsageError, ObjectStoreError) as exc:  # ConfigError, LogDirError are ValueErrors
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     for path, reason in found.skipped:
         print(f"skipped {path}: {reason}", file=sys.stderr)
@@ -334,7 +336,7 @@ def _run_journaled(
     except (Py4JError, PySparkException, OSError) as exc:  # its JVM could not start, or died starting
         if (stop := received()) is not None:  # SIGINT/SIGTERM, then a call to the JVM failed
             return _stopped(stop)
-        print(f"{PROG}: error: the Spark session could not start, no file was changed: {spark_failure(exc)}"
+        print(f"{prog()}: error: the Spark session could not start, no file was changed: {spark_failure(exc)}"
               f"{java_hint()}", file=sys.stderr)  # fmt: skip
         return 1
     progress = None if (args.no_progress or args.quiet) else ConsoleProgress()
@@ -344,7 +346,7 @@ def _run_journaled(
     except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks swept what it staged
         return _stopped(exc, options, journal)
     except LockedLogDirError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     except ObjectStoreError as exc:  # an executor's (or the driver's) reads of object storage failed
         return _object_store_failed(exc)
@@ -352,11 +354,12 @@ def _run_journaled(
         if (stop := received()) is not None:  # SIGINT/SIGTERM, then cleaning up met a failing call to the JVM
             return _stopped(stop, options, journal)
         if not isinstance(exc, OSError):  # the job failed (a killed executor, worker or JVM)
-            print(f"{PROG}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
+            print(f"{prog()}: error: the Spark job failed, no file was replaced: {spark_failure(exc)}", file=sys.stderr)
             return 1
         # a run lock or the journal could not be written: nothing more was replaced
         print(
-            f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
+            f"{prog()}: error: {error_line(exc, None)}; the run stopped before replacing any more files",
+            file=sys.stderr,
         )
         return 1
     return finish_run(args, report, settings, journal, spark if delta_writer else None)
@@ -404,16 +407,17 @@ def run_local(
     except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the run's finally blocks swept what it staged
         return _stopped(exc, options, journal)
     except LockedLogDirError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     except WorkerDiedError as exc:  # as a killed Spark executor: the map stopped, the run swept what it staged
-        print(f"{PROG}: error: {exc} (run it again)", file=sys.stderr)
+        print(f"{prog()}: error: {exc} (run it again)", file=sys.stderr)
         return 1
     except ObjectStoreError as exc:
         return _object_store_failed(exc)
     except OSError as exc:  # a run lock or the journal could not be written: nothing more was replaced
         print(
-            f"{PROG}: error: {error_line(exc, None)}; the run stopped before replacing any more files", file=sys.stderr
+            f"{prog()}: error: {error_line(exc, None)}; the run stopped before replacing any more files",
+            file=sys.stderr,
         )
         return 1
     return finish_run(args, report, settings, journal, None)
@@ -422,14 +426,14 @@ def run_local(
 def _object_store_failed(exc: Exception) -> int:
     """One line for a run whose reads of object storage failed (endpoint, credentials, an object that changed): it
     stopped before its commit, so nothing was written; exit 2, as ``python -m indexlib`` says it."""
-    print(f"{PROG}: error: {exc}; the run stopped, nothing was written", file=sys.stderr)
+    print(f"{prog()}: error: {exc}; the run stopped, nothing was written", file=sys.stderr)
     return 2
 
 
 def _stopped(exc: KeyboardInterrupt, options: RunOptions | None = None, journal: AuditJournal | None = None) -> int:
     """One line for a run stopped by SIGINT or SIGTERM; its exit code (130, 143)."""
     name, code = stopped_by(exc)
-    line = f"{PROG}: error: stopped by {name}"
+    line = f"{prog()}: error: stopped by {name}"
     if options is not None and not options.read_only:
         line += "; every index file is the old one or the whole new one"
         if journal is not None and os.path.exists(journal.path):
@@ -453,9 +457,9 @@ def run_dump(args: argparse.Namespace) -> int:
     from indexlib.cli import DumpUsageError, run_dump_command
 
     try:
-        return run_dump_command(args, sys.stdout, sys.stderr, PROG)
+        return run_dump_command(args, sys.stdout, sys.stderr, prog())
     except DumpUsageError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
 
 
@@ -463,7 +467,7 @@ def run_remote_inventory(args: argparse.Namespace) -> int:
     """``kafka-index remote-inventory``: the library's command, as ``python -m indexlib remote-inventory``."""
     from indexlib.cli import run_remote_inventory_command
 
-    return run_remote_inventory_command(args, sys.stdout, sys.stderr, PROG)
+    return run_remote_inventory_command(args, sys.stdout, sys.stderr, prog())
 
 
 def _remote_job_options(p: argparse.ArgumentParser) -> None:
@@ -534,10 +538,10 @@ def run_remote_job(args: argparse.Namespace) -> int:
         else:
             outcomes = _remote_on_spark(args, settings, tasks, run_id)
     except (ValueError, OSError, ObjectStoreError) as exc:  # KafkaIndexErrors are ValueErrors
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     except SparkJobError as exc:
-        print(f"{PROG}: error: the Spark job failed, no object was written: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: the Spark job failed, no object was written: {exc}", file=sys.stderr)
         return 1
     code = (report_rebuild_remote if rebuild else report_verify_remote)(args, outcomes, sys.stdout)
     if settings.audit_table:
@@ -550,7 +554,7 @@ def run_remote_job(args: argparse.Namespace) -> int:
         try:
             audit.write(settings.audit_table, audit.to_table(rows), storage_options=settings.audit_storage_options)
         except Exception as exc:  # the table cannot take the rows: the report stands, the exit says so
-            print(f"{PROG}: error: the audit table {settings.audit_table} did not take the run's rows: {exc}",
+            print(f"{prog()}: error: the audit table {settings.audit_table} did not take the run's rows: {exc}",
                   file=sys.stderr)  # fmt: skip
             return EXIT_AUDIT_FAILED
     return code
@@ -560,7 +564,7 @@ def run_remote_index_cache(args: argparse.Namespace) -> int:
     """``kafka-index remote-index-cache``: a broker's remote-log-index-cache checked (and repaired)."""
     from indexlib.cli import run_remote_index_cache_command
 
-    return run_remote_index_cache_command(args, sys.stdout, sys.stderr, PROG)
+    return run_remote_index_cache_command(args, sys.stdout, sys.stderr, prog())
 
 
 def run_lookup(args: argparse.Namespace) -> int:
@@ -569,12 +573,12 @@ def run_lookup(args: argparse.Namespace) -> int:
     try:
         check_target(args.offset, args.timestamp)
     except ValueError as exc:  # a usage error: no file to name
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     try:
         answer = lookup(args.segment, args.offset, args.timestamp, args.ceiling)
     except (OSError, ValueError) as exc:
-        print(f"{PROG}: error: {error_line(exc, args.segment)}", file=sys.stderr)
+        print(f"{prog()}: error: {error_line(exc, args.segment)}", file=sys.stderr)
         return 2
     return print_lookup(answer, args.as_json, sys.stdout)
 
@@ -593,12 +597,47 @@ def main(argv: list[str] | None = None) -> int:
         if extra and getattr(known, "command", None) in JOB_COMMANDS and not any(a.startswith("-") for a in extra):
             # `kafka-index verify /var/lib/kafka/data`, as `python -m indexlib verify` takes it
             paths = " ".join(f"--log-dir {a}" for a in extra)
-            print(f"{PROG}: error: unrecognized arguments: {' '.join(extra)} (log dirs are given as {paths})",
+            print(f"{prog()}: error: unrecognized arguments: {' '.join(extra)} (log dirs are given as {paths})",
                   file=sys.stderr)  # fmt: skip
             return 2
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage error (2) or --help (0); argparse printed why
         return exc.code if isinstance(exc.code, int) else 2
+    return _run_command(args)
+
+
+def indexlib_repair(argv: list[str]) -> int:
+    """``python -m indexlib repair LOG_DIR...``: ``kafka-index repair --engine local``, the same code path, report,
+    ``--json``, audit rows and journal, on the library's command line (which has no audit of its own: it finds
+    this function through the entry point ``repair`` of ``indexlib.cli.COMMAND_PLUGINS``). Its LOG_DIRs are
+    ``--log-dir``s; its error lines say ``python -m indexlib``."""
+    from indexlib.cli import PROG as INDEXLIB_PROG
+    from indexlib.cli import keep_output_in_order
+
+    keep_output_in_order()
+    with running_as(INDEXLIB_PROG):
+        try:
+            args = indexlib_repair_parser().parse_args(argv)
+        except SystemExit as exc:  # usage error (2) or --help (0); argparse printed why
+            return exc.code if isinstance(exc.code, int) else 2
+        args.command, args.engine = "repair", "local"
+        args.log_dirs = [*args.paths, *(args.log_dirs or [])] or None
+        return _run_command(args)
+
+
+def indexlib_repair_parser() -> argparse.ArgumentParser:
+    """``python -m indexlib repair``'s options: ``kafka-index repair``'s but ``--engine``, and LOG_DIRs."""
+    from indexlib.cli import PROG as INDEXLIB_PROG
+
+    text = "verify, then rebuild only what is wrong, with backups and audit rows (kafka-index repair --engine local)"
+    parser = _Parser(prog=f"{INDEXLIB_PROG} repair", description=text)
+    parser.add_argument("paths", nargs="*", metavar="LOG_DIR", help="a Kafka log dir (repeatable; as --log-dir)")
+    _job_options(parser, "repair", engines=False)
+    return parser
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    """A parsed command run under the signal handlers; its exit code."""
     try:
         with stop_on_signals():
             if args.command in JOB_COMMANDS:

@@ -3,7 +3,28 @@ beyond 0, 1 and 2 (see :mod:`jobs.cli`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 PROG = "kafka-index"
+_running_as = PROG
+
+
+def prog() -> str:
+    """The name an error line starts with: ``kafka-index``, or ``python -m indexlib`` while its ``repair`` (this
+    package's code, :func:`jobs.cli.indexlib_repair`) runs."""
+    return _running_as
+
+
+@contextmanager
+def running_as(name: str) -> Iterator[None]:
+    """Error lines say ``name`` within the block (the program the user ran)."""
+    global _running_as
+    before, _running_as = _running_as, name
+    try:
+        yield
+    finally:
+        _running_as = before
 
 
 class UsageError(Exception):

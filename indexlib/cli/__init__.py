@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .dump import DumpUsageError, run_dump_command, write_dump
-    from .main import main
+    from .main import COMMAND_PLUGINS, PROG, main
     from .options import (
         add_broker_id,
         add_dump_command,
@@ -115,6 +115,8 @@ _PUBLIC = {
     "keep_output_in_order": "report",
     "print_report": "report",
     "write_json": "report",
+    "PROG": "main",
+    "COMMAND_PLUGINS": "main",
 }
 __all__ = [
     "add_storage_options",
@@ -164,6 +166,8 @@ __all__ = [
     "keep_output_in_order",
     "lookup",
     "main",
+    "PROG",
+    "COMMAND_PLUGINS",
     "print_lookup",
     "print_report",
     "write_dump",

@@ -12,6 +12,10 @@ machine.
                                [--max-bytes N] [--offsets-decoder | --transaction-log-decoder |
                                --cluster-metadata-decoder] [--check]
     python -m indexlib lookup  --segment PATH.log (--offset N | --timestamp MS) [--ceiling] [--json]
+    python -m indexlib repair  LOG_DIR... [kafka-index repair's options but --engine]
+
+``repair`` is not the library's own: it writes the audit table, which the jobs package keeps. That package adds it
+to this command line as an entry point of :data:`COMMAND_PLUGINS` (``kafka-index repair --engine local``'s code).
 
 Each PATH is a partition dir (``<log dir>/<topic>-<partition>``) or a whole log dir. Both commands run the
 segment engine (:mod:`indexlib.engine`) with a local process pool of ``--jobs`` processes (default: the
@@ -101,6 +105,10 @@ from .settings_files import (
 )
 
 PROG = "python -m indexlib"
+#: the entry-point group of commands other packages add to this command line: each entry is a function of the
+#: command's arguments that returns its exit code (kafka-index-rebuild's jobs package adds ``repair``)
+COMMAND_PLUGINS = "kafka_index_rebuild.commands"
+PLUGIN_COMMANDS = {"repair": "verify, then rebuild only what is wrong, with backups and audit rows"}
 EXIT_OK = 0
 EXIT_FINDINGS = 1
 EXIT_BAD_INPUT = 2
@@ -182,6 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_verify_remote_command(commands, run_verify_remote)
     add_rebuild_remote_command(commands, run_rebuild_remote)
     add_remote_index_cache_command(commands, run_remote_index_cache)
+    for name, text in PLUGIN_COMMANDS.items():  # listed here; main hands their arguments to their package
+        commands.add_parser(name, help=f"{text} (see {PROG} {name} --help)", add_help=False)
     return parser
 
 
@@ -493,8 +503,30 @@ def run_lookup(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------- main
+def run_plugin_command(name: str, argv: list[str]) -> int:
+    """The command ``name`` of :data:`COMMAND_PLUGINS` run on ``argv``; exit 2 with one line where no installed
+    package provides it (or it cannot be loaded)."""
+    from importlib.metadata import entry_points
+
+    found = list(entry_points(group=COMMAND_PLUGINS, name=name))
+    if not found:
+        _error(f"{name}: no installed package provides it (it is kafka-index-rebuild's jobs package: pip install "
+               "kafka-index-rebuild, or run kafka-index repair --engine local)")  # fmt: skip
+        return EXIT_BAD_INPUT
+    try:
+        command = found[0].load()
+    except ImportError as exc:  # the package is there but not what it needs (pyyaml, deltalake)
+        _error(f"{name}: cannot load {found[0].value}: {exc}")
+        return EXIT_BAD_INPUT
+    code: int = command(argv)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code (argparse's usage errors give 2, ``--help`` 0)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in PLUGIN_COMMANDS:
+        return run_plugin_command(argv[0], argv[1:])
     keep_output_in_order()
     parser = build_parser()
     try:

@@ -251,6 +251,136 @@ def test_the_options_both_command_lines_take_are_declared_once(command):
     assert {name: library[name] for name in shared} == {name: jobs[name] for name in shared}
 
 
+def test_python_m_indexlib_repair_takes_kafka_index_repairs_options_but_the_engine():
+    """Issue 41: ``python -m indexlib repair`` has every option of ``kafka-index repair`` (one declaration each),
+    but ``--engine`` (it runs a local pool), and takes its log dirs as LOG_DIRs too; the library's command line
+    lists it, and finds it through the entry point the project registers."""
+    from importlib.metadata import entry_points
+
+    from indexlib.cli import COMMAND_PLUGINS
+    from indexlib.cli.main import build_parser as library_parser
+    from jobs.cli import build_parser as jobs_parser
+    from jobs.cli import indexlib_repair, indexlib_repair_parser
+
+    wrapped = argparse.ArgumentParser()
+    wrapped.add_subparsers().add_parser("repair", parents=[indexlib_repair_parser()], add_help=False)
+    library, jobs = _options_of(wrapped, "repair"), _options_of(jobs_parser(), "repair")
+    assert set(jobs) - set(library) == {"--engine"} and set(library) - set(jobs) == {"paths"}
+    assert {name: library[name] for name in jobs if name != "--engine"} == {
+        name: jobs[name] for name in jobs if name != "--engine"
+    }
+    assert "repair" in _subcommands(library_parser())
+    [entry] = entry_points(group=COMMAND_PLUGINS, name="repair")
+    assert entry.load() is indexlib_repair
+
+
+def _subcommands(parser) -> set[str]:
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return set(commands.choices)
+
+
+def test_python_m_indexlib_repair_without_the_package_that_provides_it_is_one_line(monkeypatch, capsys):
+    """Where no installed package registers ``repair`` (the library alone), or its entry point cannot be loaded:
+    one line, exit 2. (The entry points are replaced here: this venv has the project installed.)"""
+    import importlib.metadata
+
+    from indexlib.cli import COMMAND_PLUGINS
+    from indexlib.cli.main import main as indexlib_main
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [])
+    assert indexlib_main(["repair", "/var/lib/kafka/data"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("python -m indexlib: error: repair: no installed package provides it") and "\n" not in err
+    broken = importlib.metadata.EntryPoint(name="repair", value="no_such_module_here:repair", group=COMMAND_PLUGINS)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **_: [broken])
+    assert indexlib_main(["repair", "/var/lib/kafka/data"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "python -m indexlib: error: repair: cannot load no_such_module_here:repair: No module named 'no_such_module_here'"
+    )
+
+
+def test_python_m_indexlib_repair_is_kafka_index_repair_on_the_local_engine(tmp_path):
+    """Issue 41: ``python -m indexlib repair LOG_DIR`` and ``kafka-index repair --log-dir LOG_DIR --engine local``,
+    as users run them (whole processes), on two copies of one damaged log dir: the same exit code, report and
+    files after; when the audit table cannot take the rows (its ``_delta_log`` is garbage) both exit 3 with one line
+    of their own program's name, and keep the same rows in their journals, which ``kafka-index audit --recover``
+    merges into the same table rows."""
+    import subprocess
+    import sys
+
+    from jobs import audit_queries
+
+    from ..conftest import DAMAGE_CASES, PROJECT_ROOT, damage_log_dir
+
+    made = tmp_path / "made"
+    for i, name in enumerate(("orders-0", "orders-1")):
+        generate_partition(made / name, segments=2, batches_per_segment=40, transactional_producers=2, seed=40 + i)
+        rebuild_partition(made / name)
+    damage_log_dir(made, DAMAGE_CASES[2])  # scrambled .index entries: a repair rewrites one file
+    runs = {}
+    for command in (["-m", "indexlib", "repair", "{logs}"], ["-m", "jobs.cli", "repair", "--log-dir", "{logs}",
+                                                             "--engine", "local"]):  # fmt: skip
+        root = tmp_path / command[1]
+        logs, table, journal = copy_fixture(made, root / "logs"), root / "audit", root / "journal"
+        (table / "_delta_log").mkdir(parents=True)
+        (table / "_delta_log" / "00000000000000000000.json").write_text("garbage\n")
+        argv = [sys.executable, *(str(logs) if a == "{logs}" else a for a in command), "--audit-table", str(table),
+                "--audit-journal", str(journal), "--backup-dir", str(root / "backups"), "--run-id", "same",
+                "--json", str(root / "report.json"), "--no-progress", "--jobs", "2"]  # fmt: skip
+        done = subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+        journaled = {json.dumps(r, sort_keys=True, default=str).replace(str(root), "ROOT")
+                     for r in _journal_rows(journal)}  # fmt: skip
+        shutil.rmtree(table)  # the table can take rows again: the journal's are merged
+        assert main(["audit", "--recover", "--audit-table", str(table), "--audit-journal", str(journal)]) == 0
+        rows = audit_queries.read(str(table)).to_pylist()
+        stored = {json.dumps(_row_facts(r), sort_keys=True, default=str).replace(str(root), "ROOT") for r in rows}
+        report = {k: v for k, v in json.loads((root / "report.json").read_text()).items()
+                  if k not in ("started", "finished", "phase_seconds")}  # fmt: skip
+        for segment in report["segments"]:
+            del segment["seconds"]
+        runs[command[1]] = (done, logs, journaled, stored, report)
+    (library, library_logs, *library_audit, library_report), (jobs, jobs_logs, *jobs_audit, jobs_report) = runs.values()
+    assert library.returncode == jobs.returncode == 3, (library.stderr, jobs.stderr)
+    assert library.stderr.startswith("python -m indexlib: warning: audit table") and jobs.stderr.startswith(
+        "kafka-index: warning: audit table"
+    )
+    assert "`kafka-index audit --recover`" in library.stderr  # the command that merges them: not the library's
+    assert library.stderr.replace("python -m indexlib:", "kafka-index:").replace(str(tmp_path / "indexlib"), "R") == (
+        jobs.stderr.replace(str(tmp_path / "jobs.cli"), "R")
+    )
+    assert library.stdout.replace(str(tmp_path / "indexlib"), "R") == jobs.stdout.replace(
+        str(tmp_path / "jobs.cli"), "R"
+    )
+    assert _files(library_logs) == _files(jobs_logs)
+    assert library_audit == jobs_audit and library_audit[0]
+    assert {json.loads(r)["status"] for r in library_audit[1] if json.loads(r)["record_type"] == "segment"} == {
+        "ok",
+        "repaired",
+    }
+    assert library_report["segments"] and json.dumps(library_report).replace(str(tmp_path / "indexlib"), "") == (
+        json.dumps(jobs_report).replace(str(tmp_path / "jobs.cli"), "")
+    )
+
+
+def _journal_rows(journal_dir) -> list[dict]:
+    from jobs import journal
+
+    rows: list[dict] = []
+    for path in sorted(journal_dir.glob("*.jsonl")):
+        rows += [_row_facts(r) for r in journal.rows_of(journal.read(str(path)))[0]]
+    return rows
+
+
+def _row_facts(row: dict) -> dict:
+    """An audit row without what differs between two runs of one command (its times)."""
+    return {k: v for k, v in row.items() if k not in ("run_started", "run_finished", "date", "duration_s")}
+
+
+def _files(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def test_quiet_prints_the_verdict_and_verbose_the_phases(spark, capsys, tmp_path):
     logs = tmp_path / "logs"
     generate_partition(logs / "orders-0", segments=2, batches_per_segment=20, seed=7)  # no index files: findings

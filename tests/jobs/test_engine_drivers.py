@@ -1,6 +1,7 @@
 """The two drivers of the segment engine agree: ``python -m indexlib`` (a local process pool) and the
 Spark job (``kafka-index``, real local Spark) give the same findings, the same actions, the same bytes
-and the same exit code, over every real fixture set and over each kind of damage the tests build."""
+and the same exit code, over every real fixture set and over each kind of damage the tests build; their
+``repair`` also the same backups and audit rows."""
 
 from __future__ import annotations
 
@@ -78,7 +79,34 @@ def assert_same_verify_and_rebuild(log_dir: Path, tmp: Path) -> dict:
     assert code_local == code_spark
     assert files(out_local) == files(out_spark)  # the same files, byte for byte
     assert files(log_dir) == before
+    assert_same_repair(log_dir, tmp)
     return local
+
+
+def assert_same_repair(log_dir: Path, tmp: Path) -> None:
+    """``python -m indexlib repair`` and the Spark job's ``kafka-index repair``, each on its own copy of ``log_dir``
+    with an audit table of its own: the same exit code, report facts, files after, backups and audit rows (their
+    times and the copies' paths aside)."""
+    from jobs import audit_queries
+
+    runs = []
+    for name, main in (("library", indexlib_main), ("spark", kafka_index_main)):
+        root = tmp / f"repair-{name}"
+        logs = copy_fixture(log_dir, root / "logs")
+        options = ["--audit-table", str(root / "audit"), "--audit-journal", str(root / "journal"), "--backup-dir",
+                   str(root / "backups"), "--run-id", "same", "--json", str(root / "report.json"), "--no-progress"]  # fmt: skip
+        code = main(["repair", str(logs), "--jobs", "2", *options] if name == "library" else
+                    ["repair", "--log-dir", str(logs), *options])  # fmt: skip
+        rows = sorted(
+            json.dumps({k: v for k, v in r.items() if k not in ("run_started", "run_finished", "date", "duration_s")},
+                       sort_keys=True, default=str).replace(str(root), "ROOT")
+            for r in audit_queries.read(str(root / "audit")).to_pylist()
+        )  # fmt: skip
+        report = json.loads((root / "report.json").read_text())
+        runs.append((code, repr(facts(report)).replace(str(root), "ROOT"), files(logs), files(root / "backups"), rows))
+    assert runs[0] == runs[1]
+    code, _, _, _, rows = runs[0]
+    assert code in (0, 1) and any('"record_type": "run"' in r for r in rows)
 
 
 @requires_kafka_real
