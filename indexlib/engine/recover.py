@@ -32,17 +32,16 @@ from ..format.layout import (
     SNAPSHOT_SUFFIX,
     parse_segment_name,
     segment_file,
-    segment_name,
 )
 from ..format.leader_epoch_checkpoint import (
     format_leader_epoch_checkpoint,
     load_leader_epochs,
     parse_leader_epoch_checkpoint,
 )
-from ..format.producer_snapshot import ProducerSnapshotEntry, SnapshotError, format_snapshot, parse_snapshot_entries
+from ..format.producer_snapshot import ProducerSnapshotEntry, format_snapshot
 from ..recovery.findings import Finding
 from ..recovery.log_loader import left_to_broker, log_end_offset, segments_to_recover
-from ..recovery.producer_state import apply_segment, recovered_leader_epochs, snapshot_entries, state_from_snapshot
+from ..recovery.producer_state import apply_segment, recovered_leader_epochs, snapshot_entries
 from ..recovery.state_checks import recovery_point_findings
 from ..storage import (
     ROLLED_SEGMENT_SUFFIXES,
@@ -70,9 +69,9 @@ from ..storage import (
     read_log_start_offset,
     read_mark,
     read_offset_checkpoint,
-    read_snapshot_files,
     remote_store,
     remove_mark,
+    snapshot_offsets,
     stage_checkpoint_file,
     stage_file,
     write_checkpoint_file,
@@ -80,7 +79,7 @@ from ..storage import (
 )
 from .commit import Decision, SegmentResult
 from .options import TargetDirError
-from .replay import SegmentReplay
+from .replay import SegmentReplay, StateBefore, state_before
 from .segment_task import SegmentOutcome, segment_facts
 
 
@@ -401,6 +400,13 @@ def partition_files_to_write(plan: PartitionRecovery, results: list[SegmentResul
     names = partition_file_names(directory)
     files = [os.path.join(directory, n) for n in names if _snapshot_after(n, end)]
     files += [segment_file(directory, base, SNAPSHOT_SUFFIX) for base in {r.task.base_offset for r in kept[1:]} | {end}]
+    first, bases = kept[0].task.base_offset, [s.base_offset for s in plan.partition.segments]
+    if first != bases[0]:  # the state before the first is rebuilt (state_before): the snapshots it may write or move
+        log_start = _log_start(plan.partition)
+        files += [
+            segment_file(directory, o, SNAPSHOT_SUFFIX) for o in snapshot_offsets(directory) if log_start < o < first
+        ]
+        files += [segment_file(directory, o, SNAPSHOT_SUFFIX) for o in [*bases[-2:], first] if log_start < o <= first]
     files.append(os.path.join(directory, LEADER_EPOCH_CHECKPOINT))
     if end > kept[-1].task.base_offset:
         files += [segment_file(directory, end, suffix) for suffix in ROLLED_SEGMENT_SUFFIXES]
@@ -434,6 +440,12 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     if log_start > end:  # LogLoader deletes every segment at the next start and begins again at the log start
         plan.left = f"its log start offset {log_start} is beyond its log end {end}: the broker's next start deletes every segment"
         return
+    before = _state_before_first(plan, kept[0].task.base_offset, log_start)
+    if before is not None and before.why is not None:  # its .txnindex may lack a transaction: the broker redoes it
+        plan.left = (
+            f"{before.why}: the broker's start recovers its segments from the recovery point {plan.recovery_point}"
+        )
+        return
     files.unsynced += [path for r in results for path in r.trimmed]  # durable before the recovery point moves
     directory = plan.partition.path
     backup_dir = last.task.backup_dir
@@ -442,7 +454,7 @@ def _write_partition_files(results: list[SegmentResult], files: _PendingFiles) -
     if stale and not files.dry:  # Kafka's truncateAndReload deletes snapshots past the log end
         plan.backups += move_to_backup(stale, _required(backup_dir, directory))
         plan.moved += stale
-    _write_producer_snapshots(files, kept, log_start, backup_dir)
+    _write_producer_snapshots(files, kept, before, backup_dir)
     _recover_leader_epochs(files, kept, log_start, backup_dir)
     files.rolls = end > last.task.base_offset
 
@@ -472,7 +484,7 @@ def _log_start(partition: Partition) -> int:
 
 
 def _write_producer_snapshots(
-    files: _PendingFiles, kept: list[SegmentResult], log_start: int, backup_dir: str | None
+    files: _PendingFiles, kept: list[SegmentResult], before: StateBefore | None, backup_dir: str | None
 ) -> None:
     """The producer snapshots the broker's recovery leaves: one at each recovered segment's end that is a segment
     base (the next segment's, or the new log end, where the roll puts the empty segment), each holding the state
@@ -481,42 +493,70 @@ def _write_producer_snapshots(
     producers dropped). Without that snapshot, or without a segment's producer states, nothing is written: the
     broker's start then rebuilds the state from an older snapshot (correct, slower). Staged into ``files``, the
     old files copied into the backups first."""
-    plan, end = files.plan, files.end
-    first = kept[0].task.base_offset
-    directory = plan.partition.path
-    if first <= log_start or first == plan.partition.segments[0].base_offset:
-        state: dict[int, ProducerSnapshotEntry] = {}
-    else:
-        name = segment_name(first, SNAPSHOT_SUFFIX)
-        data = read_snapshot_files(directory, [name]).get(os.path.join(directory, name))  # why not, when missing
-        if not isinstance(data, bytes):
-            plan.notes.append(f"no producer snapshot at {first}: the broker rebuilds producer state at its start")
-            return
-        try:
-            state = state_from_snapshot(parse_snapshot_entries(data, os.path.join(directory, name)), _now_ms())
-        except SnapshotError:
-            plan.notes.append(f"the producer snapshot at {first} is refused: the broker rebuilds producer state")
-            return
     producer_states = [r.plan.producers for r in kept]
     if any(p is None for p in producer_states):
         return
-    bases = {r.task.base_offset for r in kept} | {end}
+    first = kept[0].task.base_offset
+    state: dict[int, ProducerSnapshotEntry] = {}
+    if before is not None:
+        if before.producers is None:
+            files.plan.notes.append(f"the producer state before {first}, replayed from {before.start}, is not known "
+                                    "here: the broker rebuilds producer state at its start")  # fmt: skip
+            return
+        _stage_state_before(files, before, kept[0].task.run_id, backup_dir)
+        state = before.producers
+    bases = {r.task.base_offset for r in kept} | {files.end}
     for r, producers in zip(kept, producer_states, strict=True):
         assert producers is not None
         state = apply_segment(state, producers)
         map_end = r.plan.next_v2_offset
         if map_end is None or map_end not in bases or map_end <= r.task.base_offset:
             continue  # Kafka writes no snapshot there, or one its load deletes again (not a segment base)
-        final = segment_file(directory, map_end, SNAPSHOT_SUFFIX)
-        if files.dry:
-            files.created.append(final)
-            continue
-        staged = stage_file(final, format_snapshot(snapshot_entries(state)), r.task.run_id or "recover", files.unsynced)
-        files.renames.append((staged, final))
-        files.created.append(final)
-        kept_copy = keep_backup(final, backup_dir, files.unsynced) if backup_dir is not None else None
-        files.backups += [kept_copy] if kept_copy else []
-        plan.backups += [kept_copy] if kept_copy else []
+        _stage_snapshot(files, map_end, state, r.task.run_id, backup_dir)
+
+
+def _state_before_first(plan: PartitionRecovery, first: int, log_start: int) -> StateBefore | None:
+    """The state Kafka's ``recoverSegment`` rebuilds before the first recovered segment (at ``first``); None where it
+    starts empty (the partition's first segment, or one at or below the log start)."""
+    if first <= log_start or first == plan.partition.segments[0].base_offset:
+        return None
+    return state_before(plan.partition, first, log_start, now_ms=_now_ms())
+
+
+def _stage_state_before(files: _PendingFiles, before: StateBefore, run_id: str | None, backup_dir: str | None) -> None:
+    """What Kafka's rebuild of ``before`` leaves when it replays segments (no snapshot at the first recovered base):
+    the snapshots it takes on the way and at that base, staged into ``files``; the refused snapshots it deleted,
+    moved into the backups."""
+    if before.start == before.base or before.producers is None:
+        return
+    for offset, state in before.passed.items():
+        _stage_snapshot(files, offset, state, run_id, backup_dir)
+    _stage_snapshot(files, before.base, before.producers, run_id, backup_dir)
+    replaced = set(files.created)
+    moved = [path for path in before.refused if path not in replaced]
+    if moved and not files.dry:  # Kafka deletes a snapshot it refuses to load
+        files.plan.backups += move_to_backup(moved, _required(backup_dir, files.plan.partition.path))
+        files.plan.moved += moved
+
+
+def _stage_snapshot(
+    files: _PendingFiles,
+    offset: int,
+    state: dict[int, ProducerSnapshotEntry],
+    run_id: str | None,
+    backup_dir: str | None,
+) -> None:
+    """The snapshot of ``state`` at ``offset`` staged into ``files`` (only listed in a dry run), the file it
+    replaces copied into the backups first."""
+    final = segment_file(files.plan.partition.path, offset, SNAPSHOT_SUFFIX)
+    files.created.append(final)
+    if files.dry:
+        return
+    staged = stage_file(final, format_snapshot(snapshot_entries(state)), run_id or "recover", files.unsynced)
+    files.renames.append((staged, final))
+    kept_copy = keep_backup(final, backup_dir, files.unsynced) if backup_dir is not None else None
+    files.backups += [kept_copy] if kept_copy else []
+    files.plan.backups += [kept_copy] if kept_copy else []
 
 
 def _now_ms() -> int:

@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..format.errors import error_line
 from ..format.layout import (
     CLUSTER_METADATA_TOPIC,
+    SNAPSHOT_SUFFIX,
     segment_file,
     staged_by_run,
 )
 from ..format.leader_epoch_checkpoint import format_leader_epoch_checkpoint
+from ..format.producer_snapshot import ProducerSnapshotEntry, SnapshotError, parse_snapshot_entries
 from ..format.records import ScanProblem
 from ..format.values import AbortedTxn
 from ..recovery.checks import (
@@ -26,8 +29,15 @@ from ..recovery.checks import (
 )
 from ..recovery.entry_plan import PlanSummary, SegmentPlan
 from ..recovery.findings import REWRITE_FROM_LOG, Finding, kind
-from ..recovery.log_scan import EVENT_DATA, EVENT_TXN_DATA, sorted_unique
-from ..recovery.producer_state import recovered_leader_epochs, relevant_events, replay_segment
+from ..recovery.log_scan import EVENT_DATA, EVENT_TXN_DATA, LogSummary, sorted_unique
+from ..recovery.producer_state import (
+    apply_segment,
+    recovered_leader_epochs,
+    relevant_events,
+    replay_segment,
+    state_from_snapshot,
+)
+from ..recovery.settings import DEFAULT_INDEX_INTERVAL_BYTES
 from ..recovery.state_checks import (
     cluster_findings,
     leader_epoch_findings,
@@ -43,14 +53,17 @@ from ..recovery.state_checks import (
 )
 from ..storage import (
     Partition,
-    initial_state_for,
+    Segment,
     last_offset_before_batch,
     partition_file_names,
     read_existing_txn_index,
+    read_file,
     read_leader_epoch_text,
     read_log_start_offset,
     read_partition_topic_id,
     read_snapshot_files,
+    snapshot_offsets,
+    summarize_log,
 )
 from .segment_task import SegmentOutcome
 
@@ -122,7 +135,7 @@ def replay_outcomes(
     plans: list[SegmentPlan | PlanSummary] = [o.plan for o in outcomes]
     if check:
         findings += log_start_findings(partition.log_dir, partition.name, log_start, bases[-1], plans[-1])
-    replays = replay_partition(partition.path, bases, plans, log_start, store)
+    replays = replay_partition(partition, bases, plans, log_start, store)
     rewrites: dict[str, bytes] = {}
     if check and all(p.fatal is None for p in plans):  # epochs past a refused batch are not known
         log_epochs = recovered_leader_epochs([], [p.epoch_starts for p in plans])
@@ -175,20 +188,20 @@ def _last_offset_before(outcomes: list[SegmentOutcome], store: Store | None) -> 
 
 
 def replay_partition(
-    partition_dir: str,
+    partition: Partition,
     bases: list[int],
     plans: Sequence[SegmentPlan | PlanSummary],
     log_start_offset: int,
     store: Store | None = None,
 ) -> list[tuple[list[AbortedTxn], ScanProblem | None]]:
-    """Per segment ``(aborted transactions, fatal replay problem)``, with Kafka's starting state.
+    """Per segment ``(aborted transactions, fatal replay problem)`` of ``bases`` (the partition's from one on),
+    with Kafka's starting state.
 
     Kafka recovers segments in order, each from the newest valid snapshot with ``L < offset <= base``
-    (``L`` = log start offset), and writes a snapshot at its map end offset after each one. So: a segment
-    with ``base <= L`` starts empty; a segment whose predecessor's map end offset is above ``L`` carries
-    the predecessor's state on (that is the snapshot Kafka just wrote); otherwise (the first segment, or
-    a predecessor wholly at or below ``L``) it starts from the newest valid pre-existing ``.snapshot``
-    in ``(L, base]``, or empty.
+    (``L`` = log start offset) and the segments between it and the base replayed, and writes a snapshot at its map
+    end offset after each one. So: a segment with ``base <= L`` starts empty; a segment whose predecessor's map end
+    offset is above ``L`` carries the predecessor's state on (that is the snapshot Kafka just wrote); otherwise
+    (the first of ``bases``, or a predecessor wholly at or below ``L``) it starts from :func:`state_before`.
     """
     all_events = [p.events for p in plans]
     txn_pids = (
@@ -205,8 +218,7 @@ def replay_partition(
         elif previous_map_end is not None and previous_map_end > log_start_offset:
             map_end = previous_map_end  # carry on
         else:
-            ongoing, snapshot = initial_state_for(partition_dir, base, log_start_offset, store)
-            map_end = snapshot if snapshot is not None else log_start_offset
+            ongoing, map_end = dict(state_before(partition, base, log_start_offset, store).ongoing), base
         if len(txn_pids) or ongoing:
             pids = sorted_unique(np.concatenate((txn_pids, np.fromiter(ongoing, dtype=np.int64, count=len(ongoing)))))
             events = relevant_events(plan.events, pids)
@@ -216,3 +228,93 @@ def replay_partition(
         results.append((replay.aborted, replay.fatal))
         previous_map_end = max(map_end, plan.next_v2_offset) if plan.next_v2_offset is not None else map_end
     return results
+
+
+# ------------------------------------------------------------------------ the state before a partition's segment
+@dataclass(frozen=True)
+class StateBefore:
+    """The producer state before the segment at ``base`` as Kafka's ``recoverSegment`` rebuilds it
+    (``UnifiedLog.rebuildProducerState``): loaded at ``start`` (the newest snapshot in ``(L, base]`` Kafka reads;
+    none: the log start ``L``, empty), then the segments from there to the base replayed.
+
+    ``ongoing``: the open transactions (producer id -> first offset). ``producers``: the whole state (expired
+    producers dropped at load), ``None`` where it is not known here (the replay starts inside a segment, or a
+    segment's producer states are not known). ``passed``: the snapshots Kafka takes on the way (the bases of the
+    log's last two segments it replays, above ``start``: ``takeSnapshot`` writes only past the last snapshot):
+    offset -> the state there. ``refused``: the snapshot files it found
+    refused and deletes. ``why``: set when even ``ongoing`` is not known (a segment to replay cannot be read whole,
+    or the log start inside a segment): then only the broker's own recovery gets it right."""
+
+    base: int
+    start: int
+    ongoing: dict[int, int]
+    producers: dict[int, ProducerSnapshotEntry] | None
+    passed: dict[int, dict[int, ProducerSnapshotEntry]] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
+    why: str | None = None
+
+
+def state_before(
+    partition: Partition, base: int, log_start: int, store: Store | None = None, now_ms: int | None = None
+) -> StateBefore:
+    """:class:`StateBefore` the segment of ``partition`` at ``base`` (``base > log_start``); ``now_ms``: when the
+    state is loaded (Kafka drops the producers expired then; None: none dropped)."""
+    directory = partition.path
+    refused: list[str] = []
+    start, loaded = log_start, {}
+    for offset in reversed(snapshot_offsets(directory, store)):
+        if not log_start < offset <= base:
+            continue
+        path = segment_file(directory, offset, SNAPSHOT_SUFFIX)
+        try:
+            loaded = state_from_snapshot(parse_snapshot_entries(read_file(path, store), path), now_ms)
+        except (SnapshotError, OSError):
+            refused.append(path)
+            continue
+        start = offset
+        break
+    ongoing = {pid: e.current_txn_first_offset for pid, e in loaded.items() if e.has_open_transaction}
+    producers: dict[int, ProducerSnapshotEntry] | None = dict(loaded)
+    replayed = [s for s in partition.segments if s.base_offset < base and _next_base(partition, s) > start]
+    if not replayed:
+        return StateBefore(base, start, ongoing, producers, {}, refused)
+    bases = [s.base_offset for s in partition.segments]
+    inside = replayed[0].base_offset < start
+    if inside and start == log_start:  # the log start may fall inside a batch: Kafka reads that batch whole
+        why = f"the producer state before {base} is replayed from the log start {log_start}, inside a segment"
+        return StateBefore(base, start, ongoing, None, {}, refused, why)
+    passed: dict[int, dict[int, ProducerSnapshotEntry]] = {}
+    for segment in replayed:
+        if producers is not None and segment.base_offset in bases[-2:] and segment.base_offset > start:
+            passed[segment.base_offset] = producers
+        summary, why = _whole_summary(segment, store)
+        if summary is None:
+            return StateBefore(base, start, ongoing, None, {}, refused, why)
+        events = summary.events[summary.events["offset"] >= start] if inside else summary.events
+        replay = replay_segment(ongoing, events)
+        if replay.fatal is not None:
+            return StateBefore(base, start, ongoing, None, {}, refused, f"{segment.log_path}: {replay.fatal.detail}")
+        whole = not inside or segment is not replayed[0]
+        producers = None if producers is None or summary.producers is None or not whole else (
+            apply_segment(producers, summary.producers)
+        )  # fmt: skip
+    return StateBefore(base, start, ongoing, producers, passed, refused)
+
+
+def _whole_summary(segment: Segment, store: Store | None) -> tuple[LogSummary | None, str]:
+    """A segment's summary when it reads whole (Kafka's replay reads every batch of it), else None and why not."""
+    if store is not None:
+        return None, f"{segment.log_path}: a segment to replay is not on this machine's disk"
+    try:
+        summary = summarize_log(segment.log_path, segment.base_offset, DEFAULT_INDEX_INTERVAL_BYTES)
+    except (OSError, ValueError) as exc:
+        return None, error_line(exc, segment.log_path)
+    if summary.invalid_bytes or summary.fatal is not None:
+        return None, f"{segment.log_path}: the segment cannot be read whole"
+    return summary, ""
+
+
+def _next_base(partition: Partition, segment: Segment) -> int:
+    """The base of the segment after ``segment`` (past the last: no end)."""
+    later = [s.base_offset for s in partition.segments if s.base_offset > segment.base_offset]
+    return later[0] if later else 1 << 63

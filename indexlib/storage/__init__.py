@@ -16,6 +16,7 @@ from .discovery import (
     LogDirMeta,
     Partition,
     PartitionFilterError,
+    Segment,
     directory_key,
     discover,
     discover_partition_dir,
@@ -44,15 +45,16 @@ from .locks import (
 from .partition_files import (
     already_holds,
     file_exists,
-    initial_state_for,
     last_offset_before_batch,
     partition_file_names,
     read_existing_txn_index,
+    read_file,
     read_leader_epoch_text,
     read_log_start_offset,
     read_offset_checkpoint,
     read_partition_topic_id,
     read_snapshot_files,
+    snapshot_offsets,
     summarize_log,
 )
 from .publish import (
@@ -151,7 +153,9 @@ __all__ = [
     # a partition's files on a local disk, as the replay and an in-place commit read them (partition_files.py)
     "already_holds",
     "file_exists",
-    "initial_state_for",
+    "Segment",
+    "read_file",
+    "snapshot_offsets",
     "last_offset_before_batch",
     "partition_file_names",
     "read_existing_txn_index",

@@ -31,7 +31,6 @@ from ..format.layout import (
     segment_file,
 )
 from ..format.offset_index import OffsetIndex
-from ..format.producer_snapshot import SnapshotError, parse_snapshot
 from ..format.time_index import TimeIndex
 from ..format.transaction_index import TransactionIndex, transaction_records
 from ..recovery.entry_checks import ExistingTxnIndex
@@ -203,27 +202,6 @@ def snapshot_offsets(partition_dir: str | os.PathLike[str], store: Store | None 
     names = os.listdir(partition_dir) if store is None else store.list_names(os.fspath(partition_dir))
     parsed = (parse_segment_name(name) for name in names)
     return sorted(p[0] for p in parsed if p is not None and p[1] == SNAPSHOT_SUFFIX)
-
-
-def read_producer_snapshot(path: str | os.PathLike[str], store: Store | None = None) -> dict[int, int]:
-    """The open transactions of a ``.snapshot`` file (:func:`indexlib.format.producer_snapshot.parse_snapshot`)."""
-    path = os.fspath(path)
-    return parse_snapshot(read_file(path, store), path)
-
-
-def initial_state_for(
-    partition_dir: str | os.PathLike[str], base_offset: int, log_start_offset: int, store: Store | None = None
-) -> tuple[dict[int, int], int | None]:
-    """State of the first segment with ``base > L``: the newest valid snapshot with
-    ``L < offset <= base``, skipping invalid ones as Kafka does. Returns (state, snapshot offset used)."""
-    for offset in reversed(snapshot_offsets(partition_dir, store)):
-        if log_start_offset < offset <= base_offset:
-            try:
-                path = segment_file(os.fspath(partition_dir), offset, SNAPSHOT_SUFFIX)
-                return read_producer_snapshot(path, store), offset
-            except (SnapshotError, OSError):
-                continue
-    return {}, None
 
 
 def read_file(path: str, store: Store | None = None) -> bytes:

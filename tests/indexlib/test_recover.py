@@ -404,24 +404,73 @@ def test_a_recovery_point_file_kafka_cannot_read_recovers_everything_as_the_brok
     assert (tmp_path / "b" / "r" / "log-dirs").is_dir()  # the unreadable file kept
 
 
-def test_without_a_snapshot_at_the_first_recovered_base_the_broker_rebuilds_producer_state(tmp_path, capsys):
-    """Recovering from a middle segment needs the producer state at its base: from the snapshot there. None (or
-    one Kafka refuses): no snapshot is written, the run says so, and the broker rebuilds it at its start."""
-    logs = crashed_log_dir(tmp_path, partitions=2, point=None)
-    points = {("orders", p): bases(logs / f"orders-{p}")[1] for p in range(2)}
+def test_without_a_snapshot_at_the_first_recovered_base_the_state_is_rebuilt_as_kafkas_recovery_does(tmp_path, capsys):
+    """Issue 41: recovering from a middle segment needs the producer state at its base. Without a snapshot there (or
+    with one Kafka refuses), Kafka's ``recoverSegment`` loads the newest readable snapshot below (none: the empty
+    state at the log start), replays the segments from there and writes the snapshot at the base; so does recover:
+    its snapshots are those of a recover of the same partitions from offset 0, byte for byte, the refused file is
+    kept in the backups, and verify finds nothing."""
+    logs = crashed_log_dir(tmp_path / "mid", partitions=3, point=None)
+    points = {("orders", p): bases(logs / f"orders-{p}")[1 if p < 2 else 2] for p in range(3)}
     (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint(points))
-    (logs / "orders-1" / f"{points[('orders', 1)]:020d}.snapshot").write_bytes(b"\x00\x01garbage")
-    (logs / "orders-1" / "leader-epoch-checkpoint").write_text("0\n1\n-1 0\n")  # Kafka cannot load it: left as is
-    code = main(["recover", str(logs), "--backup-dir", str(tmp_path / "b")])
+    whole = crashed_log_dir(tmp_path / "whole", partitions=3, point=0)  # the same partitions, from offset 0
+    assert main(["recover", str(whole), "--backup-dir", str(tmp_path / "b0"), "-q"]) == 0
+    garbage = b"\x00\x01garbage"
+    (logs / "orders-1" / f"{points[('orders', 1)]:020d}.snapshot").write_bytes(garbage)
+    older = bases(logs / "orders-2")[1]  # orders-2: from the snapshot at its second base, its third recovered
+    older_bytes = (whole / "orders-2" / f"{older:020d}.snapshot").read_bytes()
+    (logs / "orders-2" / f"{older:020d}.snapshot").write_bytes(older_bytes)
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b"), "--run-id", "r", "-q"]) == 0
+    assert "rebuilds producer state" not in capsys.readouterr().out
+    for p in range(3):
+        name = f"orders-{p}"
+        ours = {s.name: s.read_bytes() for s in (logs / name).glob("*.snapshot")}
+        theirs = {s.name: s.read_bytes() for s in (whole / name).glob("*.snapshot")}
+        if p == 2:  # Kafka writes none below the state it loads
+            theirs = {n: b for n, b in theirs.items() if int(n[:20]) >= older}
+        assert ours == theirs, name
+        assert f"{points[('orders', p)]:020d}.snapshot" in ours
+        assert recovery_points(logs)[("orders", p)] == bases(logs / name)[-1]
+    assert (tmp_path / "b" / "r" / "orders-1" / f"{points[('orders', 1)]:020d}.snapshot").read_bytes() == garbage
+    assert main(["verify", str(logs), "-q"]) == 0
+
+
+def test_a_replay_that_would_start_inside_a_segment_is_left_to_the_broker(tmp_path, capsys):
+    """A snapshot inside a segment (an older clean shutdown's) as the newest below the first recovered base: Kafka
+    replays from the batch holding it; recover leaves that to the broker's start, writes no snapshot, says so."""
+    logs = crashed_log_dir(tmp_path, partitions=1, point=None)
+    part = logs / "orders-0"
+    first = bases(part)[2]
+    (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint({("orders", 0): first}))
+    inside = bases(part)[1] + 3
+    (part / f"{inside:020d}.snapshot").write_bytes(EMPTY_SNAPSHOT)
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b")]) == 0
+    assert (
+        f"recover orders-0: the producer state before {first}, replayed from {inside}, is not known"
+        in capsys.readouterr().out
+    )
+    assert sorted(int(s.name[:20]) for s in part.glob("*.snapshot")) == [inside]
+
+
+def test_a_state_that_would_be_replayed_from_a_log_start_inside_a_segment_leaves_the_partition_to_the_broker(
+    tmp_path, capsys
+):
+    """No snapshot below the first recovered base and the log start inside an earlier segment: Kafka replays from the
+    batch holding the log start, which may begin below it; recover cannot say which transactions were open there, so
+    it leaves the partition to the broker's start: its recovery point stays and the run says why."""
+    logs = crashed_log_dir(tmp_path, partitions=1, point=None)
+    part = logs / "orders-0"
+    first, inside = bases(part)[2], bases(part)[1] + 3
+    (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint({("orders", 0): first}))
+    (logs / "log-start-offset-checkpoint").write_text(format_offset_checkpoint({("orders", 0): inside}))
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b")]) == 0
     out = capsys.readouterr().out
-    assert code == 1  # the epoch file Kafka cannot load and the refused snapshot remain findings
-    assert f"recover orders-0: no producer snapshot at {points[('orders', 0)]}" in out
-    assert f"recover orders-1: the producer snapshot at {points[('orders', 1)]} is refused" in out
-    for p in range(2):
-        part = logs / f"orders-{p}"
-        assert not [s for s in part.glob("*.snapshot") if int(s.name[:20]) > points[("orders", p)]]
-        assert recovery_points(logs)[("orders", p)] == bases(part)[-1]
-    assert (logs / "orders-1" / "leader-epoch-checkpoint").read_text() == "0\n1\n-1 0\n"
+    assert recovery_points(logs)[("orders", 0)] == first
+    assert not list(part.glob("*.snapshot"))
+    assert (
+        f"recover orders-0: left to the broker: the producer state before {first} is replayed from the log start "
+        f"{inside}, inside a segment: the broker's start recovers its segments from the recovery point {first}"
+    ) in out
 
 
 def test_only_index_files_holding_more_than_their_rebuild_are_copied_into_the_backups(tmp_path):
@@ -579,6 +628,36 @@ def test_the_intent_before_a_partitions_files_names_each_file_the_recover_then_c
     assert changed <= recorder.segment_files | set(intent), changed - recorder.segment_files - set(intent)
     assert {str(part / f"{last:020d}.log"), str(part / f"{last + 7:020d}.snapshot")} <= set(intent)  # moved away
     assert {segment_file(str(part), end, s) for s in (".log", ".index", ".timeindex")} <= set(intent)  # rolled
+
+
+def test_the_intent_names_the_snapshots_a_state_rebuilt_from_the_log_start_writes_and_moves(tmp_path):
+    """Issue 41: from the last segment, with no snapshot Kafka reads below it (one torn at the middle base, one torn
+    inside a segment): the state is replayed from the log start; the snapshots written at the middle base and at the
+    first recovered base, and the torn one moved into the backups, are all in the journal's intent."""
+    from indexlib.engine.options import RunOptions
+    from indexlib.engine.pool import map_locally
+    from indexlib.engine.runner import run
+    from indexlib.recovery.settings import IndexSettings
+    from indexlib.storage.discovery import discover
+
+    logs = crashed_log_dir(tmp_path, partitions=1, point=None)
+    part = logs / "orders-0"
+    _, middle, last = bases(part)
+    (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint({("orders", 0): last}))
+    for offset in (middle, middle + 3):
+        (part / f"{offset:020d}.snapshot").write_bytes(EMPTY_SNAPSHOT[:7])
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    recorder = IntentRecorder()
+    options = RunOptions("recover", run_id="r1", backup_root=str(tmp_path / "backups"))
+    report = run(discover([str(logs)]), options, lambda topic: IndexSettings(), map_locally(1), recorder)
+    assert report.exit_code == 0
+    after = {p.name: p.read_bytes() for p in part.iterdir()}
+    changed = {str(part / n) for n in before.keys() | after.keys() if before.get(n) != after.get(n)}
+    (intent,) = recorder.partition_files.values()
+    assert changed <= recorder.segment_files | set(intent), changed - recorder.segment_files - set(intent)
+    snapshots = {str(part / f"{o:020d}.snapshot") for o in (middle, middle + 3, last)}
+    assert snapshots <= changed and f"{middle + 3:020d}.snapshot" not in after
+    assert (tmp_path / "backups" / "r1" / "orders-0" / f"{middle + 3:020d}.snapshot").read_bytes() == EMPTY_SNAPSHOT[:7]
 
 
 def test_a_partition_whose_files_cannot_be_named_for_the_journal_does_not_stop_the_others(tmp_path, monkeypatch):
