@@ -151,7 +151,10 @@ def replay_outcomes(
         known = [
             None if plan.fatal or fatal else plan.producers for plan, (_, fatal) in zip(plans, replays, strict=True)
         ]
-        snapshot_replays = replay_snapshots(bases, known, plans[-1].next_v2_offset, readable_snapshots(snapshots))
+        inside = [o.plan.producers_at for o in outcomes]
+        snapshot_replays = replay_snapshots(
+            bases, known, plans[-1].next_v2_offset, readable_snapshots(snapshots), inside
+        )
         findings += snapshot_log_findings(snapshots, snapshot_replays)
         rewrites.update(snapshot_rewrites(snapshots, snapshot_replays))
     if check:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from ..format.index_file import FileIdentity
@@ -38,6 +38,7 @@ from ..storage import (
     fsync_paths,
     keep_backup,
     name_backups,
+    producer_states_inside,
     staging_open,
     store_for,
     summarize_log,
@@ -77,6 +78,9 @@ class SegmentTask:
     stage_fence: str | None = None
     store: StoreSpec = LOCAL  # where the segment's files are: each process builds the same store from it
     target_store: StoreSpec = LOCAL  # where ``target_dir`` is (an output prefix in object storage, or a local dir)
+    # with ``check``: the offsets of the partition's snapshots inside this segment (before the next one's base; on
+    # a local disk), whose producer states the task computes (PlanSummary.producers_at)
+    snapshot_points: tuple[int, ...] = ()
 
 
 #: what a writing mode stages of each segment (:attr:`SegmentTask.stage`)
@@ -111,9 +115,12 @@ def plan_tasks(
         target = options.target_dir(p)
         backup = partition_backup_dir(options, run_id, p)
         chosen = None if only is None else set(only.get(p.path, ()))
-        for s in p.segments:
+        checked_here = options.checks and options.store == LOCAL
+        for i, s in enumerate(p.segments):
             if chosen is not None and s.base_offset not in chosen:
                 continue
+            end = p.segments[i + 1].base_offset if i + 1 < len(p.segments) else None
+            inside = tuple(o for o in p.snapshots if s.base_offset < o and (end is None or o < end))
             tasks.append(
                 SegmentTask(
                     p.log_dir,
@@ -136,6 +143,7 @@ def plan_tasks(
                     stage_fence if stage != "none" else None,
                     options.store,
                     options.output_store if options.output_dir is not None else LOCAL,
+                    inside if checked_here else (),
                 )
             )
     return tasks
@@ -229,8 +237,11 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
         )
     else:
         findings, identical = log_findings(task.log_path, summary, plan.fatal, zero_tail), {}
+    planned = plan.summary()
+    if task.snapshot_points and plan.fatal is None:  # a snapshot inside: the state there, for its check
+        planned = replace(planned, producers_at=producer_states_inside(task.log_path, task.snapshot_points))
     outcome = SegmentOutcome(
-        task, plan.summary(), summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
+        task, planned, summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
         identical, reads.index_sizes, 0.0,
     )  # fmt: skip
     suffixes = staged_suffixes(task.stage, task.partition_dir, task.base_offset, findings)

@@ -91,6 +91,9 @@ class PlanSummary:
     next_v2_offset: int | None
     epoch_starts: np.ndarray = field(default_factory=lambda: np.empty(0, EPOCH_DTYPE))
     producers: np.ndarray | None = None
+    #: at each snapshot offset inside the segment (an older clean shutdown's), the producer states of its batches
+    #: below that offset (PRODUCER_DTYPE), for the snapshot's check; filled by the task that has the task's points
+    producers_at: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def plan_segment(summary: LogSummary, segment_index_bytes: int = DEFAULT_SEGMENT_INDEX_BYTES) -> SegmentPlan:

@@ -236,11 +236,14 @@ def replay_snapshots(
     producers: Sequence[npt.NDArray[np.void] | None],
     log_end: int | None,
     files: Mapping[int, list[ProducerSnapshotEntry] | None],
+    inside: Sequence[Mapping[int, npt.NDArray[np.void]]] = (),
 ) -> dict[int, SnapshotReplay]:
     """Per snapshot offset in ``files`` (offset -> its entries, None for a file Kafka refuses) that the log can
     speak for: the replay there. ``producers``: each segment's end states in base order (None: not known, e.g. a
     segment Kafka would refuse; nothing after it can be said). The state is known from offset 0 (empty) or from a
-    readable snapshot on; a snapshot inside a segment (an older clean shutdown's) is not compared.
+    readable snapshot at a segment base on. A snapshot inside a segment (an older clean shutdown's) is compared
+    where ``inside`` (per segment: offset -> the states of its batches below it) has its offset; the state carried
+    on is the whole segments' (Kafka loads such a file only as the newest it has).
 
     A file entry is taken as right where the log no longer holds what it records: a producer the log has no batch
     of, or whose last offset in the file is above the log's (retention, the cleaner). A producer of the log the
@@ -251,6 +254,9 @@ def replay_snapshots(
     for i, point in enumerate(points):
         if point in files:
             state = _at_snapshot(point, state, files[point], result)
+        for offset, below in sorted((inside[i] if i < len(inside) else {}).items()):
+            if offset in files and offset not in points and state is not None:
+                _at_snapshot(offset, apply_segment(state, below), files[offset], result)
         if i < len(bases):
             segment = producers[i]
             state = None if state is None or segment is None else apply_segment(state, segment)

@@ -16,9 +16,11 @@ from ..format.errors import KafkaIndexError, describe_error
 from ..format.layout import (
     LOG_SUFFIX,
     REMOTE_INDEX_CACHE_DIR,
+    SNAPSHOT_SUFFIX,
     is_kafka_transient,
     log_base_offsets,
     parse_partition_dir_name,
+    parse_segment_name,
     partition_name,
     segment_base_offsets,
     segment_file,
@@ -57,6 +59,7 @@ class Partition:
     partition: int
     segments: list[Segment]
     unreadable: str | None = None
+    snapshots: list[int] = field(default_factory=list)  # the offsets of its ``.snapshot`` files, ascending
 
     @property
     def name(self) -> str:
@@ -242,4 +245,7 @@ def _add_partition(found: Discovery, log_dir: str, path: str, topic: str, number
     for leftover in names:
         if is_kafka_transient(leftover):
             found.skipped.append((os.path.join(path, leftover), "a file Kafka is deleting, cleaning or swapping"))
-    found.partitions.append(Partition(log_dir, path, topic, number, segments))
+    snapshots = sorted(
+        p[0] for name in names if (p := parse_segment_name(name)) is not None and p[1] == SNAPSHOT_SUFFIX
+    )
+    found.partitions.append(Partition(log_dir, path, topic, number, segments, snapshots=snapshots))

@@ -11,9 +11,11 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..format import control_records, scan_kernel
 from ..format.abstract_index import AbstractIndex
@@ -34,13 +36,35 @@ from ..format.offset_index import OffsetIndex
 from ..format.time_index import TimeIndex
 from ..format.transaction_index import TransactionIndex, transaction_records
 from ..recovery.entry_checks import ExistingTxnIndex
-from ..recovery.log_scan import NO_PROBES, ExistingIndex, LogSummary, Probes, from_kernel, summarize
+from ..recovery.log_scan import (
+    NO_PROBES,
+    ExistingIndex,
+    LogSummary,
+    Probes,
+    from_kernel,
+    producer_end_states,
+    summarize,
+)
 
 if TYPE_CHECKING:
     from .store import Store
 
 
 # ------------------------------------------------------------------------------------------ the .log
+def producer_states_inside(log_path: str, offsets: Sequence[int]) -> dict[int, npt.NDArray[np.void]]:
+    """Per offset of ``offsets`` that is a batch boundary inside the ``.log`` (a snapshot written there: an older
+    clean shutdown's): the :data:`~indexlib.recovery.log_scan.PRODUCER_DTYPE` states its batches below that offset
+    leave. The reference scan reads the file (this is rare: one segment of a partition at most, usually none);
+    an offset that is no batch's end is left out."""
+    scan = scan_log(log_path)
+    found = {}
+    for offset in offsets:
+        below = int(np.searchsorted(scan.base_offsets, offset))
+        if below and int(scan.last_offsets[below - 1]) + 1 == offset:
+            found[offset] = producer_end_states(scan, below)
+    return found
+
+
 def summarize_log(
     path: str | os.PathLike[str],
     base_offset: int,

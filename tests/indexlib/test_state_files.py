@@ -216,9 +216,51 @@ def test_a_snapshot_kafka_would_refuse_is_repaired_to_kafkas_file(tmp_path):
     assert kinds(logs / "txn-0") == {}
 
 
+def merged_txn_partition(tmp_path: Path) -> tuple[Path, Path]:
+    """The local broker's ``txn-0`` with its two segments made one (the second's batches appended to the first's
+    ``.log``, the indexes rebuilt): Kafka's snapshot at the second's base, 11, now lies inside a segment, as an
+    older clean shutdown's does, and holds the state the broker wrote there. (partition dir, that snapshot)"""
+    from indexlib.engine import rebuild_partition
+
+    logs = copy_log_dir(tmp_path, "txn-0")
+    part = logs / "txn-0"
+    second = part / "00000000000000000011.log"
+    with open(part / "00000000000000000000.log", "ab") as first:
+        first.write(second.read_bytes())
+    for suffix in (".log", ".index", ".timeindex", ".txnindex"):
+        (part / f"00000000000000000011{suffix}").unlink(missing_ok=True)
+    rebuild_partition(part)
+    return part, part / "00000000000000000011.snapshot"
+
+
+def test_a_snapshot_inside_a_segment_that_kafka_wrote_gives_no_finding(tmp_path):
+    """Issue 41: a snapshot inside a segment is compared with the state the segment's batches below it give; the
+    broker's own file agrees."""
+    part, inside = merged_txn_partition(tmp_path)
+    from indexlib.format.producer_snapshot import parse_snapshot_entries
+
+    assert parse_snapshot_entries(inside.read_bytes(), str(inside))  # it has producers to compare
+    assert kinds(part) == {}
+
+
+@pytest.mark.parametrize("fault", list(SNAPSHOT_FAULTS))
+def test_a_snapshot_inside_a_segment_that_the_log_contradicts_is_found_and_repaired_to_kafkas_file(tmp_path, fault):
+    """Issue 41: the broker's snapshot inside a segment with one entry changed (CRC recomputed: Kafka would trust
+    it, were it the newest it has): verify names it; repair writes the broker's file back, byte for byte."""
+    part, inside = merged_txn_partition(tmp_path)
+    original = inside.read_bytes()
+    _rewrite_snapshot(inside, SNAPSHOT_FAULTS[fault])
+    found = kinds(part)
+    assert list(found) == ["producer_snapshot_mismatch"] and found["producer_snapshot_mismatch"][0].file == str(inside)
+    report = repair(part, tmp_path)
+    assert report.exit_code == 0 and report.rewritten == [str(inside)]
+    assert inside.read_bytes() == original
+    assert kinds(part) == {}
+
+
 def test_a_snapshot_the_log_cannot_speak_for_is_not_compared(tmp_path):
-    """A snapshot inside a segment (an older clean shutdown's log end) is only checked as a file; a producer the
-    log no longer holds (its batches below the log's first segment) is not a finding."""
+    """A snapshot inside a segment at an offset that is no batch's end (Kafka writes none there) is only checked as
+    a file; a producer the log no longer holds (its batches below the log's first segment) is not a finding."""
     from indexlib.format.producer_snapshot import ProducerSnapshotEntry, format_snapshot, parse_snapshot_entries
 
     logs = copy_log_dir(tmp_path, "txn-0")
