@@ -57,10 +57,10 @@ test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m mypy --python-executable $(AIRFLOW_VENV)/bin/python airflow_dags
-	$(PY) -m pytest -q --durations=25 --cov --cov-report=term-missing
+	$(PY) -m pytest -q --durations=25 --cov --cov-report=term-missing -n 2 --dist loadgroup
 	$(PY) tools/check_coverage.py
 	# the library again on its pure-Python scan: the reference, and the fallback without a C compiler
-	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider tests/indexlib
+	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests/indexlib
 
 # The inner loop's fast tier: lint, types, the tests not marked slow (tests/conftest.py: no broker, Airflow run,
 # Spark session, cluster or kill trial) on two workers, and the scan's pure-Python reference on the scan's own tests.

@@ -404,15 +404,14 @@ SLOW_TESTS = frozenset(
         "tests/jobs/test_pipeline.py::test_spark_executors_stage_under_the_runs_sync",
     }
 )
-#: the xdist group of the tests that share the session's standalone cluster and tiered brokers, so that one worker
-#: starts them once under ``pytest -n 2 --dist loadgroup`` (``make check`` runs two workers but leaves these out)
-SHARED_SESSION_GROUP = "cluster-and-tiered"
+#: the xdist work unit of the tests that share the session's standalone cluster and tiered brokers, and of make
+#: package's dist/ (the cluster's executor archive is built there): one worker starts them once, and no two race
+SHARED_SESSION_GROUP = "cluster-tiered-and-package"
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def]
-    """Marks each test ``slow`` or not (:data:`SLOW_DIRS`, :data:`SLOW_FIXTURES`, :data:`SLOW_MODULES`) and gives it
-    its xdist group: its module (a module's fixtures are made once, on one worker), or :data:`SHARED_SESSION_GROUP`
-    for the tests of the cluster and of tiered storage."""
+    """Marks each test ``slow`` or not (:data:`SLOW_DIRS`, :data:`SLOW_FIXTURES`, :data:`SLOW_MODULES`)."""
     for item in items:
         path = Path(str(item.fspath)).relative_to(PROJECT_ROOT).as_posix()
         parts = path.split("/")
@@ -424,5 +423,28 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             or item.nodeid.split("[")[0] in SLOW_TESTS
         ):
             item.add_marker(pytest.mark.slow)
-        shared = parts[1] in ("cluster", "tiered") or "cluster" in fixtures
-        item.add_marker(pytest.mark.xdist_group(SHARED_SESSION_GROUP if shared else path))
+
+
+def xdist_group(nodeid: str) -> str:
+    """A test's work unit under ``pytest -n N --dist loadgroup``: its module (whose fixtures are then made once, on
+    one worker), or :data:`SHARED_SESSION_GROUP` for the tests of the cluster, of tiered storage and of packaging."""
+    path = nodeid.split("::", 1)[0]
+    parts = path.split("/")
+    shared = (len(parts) > 2 and parts[1] in ("cluster", "tiered")) or path == "tests/test_packaging.py"
+    return SHARED_SESSION_GROUP if shared else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
+    """``--dist loadgroup`` by :func:`xdist_group`, decided from each test's node id on the controller. (xdist 3.8's
+    own loadgroup appends an ``xdist_group`` mark's name to the node id, which pytest 9.2 no longer lets a plugin
+    change: every test became its own unit, and a module's fixtures were made on both workers.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_group(nodeid)
+
+    return ByGroup(config, log)
