@@ -228,12 +228,17 @@ class KafkaBroker:
         raise BrokerError(f"broker not started within {timeout:.0f} s:\n{self.tail()}")
 
     def server_log(self) -> str:
+        """This start's ``server.log``, with the hourly files log4j rolled it into (``server.log.<yyyy-MM-dd-HH>``:
+        a start that runs over an hour's turn has its earlier lines there) first."""
         if self.current_logs is None:
             return ""
-        try:
-            return (self.current_logs / "server.log").read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
+        text = ""
+        for path in [*sorted(self.current_logs.glob("server.log.*")), self.current_logs / "server.log"]:
+            try:
+                text += path.read_text(errors="replace")
+            except FileNotFoundError:
+                continue
+        return text
 
     def tail(self, lines: int = 40) -> str:
         text = self.server_log()
