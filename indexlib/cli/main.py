@@ -515,7 +515,7 @@ def run_plugin_command(name: str, argv: list[str]) -> int:
         return EXIT_BAD_INPUT
     try:
         command = found[0].load()
-    except ImportError as exc:  # the package is there but not what it needs (pyyaml, deltalake)
+    except (ImportError, AttributeError) as exc:  # not what it needs (pyyaml, deltalake), or a stale entry point
         _error(f"{name}: cannot load {found[0].value}: {exc}")
         return EXIT_BAD_INPUT
     code: int = command(argv)

@@ -278,7 +278,8 @@ def state_before(
         break
     ongoing = {pid: e.current_txn_first_offset for pid, e in loaded.items() if e.has_open_transaction}
     producers: dict[int, ProducerSnapshotEntry] | None = dict(loaded)
-    replayed = [s for s in partition.segments if s.base_offset < base and _next_base(partition, s) > start]
+    ends = [s.base_offset for s in partition.segments[1:]] + [1 << 63]  # each segment's end: the next one's base
+    replayed = [s for s, end in zip(partition.segments, ends, strict=True) if s.base_offset < base and end > start]
     if not replayed:
         return StateBefore(base, start, ongoing, producers, {}, refused)
     bases = [s.base_offset for s in partition.segments]
@@ -315,9 +316,3 @@ def _whole_summary(segment: Segment, store: Store | None) -> tuple[LogSummary | 
     if summary.invalid_bytes or summary.fatal is not None:
         return None, f"{segment.log_path}: the segment cannot be read whole"
     return summary, ""
-
-
-def _next_base(partition: Partition, segment: Segment) -> int:
-    """The base of the segment after ``segment`` (past the last: no end)."""
-    later = [s.base_offset for s in partition.segments if s.base_offset > segment.base_offset]
-    return later[0] if later else 1 << 63

@@ -4,6 +4,7 @@ and returns a small :class:`SegmentOutcome` (never the scan)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -238,8 +239,12 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
     else:
         findings, identical = log_findings(task.log_path, summary, plan.fatal, zero_tail), {}
     planned = plan.summary()
-    if task.snapshot_points and plan.fatal is None:  # a snapshot inside: the state there, for its check
-        planned = replace(planned, producers_at=producer_states_inside(task.log_path, task.snapshot_points))
+    # a snapshot inside the segment, below its log end (the replay checks one at the log end): the state there
+    inside = [o for o in task.snapshot_points if summary.last_offset is not None and o <= summary.last_offset]
+    if inside and plan.fatal is None:
+        # gone or changed since the scan (beside a broker): that file is then not compared
+        with contextlib.suppress(OSError, ValueError):
+            planned = replace(planned, producers_at=producer_states_inside(task.log_path, inside))
     outcome = SegmentOutcome(
         task, planned, summary.batch_count, summary.file_size, summary.valid_bytes, summary.invalid_bytes, findings,
         identical, reads.index_sizes, 0.0,
