@@ -4,7 +4,7 @@ are lost or doubled, how many commit conflicts are retried, how long a write tak
 Each writer is its own process (as each broker's run is), holding one broker's rows of one shared run id (a
 fleet's brokers share the run id and the log dir path), and calls ``jobs.audit.write`` at one agreed instant.
 The table is a local path, or on a real S3 API server (moto's, on 127.0.0.1: it enforces the conditional writes
-delta-rs relies on). Then the table is read back: every broker's rows exactly once.
+delta-rs relies on, made atomic here as S3 makes them: :func:`serve_moto`). Then the table is read back: every broker's rows exactly once.
 
     .venv/bin/python benchmarks/audit_writers.py [--writers 8] [--rows 200] [--runs 3] [--where local,s3]
 
@@ -68,7 +68,7 @@ def moto_server(log_path: str | None = None, env: dict[str, str] | None = None) 
     endpoint = f"http://127.0.0.1:{port}"
     log = open(log_path or os.devnull, "wb")  # noqa: SIM115 - closed below
     process = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, os.path.abspath(__file__), "--moto-server", str(port)],
         stdout=log,
         stderr=log,
         env={**os.environ, **(env or {})},
@@ -94,6 +94,29 @@ def moto_server(log_path: str | None = None, env: dict[str, str] | None = None) 
             process.kill()
             process.wait()
         log.close()
+
+
+def serve_moto(port: int) -> None:
+    """moto's S3 server on 127.0.0.1:``port``, as ``python -m moto.server`` runs it, but with S3's conditional writes
+    atomic, as S3 makes them: moto checks ``If-None-Match``/``If-Match`` and then writes, and its threaded server
+    let two PUTs pass the check together (under load: one writer's Delta commit then silently replaced another's,
+    and its rows were lost). A conditional PUT holds one lock from its check to its write; nothing else waits."""
+    import threading
+
+    from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import run_simple
+
+    os.environ.setdefault("MOTO_PORT", str(port))
+    app = DomainDispatcherApplication(create_backend_app)
+    conditional = threading.Lock()
+
+    def atomic_conditional_puts(environ, start_response):  # type: ignore[no-untyped-def]
+        if environ["REQUEST_METHOD"] == "PUT" and ({"HTTP_IF_NONE_MATCH", "HTTP_IF_MATCH"} & environ.keys()):
+            with conditional:
+                return list(app(environ, start_response))
+        return app(environ, start_response)
+
+    run_simple("127.0.0.1", port, atomic_conditional_puts, threaded=True, request_handler=MotoRequestHandler)
 
 
 def broker_rows(broker: int, run_id: str, rows: int, started: datetime) -> list[dict[str, object]]:
@@ -206,7 +229,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.add_argument(name, help=argparse.SUPPRESS)
     parser.add_argument("--broker", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--start-at", type=float, help=argparse.SUPPRESS)
+    parser.add_argument("--moto-server", type=int, metavar="PORT", help=argparse.SUPPRESS)  # moto_server's process
     args = parser.parse_args(argv)
+    if args.moto_server is not None:
+        serve_moto(args.moto_server)
+        return 0
     if args.child:
         child(args)
         return 0
