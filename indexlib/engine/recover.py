@@ -488,11 +488,10 @@ def _write_producer_snapshots(
 ) -> None:
     """The producer snapshots the broker's recovery leaves: one at each recovered segment's end that is a segment
     base (the next segment's, or the new log end, where the roll puts the empty segment), each holding the state
-    after that segment; the state before the first recovered segment is empty when that is the partition's first
-    segment or lies at or below the log start, else the snapshot at its base (loaded as Kafka loads it: expired
-    producers dropped). Without that snapshot, or without a segment's producer states, nothing is written: the
-    broker's start then rebuilds the state from an older snapshot (correct, slower). Staged into ``files``, the
-    old files copied into the backups first."""
+    after that segment, from the state before the first recovered segment (``before``, :func:`_state_before_first`:
+    None is empty; where it was replayed, what Kafka writes on the way is staged too). Where that state or a
+    segment's producer states are not known, nothing is written: the broker's start then rebuilds the state
+    (correct, slower). Staged into ``files``, the old files copied into the backups first."""
     producer_states = [r.plan.producers for r in kept]
     if any(p is None for p in producer_states):
         return

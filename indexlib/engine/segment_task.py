@@ -4,6 +4,7 @@ and returns a small :class:`SegmentOutcome` (never the scan)."""
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import time
@@ -120,8 +121,9 @@ def plan_tasks(
         for i, s in enumerate(p.segments):
             if chosen is not None and s.base_offset not in chosen:
                 continue
-            end = p.segments[i + 1].base_offset if i + 1 < len(p.segments) else None
-            inside = tuple(o for o in p.snapshots if s.base_offset < o and (end is None or o < end))
+            # the snapshots above its base and below the next segment's (sorted: one bisect each, not a scan of all)
+            end = bisect.bisect_left(p.snapshots, p.segments[i + 1].base_offset) if i + 1 < len(p.segments) else None
+            inside = tuple(p.snapshots[bisect.bisect_right(p.snapshots, s.base_offset) : end])
             tasks.append(
                 SegmentTask(
                     p.log_dir,
