@@ -59,8 +59,13 @@ test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) -m mypy --python-executable $(AIRFLOW_VENV)/bin/python airflow_dags
 	$(PY) -m pytest -q --durations=25 --cov --cov-report=term-missing -n 2 --dist loadgroup
 	$(PY) tools/check_coverage.py
-	# the library again on its pure-Python scan: the reference, and the fallback without a C compiler
-	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup tests/indexlib
+	# the library again on its pure-Python scan (the reference, and the fallback without a C compiler): the scan's
+	# own tests, and the engine's whole runs over it
+	KAFKA_INDEX_PURE_PYTHON=1 $(PY) -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup $(SCAN_TESTS) $(PURE_RUN_TESTS)
+
+# the engine's whole runs (verify, rebuild, repair, recover; the state files) over the pure-Python scan too
+PURE_RUN_TESTS := tests/indexlib/test_engine.py tests/indexlib/test_recover.py tests/indexlib/test_verify.py \
+                  tests/indexlib/test_state_files.py
 
 # The inner loop's fast tier: lint, types, the tests not marked slow (tests/conftest.py: no broker, Airflow run,
 # Spark session, cluster or kill trial) on two workers, and the scan's pure-Python reference on the scan's own tests.

@@ -18,7 +18,7 @@ import pytest
 from indexlib.engine import rebuild_partition
 from indexlib.testing.generate import generate_partition
 
-from ..conftest import PROJECT_ROOT, requires_object_storage, storage_flags, upload
+from ..conftest import CLUSTER_APP_CONF, PROJECT_ROOT, requires_object_storage, storage_flags, upload
 
 pytest.importorskip("pyspark", reason="the cluster test needs the [spark] extra (make test installs it)")
 sys.path.insert(0, str(PROJECT_ROOT / "tools"))
@@ -47,7 +47,7 @@ def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, 
 
     report = tmp_path / "verify.json"
     done = spark_submit(cluster.url, "verify", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--json", report,
-                        archive=executor_archive, conf={"spark.cores.max": "2"})  # fmt: skip
+                        archive=executor_archive, conf=CLUSTER_APP_CONF)  # fmt: skip
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     # quiet as a local run: the JVM logs errors only (conf/log4j2.properties through the README's --conf)
     assert not [line for line in done.stderr.splitlines() if " INFO " in line or " WARN " in line], done.stderr[:3000]
@@ -58,7 +58,7 @@ def test_verify_and_repair_on_a_standalone_cluster_match_the_local_run(cluster, 
     assert flagged == damaged | {("orders-2/00000000000000000000.timeindex", "timeindex_missing")}
 
     done = spark_submit(cluster.url, "repair", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--backup-dir",
-                        tmp_path / "backups", archive=executor_archive, conf={"spark.cores.max": "2"})  # fmt: skip
+                        tmp_path / "backups", archive=executor_archive, conf=CLUSTER_APP_CONF)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert index_bytes(logs) == index_bytes(expected)
 
@@ -86,13 +86,13 @@ def test_verify_and_rebuild_of_a_log_dir_in_object_storage_on_the_cluster(cluste
     uri = upload(s3[1], logs, "cluster/logs")
     report = tmp_path / "verify.json"
     done = spark_submit(cluster.url, "verify", "--log-dir", uri, "--audit-table", "none", "--json", report,
-                        *storage_flags(s3[0]), archive=executor_archive, conf={"spark.cores.max": "2"})  # fmt: skip
+                        *storage_flags(s3[0]), archive=executor_archive, conf=CLUSTER_APP_CONF)  # fmt: skip
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     flagged = {(f["file"], f["kind"]) for f in json.loads(report.read_text())["remaining_findings"]}
     assert flagged == {(f"{uri}/orders-1/00000000000000000000.index", "index_missing")}
     done = spark_submit(cluster.url, "rebuild", "--log-dir", uri, "--audit-table", "none", "--output-dir",
                         tmp_path / "out", *storage_flags(s3[0]), archive=executor_archive,
-                        conf={"spark.cores.max": "2"})  # fmt: skip
+                        conf=CLUSTER_APP_CONF)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     expected = {k: v for k, v in index_bytes(logs).items() if not k.endswith(".log") and not k.endswith(".snapshot")}
     rebuilt = index_bytes(tmp_path / "out")
@@ -100,7 +100,7 @@ def test_verify_and_rebuild_of_a_log_dir_in_object_storage_on_the_cluster(cluste
     assert len(rebuilt) == 3 * 2 * 3  # every segment's three index files, the deleted one too
     done = spark_submit(cluster.url, "rebuild", "--log-dir", uri, "--audit-table", "none", "--output-dir",
                         f"{uri}-rebuilt", *storage_flags(s3[0]), archive=executor_archive,
-                        conf={"spark.cores.max": "2"})  # fmt: skip
+                        conf=CLUSTER_APP_CONF)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     prefix = uri.split("/", 3)[3] + "-rebuilt/"
     listed = s3[1].list_objects_v2(Bucket=uri.split("/")[2], Prefix=prefix)["Contents"]
@@ -124,7 +124,7 @@ def test_the_on_demand_dag_repairs_on_the_cluster(cluster, executor_archive, tmp
         "audit_table": str(tmp_path / "audit"),
         "backup_dir": str(tmp_path / "backups"),
         "archives": f"{executor_archive}#env",
-        "conf": {"spark.cores.max": "2"},
+        "conf": CLUSTER_APP_CONF,
     }
     env = airflow_env(
         tmp_path / "home", env_variable=settings

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ..conftest import PROJECT_ROOT, S3_BUCKET, storage_flags
+from ..conftest import CLUSTER_APP_CONF, PROJECT_ROOT, S3_BUCKET, storage_flags
 from .conftest import AIVEN_PREFIX, copy_prefix
 
 pytest.importorskip("pyspark", reason="the Spark job needs the [spark] extra (make test installs it)")
@@ -109,7 +109,7 @@ def test_verify_remote_full_on_a_standalone_cluster_equals_the_local_engine(
     earlier = {d.name for w in cluster.workers for d in w.iterdir() if d.name.startswith("app-")}
     table = tmp_path / "audit"
     done = spark_submit(cluster.url, "verify-remote", *common, "--audit-table", table, "--json",
-                        archive=executor_archive, conf={"spark.cores.max": "2"})  # fmt: skip
+                        archive=executor_archive, conf=CLUSTER_APP_CONF)  # fmt: skip
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     spark = json.loads(done.stdout[done.stdout.index("{") :])
     code, local, err = kafka_index("verify-remote", *common, "--engine", "local", "--audit-table", "none")
