@@ -287,11 +287,16 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
 
 
 def run_job(args: argparse.Namespace) -> int:
-    from indexlib.storage import ObjectStoreError
+    from indexlib.storage import LockedLogDirError, ObjectStoreError
 
     try:
-        settings, found, options = plan_run(args)
-    except (ValueError, UsageError, ObjectStoreError) as exc:  # ConfigError, LogDirError are ValueErrors
+        settings, found, options = plan_run(args)  # a held lock too, before Spark's JVM starts
+    except (
+        ValueError,
+        UsageError,
+        ObjectStoreError,
+        LockedLogDirError,
+    ) as exc:  # ConfigError, LogDirError: ValueErrors
         print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     for path, reason in found.skipped:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from ..engine.options import RunOptions, check_run, new_run_id
+from ..engine.runner import check_locks_free
 from ..format.errors import KafkaIndexError
 from ..recovery.settings import SettingError
 from ..storage.discovery import Discovery
@@ -69,12 +70,14 @@ def run_options(
 
 
 def check_planned_run(found: Discovery, options: RunOptions, settings: TopicSettings) -> None:
-    """Everything a run is refused for before it starts (a ``ValueError`` with the one line to print): a topic's
-    settings that Kafka would not take, then :func:`~indexlib.engine.check_run`."""
+    """Everything a run is refused for before it starts, with the one line to print: a topic's settings that Kafka
+    would not take, then :func:`~indexlib.engine.check_run` (``ValueError``s), then a lock the run cannot take
+    (``LockedLogDirError``: :func:`~indexlib.engine.runner.check_locks_free`)."""
     invalid = settings.invalid_for(p.topic for p in found.partitions)
     if invalid is not None:
         raise SettingError(invalid)
     check_run(found, options)
+    check_locks_free(found, options)
 
 
 class NotYetTieredError(KafkaIndexError, ValueError):

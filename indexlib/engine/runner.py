@@ -245,6 +245,18 @@ def run(
     return stages.report(started)
 
 
+def check_locks_free(discovery: Discovery, options: RunOptions) -> None:
+    """Refuse what :func:`run` refuses when it takes its locks (:class:`LockedLogDirError`: a running broker's
+    ``.lock``; :class:`RunInUseError`: a run with this ``--run-id`` writing there), by taking them and letting go, so
+    that a slow start (the Spark job's JVM) never comes before that refusal; :func:`run` takes them again for the
+    whole run. A run without a run id takes a new one: no run lock can be held."""
+    stages = _RunStages(discovery, options, None)
+    if options.run_id is None:
+        stages.lock_dirs = []
+    with stages.locks():
+        pass
+
+
 class _RunStages:
     """One run's stages in order (:func:`run`) and what they hand on: ``held`` (the locks), ``prepare`` (sweeps,
     identities, the recover plan, the tasks, the findings before any scan), ``map``, ``replay``, ``commit`` (per
@@ -287,17 +299,24 @@ class _RunStages:
         self.replays: dict[str, PartitionReplay] = {}
 
     @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """The broker's ``.lock`` of every log dir written in place, the file systems' durability (``--sync
-        syncfs``), and the run locks, for the whole run."""
+    def locks(self) -> Iterator[list[str]]:
+        """The broker's ``.lock`` of every log dir written in place, then the run locks; yields the log dirs whose
+        ``.lock`` another process holds (``--force``: a running broker's)."""
         options = self.options
-        written_roots = sorted({*self.lock_dirs, *([self.root] if self.root is not None else [])})
         in_place_log_dirs = [p.log_dir for p in self.discovery.partitions if options.in_place(p)]
         advice = {
             "recover": "recover works only on a stopped broker's log dirs",
             "rebuild": "stop the broker, use --output-dir, or pass --force",
         }.get(options.mode, "stop the broker, or pass --force")
-        with broker_locks(in_place_log_dirs, options.force, advice) as unheld, contextlib.ExitStack() as durability:
+        with broker_locks(in_place_log_dirs, options.force, advice) as unheld, run_locks(self.lock_dirs, self.run_id):
+            yield unheld
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """The locks (:meth:`locks`) and the file systems' durability (``--sync syncfs``), for the whole run."""
+        options = self.options
+        written_roots = sorted({*self.lock_dirs, *([self.root] if self.root is not None else [])})
+        with self.locks() as unheld, contextlib.ExitStack() as durability:
             sync = chosen_sync(options, unheld, options.sync == "auto" and syncfs_trusted())
             if sync == "syncfs":
                 try:
@@ -306,13 +325,12 @@ class _RunStages:
                     if options.sync != "auto":
                         raise
                     sync = "fsync"  # a root it cannot open: auto falls back to what always works
-            with run_locks(self.lock_dirs, self.run_id):
-                if sync == "syncfs" and not sync_roots():
-                    sync = "fsync"  # no root on a file system syncfs is trusted on (ext4, xfs, btrfs, tmpfs)
-                self.options = replace(options, sync=sync)  # what the run used: the report and audit rows say it
-                if self.observer is not None:
-                    self.observer.run_started(self.options)
-                yield
+            if sync == "syncfs" and not sync_roots():
+                sync = "fsync"  # no root on a file system syncfs is trusted on (ext4, xfs, btrfs, tmpfs)
+            self.options = replace(options, sync=sync)  # what the run used: the report and audit rows say it
+            if self.observer is not None:
+                self.observer.run_started(self.options)
+            yield
 
     def prepare(self, index_settings: Callable[[str], IndexSettings]) -> None:
         """Before the map: the leftovers of dead runs swept, unfinished recovers found, each log dir's identity, a

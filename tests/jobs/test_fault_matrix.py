@@ -67,13 +67,19 @@ def damaged_logs(root: Path, partitions: int = 3) -> Path:
     return logs
 
 
-def kafka_index(*args: object, wait: bool = True) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
+#: an environment in which Spark's JVM cannot start: a run refused before it needs Spark is refused all the same
+NO_JVM = {**os.environ, "JAVA_HOME": "/nonexistent-java"}
+
+
+def kafka_index(
+    *args: object, wait: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str] | subprocess.Popen[str]:
     argv = [sys.executable, "-m", "jobs.cli", *map(str, args)]
     if not wait:
         return subprocess.Popen(
             argv, cwd=PROJECT_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True
         )
-    return subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run(argv, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env)
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -193,7 +199,8 @@ def test_a_full_output_dir_writes_nothing_torn(tmp_path, small_fs):
 # ------------------------------------------------------------------------------------------ locks
 @pytest.mark.parametrize("kind", ["lockf", "flock"])
 def test_a_held_log_dir_lock_refuses_the_run_before_any_work(tmp_path, kind):
-    """A broker holds .lock with a POSIX record lock (Java's tryLock); a script may hold it with flock."""
+    """A broker holds .lock with a POSIX record lock (Java's tryLock); a script may hold it with flock. Refused before
+    Spark's JVM starts (where none can start, the same line)."""
     logs = damaged_logs(tmp_path, partitions=1)
     lock = logs / ".lock"
     holder = subprocess.Popen(
@@ -204,9 +211,11 @@ def test_a_held_log_dir_lock_refuses_the_run_before_any_work(tmp_path, kind):
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         before = sha256s(logs)
-        done = kafka_index("repair", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--no-progress")
+        done = kafka_index(
+            "repair", "--log-dir", logs, "--audit-table", tmp_path / "audit", "--no-progress", env=NO_JVM
+        )
         errors = error_lines(done.stderr)
-        assert done.returncode == 2 and len(errors) == 1 and f"{lock}: held by another process" in errors[0]
+        assert done.returncode == 2 and len(errors) == 1 and f"{lock}: held by another process" in errors[0], errors
         assert "--force" in errors[0]
         assert sha256s(logs) == before and not (tmp_path / "audit").exists()
     finally:
@@ -214,7 +223,8 @@ def test_a_held_log_dir_lock_refuses_the_run_before_any_work(tmp_path, kind):
 
 
 def test_a_second_run_with_the_same_run_id_is_refused(tmp_path):
-    """The first run really runs (a process killed later); the second, same id, same log dir, is refused."""
+    """The first run really runs (a process killed later); the second, same id, same log dir, is refused, before
+    Spark's JVM starts."""
     logs = damaged_logs(tmp_path, partitions=2)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys; from indexlib.storage.locks import run_locks\n"
@@ -224,7 +234,9 @@ def test_a_second_run_with_the_same_run_id_is_refused(tmp_path):
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
         before = sha256s(logs)
-        done = kafka_index("repair", "--log-dir", logs, "--audit-table", "none", "--run-id", "twice", "--no-progress")
+        done = kafka_index(
+            "repair", "--log-dir", logs, "--audit-table", "none", "--run-id", "twice", "--no-progress", env=NO_JVM
+        )
         errors = error_lines(done.stderr)
         assert done.returncode == 2 and len(errors) == 1 and "twice" in errors[0], done.stderr
         assert sha256s(logs) == before
