@@ -418,6 +418,17 @@ SLOW_TESTS = frozenset(
 #: the xdist work unit of the tests that share the session's standalone cluster and tiered brokers, and of make
 #: package's dist/ (the cluster's executor archive is built there): one worker starts them once, and no two race
 SHARED_SESSION_GROUP = "cluster-tiered-and-package"
+#: the work units that took longest in ``make test`` (its ``--durations``, 2026-11-29: 130-500 s each), longest first
+LONGEST_UNITS = (
+    SHARED_SESSION_GROUP,
+    "tests/jobs/test_fault_matrix.py",
+    "tests/airflow/test_dags.py",
+    "tests/indexlib/test_recover_kills.py",
+    "tests/indexlib/test_object_store.py",
+    "tests/broker/test_cluster_settings_real_broker.py",
+    "tests/broker/test_recover_real_broker.py",
+    "tests/airflow/test_fleet.py",
+)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -434,6 +445,23 @@ def pytest_collection_modifyitems(config, items):  # type: ignore[no-untyped-def
             or item.nodeid.split("[")[0] in SLOW_TESTS
         ):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker orders its collection alike: xdist checks they agree
+        items[:] = longest_units_first(items)
+
+
+def longest_units_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """``items`` with the longest work units (:func:`xdist_group`) first, each unit's tests in their order: the
+    scheduler hands units out in this order, and a long one started last would keep one worker busy after the other
+    has run out of work. :data:`LONGEST_UNITS` first, then the units with the most ``slow`` tests."""
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        units.setdefault(xdist_group(item.nodeid), []).append(item)
+
+    def rank(unit: str) -> tuple[int, int]:
+        known = LONGEST_UNITS.index(unit) if unit in LONGEST_UNITS else len(LONGEST_UNITS)
+        return known, -sum(1 for i in units[unit] if i.get_closest_marker("slow"))
+
+    return [item for unit in sorted(units, key=rank) for item in units[unit]]
 
 
 def xdist_group(nodeid: str) -> str:
@@ -453,6 +481,8 @@ def pytest_xdist_make_scheduler(config, log):  # type: ignore[no-untyped-def]
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # the units in the collection's order: longest_units_first
 
     class ByGroup(LoadScopeScheduling):  # type: ignore[misc]
         def _split_scope(self, nodeid: str) -> str:

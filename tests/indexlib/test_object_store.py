@@ -355,14 +355,18 @@ def test_a_ranged_read_cut_short_is_an_error_never_a_torn_tail(generated, s3):
 def test_dump_of_an_object_prints_what_the_dump_of_the_file_prints(s3, capsys):
     """Every kind of file ``dump`` reads (segment files, a producer snapshot, checkpoints; text, JSON, records up to
     ``--max-bytes``), from a real broker's log dir in the bucket: the same output as the local file's, the URI in
-    place of the path."""
+    place of the path. The log dir's own files and the partitions of each kind of log: transactions, compaction,
+    compression, the cluster's metadata, a transaction coordinator's (the other partitions add only more of the
+    same records)."""
     from indexlib.cli.main import main
 
     logs = KAFKA_REAL / "local-apache-kafka-4.1.0"
     uri = upload(s3[1], logs, "dump/local-apache-kafka-4.1.0")
-    chosen = [p for p in sorted(logs.rglob("*")) if p.is_file() and "_rebuilt_by" not in str(p)]
+    partitions = {"txn-0", "compacted-0", "comp-zstd-0", "__cluster_metadata-0", "__transaction_state-1"}
+    chosen = [p for p in sorted(logs.rglob("*")) if p.is_file() and (p.parent == logs or p.parent.name in partitions)]
     kinds = {p.suffix or p.name for p in chosen}
-    assert {".log", ".index", ".timeindex", ".snapshot", "leader-epoch-checkpoint"} <= kinds
+    assert {".log", ".index", ".timeindex", ".txnindex", ".snapshot", ".checkpoint", "leader-epoch-checkpoint"} <= kinds
+    assert {"recovery-point-offset-checkpoint", "log-start-offset-checkpoint"} <= kinds
     compared = 0
     for path in chosen:
         if path.name in ("MANIFEST.json", "meta.properties", "partition.metadata", ".lock") or path.suffix == ".json":
