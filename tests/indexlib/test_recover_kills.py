@@ -91,6 +91,9 @@ def recover(
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}  # no .pyc renamed into place among the counted calls
     if kill_at is not None:
         env.update(kill_hook_env(logs.parent / "hook", kill_at, env.get("PYTHONPATH", "")))
+        # not measured by the suite's coverage (`make test`): a killed run never saves what it measured, and the
+        # counting run must make the calls the killed ones make (coverage's own writes at exit are calls too)
+        env.pop("COVERAGE_PROCESS_CONFIG", None)
     return subprocess.run([*cmd, "--run-id", run_id], cwd=PROJECT_ROOT, env=env, capture_output=True,
                           text=True, timeout=300)  # fmt: skip
 
