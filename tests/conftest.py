@@ -80,13 +80,20 @@ def spark_class_archive() -> Path | None:
 
 
 def pytest_configure(config):  # type: ignore[no-untyped-def]
-    """The Spark drivers' JVM options (:data:`FAST_SPARK_JVM`, and :func:`spark_class_archive`), made by the first
+    """The JVM options of the Spark drivers (:data:`FAST_SPARK_JVM`, :func:`spark_class_archive`) and of Kafka's
+    tools (the brokers' ``FAST_JVM`` and class archive, ``broker/kafka_broker.py``), the archives made by the first
     process (xdist's controller, or a run without workers) before any test; the workers inherit them."""
-    if "SPARK_SUBMIT_OPTS" in os.environ:
+    from .broker.kafka_broker import FAST_JVM, class_archive_opts, make_class_archive
+
+    if os.environ.get("PYTEST_XDIST_WORKER"):
         return
-    archive = spark_class_archive()
-    shared = f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off" if archive else ""
-    os.environ["SPARK_SUBMIT_OPTS"] = FAST_SPARK_JVM + shared
+    if "SPARK_SUBMIT_OPTS" not in os.environ:
+        archive = spark_class_archive()
+        shared = f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off" if archive else ""
+        os.environ["SPARK_SUBMIT_OPTS"] = FAST_SPARK_JVM + shared
+    if "KAFKA_JVM_PERFORMANCE_OPTS" not in os.environ:
+        make_class_archive()
+        os.environ["KAFKA_JVM_PERFORMANCE_OPTS"] = f"{FAST_JVM} {class_archive_opts()}".strip()
 
 
 requires_kafka_real = pytest.mark.skipif(

@@ -17,9 +17,12 @@ from __future__ import annotations
 import base64
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,6 +34,19 @@ HEAP = "-Xmx512m -Xms256m"
 # For tests: a JVM that starts faster on two cores (serial GC, C1 only). Benchmarks of the broker's own recovery
 # pass ``jvm_opts=None`` (the distribution's defaults: G1, both JIT tiers).
 FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k"
+#: a JVM class-data archive (AppCDS) of the classes a broker loads, made once per virtualenv by the first test process
+#: (tests/conftest.py, :func:`make_class_archive`); brokers started with :data:`FAST_JVM` map them from it
+CLASS_ARCHIVE = Path(sys.prefix) / "kafka-4.1.0-broker-classes.jsa"
+
+
+def class_archive_opts() -> str:
+    """The JVM options that map :data:`CLASS_ARCHIVE`'s classes where it exists ("" where not); a JVM it does not fit
+    (another class path, another JVM) loads them as usual, silently."""
+    return (
+        f"-XX:SharedArchiveFile={CLASS_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off" if CLASS_ARCHIVE.is_file() else ""
+    )
+
+
 STARTED = "Kafka Server started"
 
 
@@ -187,6 +203,8 @@ class KafkaBroker:
         env.pop("KAFKA_JVM_PERFORMANCE_OPTS", None)
         if self.jvm_opts is not None:
             env["KAFKA_JVM_PERFORMANCE_OPTS"] = self.jvm_opts
+            if self.jvm_opts == FAST_JVM:  # the options the archive was made with
+                env["KAFKA_JVM_PERFORMANCE_OPTS"] += f" {class_archive_opts()}"
         return env
 
     def format(self, cluster_id: str | None = None) -> str:
@@ -278,6 +296,28 @@ class KafkaBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def make_class_archive() -> None:
+    """:data:`CLASS_ARCHIVE`, where it is missing and a broker can start here: a broker formatted, started and
+    stopped cleanly with ``-XX:ArchiveClassesAtExit`` (the JVM writes it as it exits), then named. Nothing where that
+    fails: the brokers then load their classes as usual."""
+    if CLASS_ARCHIVE.is_file() or kafka_home_missing() is not None:
+        return
+    partial = CLASS_ARCHIVE.with_name(f"{CLASS_ARCHIVE.name}.{os.getpid()}.partial")
+    root = Path(tempfile.mkdtemp(prefix="kafka-class-archive-"))
+    broker = KafkaBroker(root / "broker", root / "logs")
+    try:
+        broker.format()
+        broker.jvm_opts = f"{FAST_JVM} -XX:ArchiveClassesAtExit={partial}"
+        broker.start()
+        broker.stop()
+        os.replace(partial, CLASS_ARCHIVE)
+    except (OSError, BrokerError, subprocess.SubprocessError):
+        partial.unlink(missing_ok=True)
+    finally:
+        broker.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------ log dirs
