@@ -52,16 +52,16 @@ ARCHIVED_JOB = (
 )
 
 
-def spark_class_archive() -> Path | None:
+def spark_class_archive(make: bool = True) -> Path | None:
     """A JVM class-data archive of the classes a Spark driver loads (Java's AppCDS: ``-XX:ArchiveClassesAtExit``),
-    made once per virtualenv and Spark version, beside the venv's Python; None where it cannot be made (no Java).
+    made once per virtualenv and Spark version (where ``make``), beside the venv's Python; None where there is none.
     A driver started with ``-XX:SharedArchiveFile`` maps those classes instead of loading them; where the archive
     does not fit (another class path, another JVM) the JVM loads them as usual, silently (``-Xlog:cds=off``)."""
     import pyspark
 
     archive = Path(sys.prefix) / f"spark-{pyspark.__version__}-driver-classes.jsa"
-    if archive.is_file():
-        return archive
+    if archive.is_file() or not make:
+        return archive if archive.is_file() else None
     partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
     job = Path(tempfile.mkdtemp(prefix="spark-archive-")) / "job.py"
     job.write_text(ARCHIVED_JOB)
@@ -87,12 +87,14 @@ def pytest_configure(config):  # type: ignore[no-untyped-def]
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
+    make = config.getoption("markexpr") != "not slow"  # make check's tier starts few JVMs: it uses, never makes, them
     if "SPARK_SUBMIT_OPTS" not in os.environ:
-        archive = spark_class_archive()
+        archive = spark_class_archive(make)
         shared = f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off" if archive else ""
         os.environ["SPARK_SUBMIT_OPTS"] = FAST_SPARK_JVM + shared
     if "KAFKA_JVM_PERFORMANCE_OPTS" not in os.environ:
-        make_class_archive()
+        if make:
+            make_class_archive()
         os.environ["KAFKA_JVM_PERFORMANCE_OPTS"] = f"{FAST_JVM} {class_archive_opts()}".strip()
 
 
