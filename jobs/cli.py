@@ -289,14 +289,9 @@ def plan_run(args: argparse.Namespace) -> tuple[Settings, Discovery, RunOptions]
 def run_job(args: argparse.Namespace) -> int:
     from indexlib.storage import LockedLogDirError, ObjectStoreError
 
-    try:
-        settings, found, options = plan_run(args)  # a held lock too, before Spark's JVM starts
-    except (
-        ValueError,
-        UsageError,
-        ObjectStoreError,
-        LockedLogDirError,
-    ) as exc:  # ConfigError, LogDirError: ValueErrors
+    try:  # refused before Spark's JVM starts: bad input (ConfigError, LogDirError: ValueErrors), a held lock
+        settings, found, options = plan_run(args)
+    except (ValueError, UsageError, ObjectStoreError, LockedLogDirError) as exc:
         print(f"{prog()}: error: {exc}", file=sys.stderr)
         return 2
     for path, reason in found.skipped:
