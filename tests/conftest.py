@@ -56,7 +56,7 @@ def spark_class_archive(make: bool = True) -> Path | None:
     """A JVM class-data archive of the classes a Spark driver loads (Java's AppCDS: ``-XX:ArchiveClassesAtExit``),
     made once per virtualenv and Spark version (where ``make``), beside the venv's Python; None where there is none.
     A driver started with ``-XX:SharedArchiveFile`` maps those classes instead of loading them; where the archive
-    does not fit (another class path, another JVM) the JVM loads them as usual, silently (``-Xlog:cds=off``)."""
+    does not fit, the JVM loads them as usual (``broker/kafka_broker.py`` ``shared_archive_opts``)."""
     import pyspark
 
     archive = Path(sys.prefix) / f"spark-{pyspark.__version__}-driver-classes.jsa"
@@ -83,15 +83,13 @@ def pytest_configure(config):  # type: ignore[no-untyped-def]
     """The JVM options of the Spark drivers (:data:`FAST_SPARK_JVM`, :func:`spark_class_archive`) and of Kafka's
     tools (the brokers' ``FAST_JVM`` and class archive, ``broker/kafka_broker.py``), the archives made by the first
     process (xdist's controller, or a run without workers) before any test; the workers inherit them."""
-    from .broker.kafka_broker import FAST_JVM, class_archive_opts, make_class_archive
+    from .broker.kafka_broker import FAST_JVM, class_archive_opts, make_class_archive, shared_archive_opts
 
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return
     make = config.getoption("markexpr") != "not slow"  # make check's tier starts few JVMs: it uses, never makes, them
     if "SPARK_SUBMIT_OPTS" not in os.environ:
-        archive = spark_class_archive(make)
-        shared = f" -XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off" if archive else ""
-        os.environ["SPARK_SUBMIT_OPTS"] = FAST_SPARK_JVM + shared
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{FAST_SPARK_JVM} {shared_archive_opts(spark_class_archive(make))}".strip()
     if "KAFKA_JVM_PERFORMANCE_OPTS" not in os.environ:
         if make:
             make_class_archive()

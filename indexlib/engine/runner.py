@@ -254,7 +254,7 @@ def check_locks_free(discovery: Discovery, options: RunOptions) -> None:
     if options.run_id is None:
         stages.lock_dirs = []
     with stages.locks():
-        pass
+        pass  # taken, then let go: nothing is done under them here
 
 
 class _RunStages:

@@ -39,12 +39,15 @@ FAST_JVM = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xss512k"
 CLASS_ARCHIVE = Path(sys.prefix) / "kafka-4.1.0-broker-classes.jsa"
 
 
+def shared_archive_opts(archive: Path | None) -> str:
+    """The JVM options that map the classes of a class-data archive ("" for None); a JVM it does not fit (another
+    class path, another JVM) loads them as usual, silently (without ``-Xlog:cds=off`` it warns on stdout)."""
+    return f"-XX:SharedArchiveFile={archive} -Xlog:cds=off -Xlog:cds+dynamic=off" if archive is not None else ""
+
+
 def class_archive_opts() -> str:
-    """The JVM options that map :data:`CLASS_ARCHIVE`'s classes where it exists ("" where not); a JVM it does not fit
-    (another class path, another JVM) loads them as usual, silently."""
-    return (
-        f"-XX:SharedArchiveFile={CLASS_ARCHIVE} -Xlog:cds=off -Xlog:cds+dynamic=off" if CLASS_ARCHIVE.is_file() else ""
-    )
+    """:func:`shared_archive_opts` of :data:`CLASS_ARCHIVE` where it exists."""
+    return shared_archive_opts(CLASS_ARCHIVE if CLASS_ARCHIVE.is_file() else None)
 
 
 STARTED = "Kafka Server started"
