@@ -57,7 +57,7 @@ test: $(VENV)/.stamp-test $(AIRFLOW_VENV)/.stamp
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m mypy --python-executable $(AIRFLOW_VENV)/bin/python airflow_dags
-	$(PY) -m pytest -q --durations=25 --cov --cov-report=term-missing -n 2 --dist loadgroup
+	$(PY) -m pytest -q --durations=25 --cov --cov-report=term-missing -n 3 --dist loadgroup
 	$(PY) tools/check_coverage.py
 	# the library again on its pure-Python scan (the reference, and the fallback without a C compiler): the scan's
 	# own tests, and the engine's whole runs over it
