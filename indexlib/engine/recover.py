@@ -401,8 +401,8 @@ def partition_files_to_write(plan: PartitionRecovery, results: list[SegmentResul
     files = [os.path.join(directory, n) for n in names if _snapshot_after(n, end)]
     files += [segment_file(directory, base, SNAPSHOT_SUFFIX) for base in {r.task.base_offset for r in kept[1:]} | {end}]
     first, bases = kept[0].task.base_offset, [s.base_offset for s in plan.partition.segments]
-    if first != bases[0]:  # the state before the first is rebuilt (state_before): the snapshots it may write or move
-        log_start = _log_start(plan.partition)
+    log_start = _log_start(plan.partition)
+    if first > log_start:  # the state before the first is rebuilt (state_before): the snapshots it may write or move
         files += [
             segment_file(directory, o, SNAPSHOT_SUFFIX) for o in snapshot_offsets(directory) if log_start < o < first
         ]
@@ -516,8 +516,10 @@ def _write_producer_snapshots(
 
 def _state_before_first(plan: PartitionRecovery, first: int, log_start: int) -> StateBefore | None:
     """The state Kafka's ``recoverSegment`` rebuilds before the first recovered segment (at ``first``); None where it
-    starts empty (the partition's first segment, or one at or below the log start)."""
-    if first <= log_start or first == plan.partition.segments[0].base_offset:
+    starts empty (a segment at or below the log start). The partition's first segment is no exception: after
+    retention its base is above the log start the checkpoint gives (the broker lists there only a log start inside
+    a segment; none: 0), and Kafka loads the snapshot at that base."""
+    if first <= log_start:
         return None
     return state_before(plan.partition, first, log_start, now_ms=_now_ms())
 

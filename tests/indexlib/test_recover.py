@@ -381,6 +381,84 @@ def test_recover_writes_the_producer_snapshots_kafka_wrote(tmp_path, monkeypatch
     assert PRODUCER_ID_EXPIRATION_MS == 86_400_000
 
 
+@requires_kafka_real
+@pytest.mark.parametrize("name", ["txn-1", "txn-0", "java-perf-0", "plain-0", "comp-lz4-0", "compacted-0"])
+def test_a_partition_whose_first_segment_retention_deleted_recovers_from_kafkas_snapshot_at_its_new_first_base(
+    tmp_path, monkeypatch, name
+):
+    """A real partition after retention deleted its first segment: the log start is that of the new first segment,
+    so the broker's ``log-start-offset-checkpoint`` has no entry for it (read as 0), and Kafka's snapshot at the new
+    first base holds the producers of the segment deleted. Recovered from there, Kafka's ``recoverSegment`` loads
+    that snapshot (it lies in ``(0, base]``): so does recover; the snapshots it writes at the later bases and at
+    the log end are the broker's, and the one at the first base is left as it was."""
+    from indexlib.engine import recover as recover_module
+    from indexlib.format.producer_snapshot import parse_snapshot_entries
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    part = copy_fixture(KAFKA_REAL / "local-apache-kafka-4.1.0" / name, logs / name)
+    kafka_snapshots = {p.name: p.read_bytes() for p in part.glob("*.snapshot")}
+    first, *later = bases(part)[1:]
+    for p in part.iterdir():  # the first segment and every snapshot but the one at the new first base
+        offset = int(p.name[:20]) if p.name[:20].isdigit() else None
+        if offset is not None and (offset < first or (offset > first and p.suffix == ".snapshot")):
+            p.unlink()
+    kept = (part / f"{first:020d}.snapshot").read_bytes()
+    assert parse_snapshot_entries(kept, "kept")  # the state Kafka carried over the deleted segment
+    (logs / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint({(name.rsplit("-", 1)[0], 0): 0}))
+    newest = max(summarize_log(p, int(p.name[:20]), 4096).raw_max or 0 for p in part.glob("*.log"))
+    monkeypatch.setattr(recover_module, "_now_ms", lambda: newest + 1)
+    assert main(["recover", str(logs), "--backup-dir", str(tmp_path / "b"), "-q"]) == 0
+    ours = {p.name: p.read_bytes() for p in part.glob("*.snapshot")}
+    assert ours[f"{first:020d}.snapshot"] == kept
+    assert set(ours) == {n for n in kafka_snapshots if int(n[:20]) >= first}
+    for snapshot in sorted(ours):
+        theirs = {e.producer_id: e for e in parse_snapshot_entries(kafka_snapshots[snapshot], snapshot)}
+        mine = {e.producer_id: e for e in parse_snapshot_entries(ours[snapshot], snapshot)}
+        assert mine == theirs, snapshot
+    assert main(["verify", str(logs), "-q"]) == 0
+
+
+def test_after_retention_the_state_carried_in_the_snapshot_at_the_first_base_reaches_every_snapshot_recover_writes(
+    tmp_path, monkeypatch
+):
+    """The same shape where the deleted segment held a producer that no later segment names (an idempotent producer
+    that wrote only there, in the snapshot Kafka took at the new first base): recovered from that base with the log
+    start read as 0, every snapshot recover writes holds it, beside the state a recover of the whole partition from
+    offset 0 gives; the ``.txnindex`` files are that recover's, byte for byte."""
+    from dataclasses import replace
+
+    from indexlib.engine import recover as recover_module
+    from indexlib.format.producer_snapshot import format_snapshot, parse_snapshot_entries
+
+    def partition(root: Path) -> Path:
+        part = root / "orders-0"
+        generate_partition(part, segments=4, batches_per_segment=30, transactional_producers=2, epochs=True, seed=7)
+        (root / "recovery-point-offset-checkpoint").write_text(format_offset_checkpoint({("orders", 0): 0}))
+        return part
+
+    whole = partition(tmp_path / "whole")
+    newest = max(summarize_log(p, int(p.name[:20]), 4096).raw_max or 0 for p in whole.glob("*.log"))
+    monkeypatch.setattr(recover_module, "_now_ms", lambda: newest + 1)  # no producer expired when the state loads
+    assert main(["recover", str(whole.parent), "--backup-dir", str(tmp_path / "b0"), "-q"]) == 0
+    part = partition(tmp_path / "logs")
+    first = bases(part)[1]
+    for p in part.glob(f"{0:020d}.*"):
+        p.unlink()
+    carried = parse_snapshot_entries((whole / f"{first:020d}.snapshot").read_bytes(), "carried")
+    gone = replace(carried[0], producer_id=3000, current_txn_first_offset=-1, coordinator_epoch=-1, timestamp=newest)
+    (part / f"{first:020d}.snapshot").write_bytes(format_snapshot([*carried, gone]))
+    assert main(["recover", str(part.parent), "--backup-dir", str(tmp_path / "b"), "-q"]) == 0
+    ours = {p.name: p.read_bytes() for p in part.glob("*.snapshot")}
+    theirs = {p.name: p.read_bytes() for p in whole.glob("*.snapshot") if int(p.name[:20]) > first}
+    assert set(ours) == {*theirs, f"{first:020d}.snapshot"}
+    for name, data in theirs.items():
+        mine = {e.producer_id: e for e in parse_snapshot_entries(ours[name], name)}
+        assert mine == {e.producer_id: e for e in parse_snapshot_entries(data, name)} | {3000: gone}, name
+    ours = {p.name: p.read_bytes() for p in part.glob("*.txnindex")}
+    assert ours == {p.name: p.read_bytes() for p in whole.glob("*.txnindex") if int(p.name[:20]) >= first}
+
+
 def test_a_cleanly_shut_down_log_dir_is_left_as_it_is(tmp_path):
     """The broker's start skips recovery where its clean shutdown left ``.kafka_cleanshutdown``: so does recover."""
     logs = crashed_log_dir(tmp_path, partitions=1)
