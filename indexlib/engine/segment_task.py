@@ -268,7 +268,9 @@ def process_segment(task: SegmentTask, tag: str | None = None, unsynced: list[st
             if unsynced is not None and mine:
                 unsynced += mine
         except (OSError, ValueError) as exc:
-            store_for(task.target_store).discard_staged(outcome.staged, outcome.backups)
+            # the backups named are kept: another attempt of this task may have named them, and its outcome may be
+            # the one committed (a speculative twin); they copy files nothing has replaced yet
+            store_for(task.target_store).discard_staged(outcome.staged, [])
             for partial in [p for p in mine or [] if p.endswith(".partial")]:  # copies made before the failure
                 discard(partial)
             outcome.staged, outcome.backups = {}, []
@@ -337,26 +339,28 @@ def process_segments(tasks: list[SegmentTask], tag: str | None = None) -> list[S
         outcomes = [process_segment(task, tag, paths) for task, paths in zip(tasks, unsynced, strict=True)]
         failed = fsync_paths(list(dict.fromkeys(p for paths in unsynced for p in paths)))
         named: list[list[str]] = []
-        for outcome, paths in zip(outcomes, unsynced, strict=True):
+        own: list[list[str]] = [[] for _ in tasks]  # the backups each outcome's own copy was named
+        for outcome, paths, mine in zip(outcomes, unsynced, own, strict=True):
             try:
                 if (error := next((failed[p] for p in paths if p in failed), None)) is not None:
                     raise error
-                named.append(name_backups(outcome.backups, paths) if outcome.error is None else [])
+                named.append(name_backups(outcome.backups, paths, mine) if outcome.error is None else [])
             except OSError as exc:
-                _fail(outcome, exc, paths)
+                _fail(outcome, exc, paths, mine)
                 named.append([])
         failed = fsync_paths(list(dict.fromkeys(d for dirs in named for d in dirs)))
-        for outcome, paths, dirs in zip(outcomes, unsynced, named, strict=True):
+        for outcome, paths, dirs, mine in zip(outcomes, unsynced, named, own, strict=True):
             if (error := next((failed[d] for d in dirs if d in failed), None)) is not None:
-                _fail(outcome, error, paths)
+                _fail(outcome, error, paths, mine)
     return outcomes
 
 
-def _fail(outcome: SegmentOutcome, exc: OSError, unsynced: list[str]) -> None:
-    """The outcome's staging failed after all: its staged files, its backups and its copies not yet named
-    (among ``unsynced``) discarded, ``error`` says why."""
+def _fail(outcome: SegmentOutcome, exc: OSError, unsynced: list[str], own: list[str]) -> None:
+    """The outcome's staging failed after all: its staged files, its copies not yet named (among ``unsynced``) and
+    the backups its own copies were named (``own``) discarded, ``error`` says why. A backup another writer named (a
+    speculative attempt of the same task, whose outcome may be committed) is kept."""
     if outcome.error is None:
-        store_for(outcome.task.target_store).discard_staged(outcome.staged, outcome.backups)
+        store_for(outcome.task.target_store).discard_staged(outcome.staged, own)
         for partial in [p for p in unsynced if p.endswith(".partial")]:
             discard(partial)
         outcome.staged, outcome.backups = {}, []

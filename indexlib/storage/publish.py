@@ -188,16 +188,20 @@ def partial_copy_of(backup: str, paths: Collection[str]) -> str | None:
     )
 
 
-def name_backups(backups: Collection[str], unsynced: Collection[str]) -> list[str]:
+def name_backups(
+    backups: Collection[str], unsynced: Collection[str], named: list[str] | None = None
+) -> list[str]:
     """Give each copy :func:`keep_backup` left among ``unsynced`` (already synced by the caller) its backup's name;
     a backup already there (made before, or by another writer meanwhile) is kept and the copy dropped. Returns the
-    dirs to sync before any backed-up file is replaced. A backup with neither its copy nor its name raises
+    dirs to sync before any backed-up file is replaced; ``named`` gets the backups this call named (this writer's
+    own: the only ones it may remove if it fails). A backup with neither its copy nor its name raises
     ``FileNotFoundError`` naming it."""
     dirs: list[str] = []
     for backup in backups:
         partial = partial_copy_of(backup, unsynced)
         if partial is not None and os.path.lexists(partial):
-            _name_copy(partial, backup)
+            if _name_copy(partial, backup) and named is not None:
+                named.append(backup)
             directory = os.path.dirname(backup)
             if directory not in dirs:
                 dirs.append(directory)
@@ -206,21 +210,25 @@ def name_backups(backups: Collection[str], unsynced: Collection[str]) -> list[st
     return dirs
 
 
-def _name_copy(partial: str, backup: str) -> None:
+def _name_copy(partial: str, backup: str) -> bool:
     """Name a durable copy ``backup`` unless that name is taken (the first copy wins: a link never replaces), then
-    remove the partial name. Where the file system has no hard links, a rename unless the name is taken."""
+    remove the partial name; whether this copy got the name. Where the file system has no hard links, a rename
+    unless the name is taken."""
     try:
         os.link(partial, backup)
     except FileExistsError:  # another writer's copy is the backup: this one is dropped
         os.unlink(partial)
-        return
+        return False
     except OSError as exc:
         if exc.errno not in (errno.EPERM, errno.EOPNOTSUPP, errno.EMLINK):
             raise
         if not os.path.lexists(backup):
             os.rename(partial, backup)
-            return
+            return True
+        os.unlink(partial)
+        return False
     os.unlink(partial)
+    return True
 
 
 def discard_backup(final: str, backup_dir: str) -> None:

@@ -184,6 +184,33 @@ def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, mon
     assert not os.path.exists(backup)
 
 
+def test_an_attempt_that_fails_keeps_the_backup_another_attempt_of_its_task_named(busy_partition, monkeypatch):
+    """Two attempts of one repair task (a speculative twin): the first names the backup of the damaged index; the
+    second's copy finds that name taken, then its staging fails. It drops its own staged files and copy, never the
+    first's backup: the first attempt's outcome may be the one committed, and that backup is then the only copy
+    of the index it replaces."""
+    import indexlib.storage.publish as publish
+
+    index = segment_file(str(busy_partition), 0, ".index")
+    with open(index, "r+b") as f:
+        f.seek(80)
+        f.write(b"\xff" * 8)
+    damaged = Path(index).read_bytes()
+    (task,) = tasks_for(busy_partition, "repair")
+    (first,) = process_segments([task], "run-1~1")
+    (backup,) = first.backups
+
+    def fail(path):
+        raise OSError(5, "Input/output error", path)
+
+    monkeypatch.setattr(publish, "fsync_path", fail)
+    (second,) = process_segments([task], "run-1~2")
+    assert second.error is not None and second.staged == {} and second.backups == []
+    assert Path(backup).read_bytes() == damaged
+    assert not [n for n in os.listdir(os.path.dirname(backup)) if n.endswith(".partial")]
+    assert all(os.path.exists(p) for p in first.staged.values())
+
+
 def test_discarding_a_segment_never_drops_a_saved_log_tail(busy_partition, tmp_path):
     """What a failed commit throws away: the staged files and the backups of the files they would have
     replaced; a cut .log tail saved in the same backup dir is the only copy of its bytes and stays."""
