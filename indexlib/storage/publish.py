@@ -188,9 +188,7 @@ def partial_copy_of(backup: str, paths: Collection[str]) -> str | None:
     )
 
 
-def name_backups(
-    backups: Collection[str], unsynced: Collection[str], named: list[str] | None = None
-) -> list[str]:
+def name_backups(backups: Collection[str], unsynced: Collection[str], named: list[str] | None = None) -> list[str]:
     """Give each copy :func:`keep_backup` left among ``unsynced`` (already synced by the caller) its backup's name;
     a backup already there (made before, or by another writer meanwhile) is kept and the copy dropped. Returns the
     dirs to sync before any backed-up file is replaced; ``named`` gets the backups this call named (this writer's
