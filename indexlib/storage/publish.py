@@ -142,6 +142,20 @@ def _ensure_dir(directory: str) -> None:
         os.makedirs(directory, exist_ok=True)
 
 
+def make_backup_dir(backup_dir: str) -> list[str]:
+    """Create ``backup_dir`` and any missing parent; returns the dirs whose entries changed (the parent of each
+    dir created), to be synced before a backup in it is the only copy of anything: a backup's own dir synced is not
+    enough while the dir's name in its parent is not durable. One ``stat`` when it exists (the usual case)."""
+    if os.path.isdir(backup_dir):
+        return []
+    created, level = [], os.path.abspath(backup_dir)
+    while not os.path.isdir(level):
+        created.append(level)
+        level = os.path.dirname(level)
+    os.makedirs(backup_dir, exist_ok=True)
+    return [os.path.dirname(d) for d in reversed(created)]
+
+
 def _create_empty(path: str, unsynced: list[str] | None = None) -> None:
     """Create ``path`` as a durable 0-byte file (a new name: an existing one is an error); not fsynced but added
     to ``unsynced`` when that is given."""
@@ -163,12 +177,12 @@ def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) 
     :func:`name_backups`, then syncs the dirs that returns, all before ``final`` is replaced."""
     if not os.path.lexists(final):
         return None
-    os.makedirs(backup_dir, exist_ok=True)
+    parents = make_backup_dir(backup_dir)
     backup = os.path.join(backup_dir, os.path.basename(final))
     if not os.path.lexists(backup):
         partial = _copy_sparse(final, backup)
         if unsynced is not None:
-            unsynced.append(partial)
+            unsynced += [partial, *parents]
             return backup
         try:
             fsync_path(partial)
@@ -176,7 +190,8 @@ def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) 
         except BaseException:
             discard(partial)
             raise
-        fsync_path(backup_dir)
+        for directory in [backup_dir, *parents]:
+            fsync_path(directory)
     return backup
 
 
@@ -507,7 +522,7 @@ def save_log_tail(log_path: str, valid_bytes: int, backup_dir: str) -> str:
     killed run's, under the same run id) is replaced: the bytes past ``valid_bytes`` are still the same."""
     saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
     partial = saved + ".partial"
-    os.makedirs(backup_dir, exist_ok=True)
+    parents = make_backup_dir(backup_dir)
     try:
         with open(log_path, "rb") as src, open(partial, "wb") as dst:
             src.seek(valid_bytes)
@@ -518,7 +533,8 @@ def save_log_tail(log_path: str, valid_bytes: int, backup_dir: str) -> str:
     except BaseException:  # the .log is not cut yet: a partial copy is worth nothing
         discard(partial)
         raise
-    fsync_path(backup_dir)
+    for directory in [backup_dir, *parents]:
+        fsync_path(directory)
     return saved
 
 
@@ -539,7 +555,7 @@ def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[
     file), so that a kill at any point leaves the partition's log whole up to some later segment: still the
     invalid batch the run cuts at, from which the next run reaches the same result. The partition dir and
     ``backup_dir`` are fsynced before this returns, so no later change (the cut) is durable before these."""
-    os.makedirs(backup_dir, exist_ok=True)
+    parents = make_backup_dir(backup_dir)
     paths = [path for files in segments for path in files]
     device = os.stat(backup_dir).st_dev
     backups = {path: os.path.join(backup_dir, os.path.basename(path)) for path in paths}
@@ -563,7 +579,7 @@ def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[
             os.unlink(path)
         else:
             os.rename(path, backups[path])
-    directories = sorted({os.path.dirname(path) for path in paths} | {backup_dir})
+    directories = sorted({os.path.dirname(path) for path in paths} | {backup_dir, *parents})
     failed = fsync_paths(directories)
     if failed:
         raise failed[min(failed)]
@@ -723,7 +739,7 @@ def move_to_backup(paths: list[str], backup_dir: str) -> list[str]:
     """Move files out of a partition dir into ``backup_dir`` (a segment an unclean start would delete), each
     durable there before it leaves: a rename where both dirs share a file system, else a copy, fsync and
     unlink. Returns the backups' paths; the caller fsyncs the partition dir."""
-    os.makedirs(backup_dir, exist_ok=True)
+    parents = make_backup_dir(backup_dir)
     moved = []
     for path in paths:
         backup = os.path.join(backup_dir, os.path.basename(path))
@@ -737,5 +753,6 @@ def move_to_backup(paths: list[str], backup_dir: str) -> list[str]:
             keep_backup(path, backup_dir)
             os.unlink(path)
         moved.append(backup)
-    fsync_path(backup_dir)
+    for directory in [backup_dir, *parents]:
+        fsync_path(directory)
     return moved

@@ -167,7 +167,8 @@ def test_a_batch_fsyncs_the_backup_dir_once_after_its_copies(busy_partition, mon
     (backup,) = outcome.backups
     assert outcome.error is None and fsynced.count(os.path.dirname(backup)) == 1
     (partial,) = [p for p in fsynced if p.startswith(backup + ".") and p.endswith(".partial")]  # its own copy
-    assert sorted(fsynced) == sorted([*outcome.staged.values(), partial, os.path.dirname(backup)])
+    made_in = [str(Path(backup).parents[i]) for i in (1, 2, 3)]  # the backup dir was made: the dirs it was made in
+    assert sorted(fsynced) == sorted([*outcome.staged.values(), partial, os.path.dirname(backup), *made_in])
     assert fsynced.index(partial) < fsynced.index(os.path.dirname(backup))  # its bytes before its name
     assert not os.path.exists(partial)
     discard_staged(outcome.staged, outcome.backups)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -184,8 +185,9 @@ def test_recover_with_syncfs_leaves_what_recover_with_fsync_leaves_and_fsyncs_on
     # none per partition and none in the workers (they staged orders-1's index files under their own registration):
     # the old recovery-point checkpoint's copy in the backups and its dir, the new checkpoint's temporary file and
     # the log dir after its rename (as Kafka writes a checkpoint); the run's mark in the log dir, written the same
-    # way before the first change (its temporary file, the dir) and removed at the end (the dir): all in this process
-    assert fsyncs.read_text().split() == [str(os.getpid())] * 7
+    # way before the first change (its temporary file, the dir) and removed at the end (the dir); the dirs the copy's
+    # backup dir was made in, four levels new here (bk-a, r, log-dirs, the log dir's label): all in this process
+    assert fsyncs.read_text().split() == [str(os.getpid())] * (7 + 4)
     for a, b in ((logs, twin), (tmp_path / "bk-a", tmp_path / "bk-b")):
         names = sorted(str(p.relative_to(a)) for p in a.rglob("*") if "log-dirs" not in p.parts)
         assert names == sorted(str(p.relative_to(b)) for p in b.rglob("*") if "log-dirs" not in p.parts) and names
@@ -409,10 +411,14 @@ def test_backup_copies_are_made_durable_in_one_batch_and_named_only_after_it(tmp
         assert copied < named < replaced, final
         assert ("syncfs",) in events[copied:named], f"{final}: its backup was named before a sync of its bytes"
         assert ("syncfs",) in events[named:replaced], f"{final}: replaced before its backup's name was durable"
-    in_partitions = [
-        e[1] for e in events if e[0] == "fsync" and e[1].startswith(str(kept)) and "/log-dirs/" not in e[1]
+    in_partitions = [  # under kept, but for the recovery-point checkpoint's copy (log-dirs/), made on its own, and
+        e[1]  # kept itself, the dir log-dirs/ was made in
+        for e in events
+        if e[0] == "fsync"
+        and Path(e[1]).is_relative_to(kept)
+        and Path(e[1]).relative_to(kept).parts[:1] not in [(), ("log-dirs",)]
     ]
-    assert in_partitions == [], in_partitions  # the recovery-point checkpoint's copy (log-dirs/) is made on its own
+    assert in_partitions == [], in_partitions
     assert sorted(p.name for p in kept.rglob("*") if p.is_file() and "log-dirs" not in p.parts) == sorted(
         [os.path.basename(f) for f in finals]
     )

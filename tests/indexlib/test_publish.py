@@ -144,6 +144,42 @@ def test_a_backup_left_to_the_caller_is_named_only_by_name_backups(tmp_path):
     assert raised.value.filename == str(bk / "gone.index")
 
 
+@pytest.mark.parametrize("how", ["keep_backup", "keep_backup_unsynced", "move_to_backup", "drop", "save_log_tail"])
+def test_a_backup_dir_made_for_a_copy_has_its_name_synced_in_its_parent_before_the_copy_counts(tmp_path, fsynced, how):
+    """A backup dir made on the way (``<backup root>/<run id>/<partition>/``): the dir each new level was created in
+    is synced, so that a crash after the original is replaced cannot take the backup's dir with it; with
+    ``unsynced``, those dirs go to the caller's sync, with the copy. A dir that was there already adds nothing."""
+    from indexlib.storage.publish import drop_segment_files, move_to_backup, name_backups, save_log_tail
+
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    files = [part / f"{i:020d}.log" for i in range(2)]
+    for f in files:
+        f.write_bytes(b"records")
+    root = tmp_path / "backups"
+    backup_dir = root / "run-1" / "orders-0"
+    new_levels = [str(tmp_path), str(root), str(root / "run-1")]  # the dirs whose entries change
+    unsynced: list[str] = []
+    if how == "keep_backup":
+        keep_backup(str(files[0]), str(backup_dir))
+    elif how == "keep_backup_unsynced":
+        backup = keep_backup(str(files[0]), str(backup_dir), unsynced)
+        assert [p for p in unsynced if not p.endswith(".partial")] == new_levels and not fsynced
+        name_backups([backup], unsynced)
+    elif how == "move_to_backup":
+        move_to_backup([str(files[0])], str(backup_dir))
+    elif how == "drop":
+        drop_segment_files([[str(files[1])]], str(backup_dir))
+    else:
+        save_log_tail(str(files[0]), 3, str(backup_dir))
+    if how != "keep_backup_unsynced":
+        assert set(new_levels) <= set(fsynced)
+    fsynced.clear()
+    unsynced.clear()
+    keep_backup(str(files[0]), str(backup_dir), unsynced)
+    assert all(p.endswith(".partial") for p in unsynced) and not set(new_levels) & set(fsynced)
+
+
 def test_two_writers_copying_the_same_file_never_share_a_partial_copy(tmp_path):
     """A speculative Spark attempt and the original copy the same index at once: each into its own partial file."""
     final = tmp_path / "00000000000000000000.index"
@@ -152,4 +188,5 @@ def test_two_writers_copying_the_same_file_never_share_a_partial_copy(tmp_path):
     second: list[str] = []
     keep_backup(str(final), str(tmp_path / "b"), first)
     keep_backup(str(final), str(tmp_path / "b"), second)
-    assert first[0] != second[0] and {Path(p).read_bytes() for p in first + second} == {b"original"}
+    assert second == [second[0]] and first == [first[0], str(tmp_path)]  # the first made the dir: its parent too
+    assert first[0] != second[0] and {Path(p).read_bytes() for p in first[:1] + second} == {b"original"}
