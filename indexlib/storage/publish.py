@@ -565,15 +565,16 @@ def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[
     copied = {path for path in paths if os.stat(path).st_dev != device}
     if copied:
         unsynced: list[str] = []
+        named: list[str] = []
         try:
             for path in sorted(copied):
                 keep_backup(path, backup_dir, unsynced)
             sync_or_raise(unsynced)
-        except BaseException:
-            for partial in unsynced:
-                discard(partial)
+            sync_or_raise(name_backups([backups[path] for path in sorted(copied)], unsynced, named))
+        except BaseException:  # nothing has left yet: no copy made here keeps anything
+            for leftover in [p for p in unsynced if p.endswith(".partial")] + named:
+                discard(leftover)
             raise
-        sync_or_raise(name_backups([backups[path] for path in sorted(copied)], unsynced))
     for path in paths:
         if path in copied:
             os.unlink(path)

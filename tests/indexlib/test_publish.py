@@ -190,3 +190,43 @@ def test_two_writers_copying_the_same_file_never_share_a_partial_copy(tmp_path):
     keep_backup(str(final), str(tmp_path / "b"), second)
     assert second == [second[0]] and first == [first[0], str(tmp_path)]  # the first made the dir: its parent too
     assert first[0] != second[0] and {Path(p).read_bytes() for p in first[:1] + second} == {b"original"}
+
+
+def test_segments_dropped_across_file_systems_leave_nothing_in_the_backups_when_a_copy_cannot_be_named(
+    tmp_path, small_fs, monkeypatch
+):
+    """Segments dropped into a backup dir on another file system are copied first, every copy durable and named
+    before the first file leaves. A copy that cannot be named (a write error of the backup disk: no real one exists
+    here, so the naming of the second copy fails) stops the drop with nothing moved, and none of its copies stays:
+    neither a partial one nor one named before the failure."""
+    from indexlib.storage import publish
+    from indexlib.storage.publish import drop_segment_files
+
+    from ..conftest import remount
+
+    remount(small_fs, "4m")
+    part = tmp_path / "orders-0"
+    part.mkdir()
+    segments = [[str(part / f"{base:020d}{suffix}") for suffix in (".index", ".log")] for base in (200, 100)]
+    for path in (p for files in segments for p in files):
+        Path(path).write_bytes(b"bytes of " + path.encode())
+    before = {p.name: p.read_bytes() for p in part.iterdir()}
+    real, calls = publish._name_copy, []
+
+    def second_fails(partial, backup):
+        calls.append(backup)
+        if len(calls) == 2:
+            raise OSError(5, "Input/output error", backup)
+        return real(partial, backup)
+
+    monkeypatch.setattr(publish, "_name_copy", second_fails)
+    with pytest.raises(OSError, match="Input/output error"):
+        drop_segment_files(segments, str(small_fs / "r" / "orders-0"))
+    assert len(calls) == 2 and {p.name: p.read_bytes() for p in part.iterdir()} == before
+    assert [p for p in small_fs.rglob("*") if p.is_file()] == []
+    monkeypatch.setattr(publish, "_name_copy", real)  # the next attempt, under the same run id, moves them all
+    moved = drop_segment_files(segments, str(small_fs / "r" / "orders-0"))
+    assert [[Path(p).read_bytes() for p in files] for files in moved] == [
+        [before[os.path.basename(p)] for p in files] for files in segments
+    ]
+    assert list(part.iterdir()) == []
