@@ -555,7 +555,7 @@ def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[
     file), so that a kill at any point leaves the partition's log whole up to some later segment: still the
     invalid batch the run cuts at, from which the next run reaches the same result. The partition dir and
     ``backup_dir`` are fsynced before this returns, so no later change (the cut) is durable before these."""
-    parents = make_backup_dir(backup_dir)
+    sync_or_raise(make_backup_dir(backup_dir))  # its name durable before the first file leaves for it
     paths = [path for files in segments for path in files]
     device = os.stat(backup_dir).st_dev
     backups = {path: os.path.join(backup_dir, os.path.basename(path)) for path in paths}
@@ -580,7 +580,7 @@ def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[
             os.unlink(path)
         else:
             os.rename(path, backups[path])
-    directories = sorted({os.path.dirname(path) for path in paths} | {backup_dir, *parents})
+    directories = sorted({os.path.dirname(path) for path in paths} | {backup_dir})
     failed = fsync_paths(directories)
     if failed:
         raise failed[min(failed)]
@@ -740,7 +740,8 @@ def move_to_backup(paths: list[str], backup_dir: str) -> list[str]:
     """Move files out of a partition dir into ``backup_dir`` (a segment an unclean start would delete), each
     durable there before it leaves: a rename where both dirs share a file system, else a copy, fsync and
     unlink. Returns the backups' paths; the caller fsyncs the partition dir."""
-    parents = make_backup_dir(backup_dir)
+    for directory in make_backup_dir(backup_dir):  # its name durable before the first file leaves for it
+        fsync_path(directory)
     moved = []
     for path in paths:
         backup = os.path.join(backup_dir, os.path.basename(path))
@@ -754,6 +755,5 @@ def move_to_backup(paths: list[str], backup_dir: str) -> list[str]:
             keep_backup(path, backup_dir)
             os.unlink(path)
         moved.append(backup)
-    for directory in [backup_dir, *parents]:
-        fsync_path(directory)
+    fsync_path(backup_dir)
     return moved

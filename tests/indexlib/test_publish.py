@@ -147,8 +147,9 @@ def test_a_backup_left_to_the_caller_is_named_only_by_name_backups(tmp_path):
 @pytest.mark.parametrize("how", ["keep_backup", "keep_backup_unsynced", "move_to_backup", "drop", "save_log_tail"])
 def test_a_backup_dir_made_for_a_copy_has_its_name_synced_in_its_parent_before_the_copy_counts(tmp_path, fsynced, how):
     """A backup dir made on the way (``<backup root>/<run id>/<partition>/``): the dir each new level was created in
-    is synced, so that a crash after the original is replaced cannot take the backup's dir with it; with
-    ``unsynced``, those dirs go to the caller's sync, with the copy. A dir that was there already adds nothing."""
+    is synced (where files move into it, before the first one leaves), so that a crash after the original is
+    replaced or gone cannot take the backup's dir with it; with ``unsynced``, those dirs go to the caller's sync,
+    with the copy. A dir that was there already adds nothing."""
     from indexlib.storage.publish import drop_segment_files, move_to_backup, name_backups, save_log_tail
 
     part = tmp_path / "orders-0"
@@ -174,6 +175,8 @@ def test_a_backup_dir_made_for_a_copy_has_its_name_synced_in_its_parent_before_t
         save_log_tail(str(files[0]), 3, str(backup_dir))
     if how != "keep_backup_unsynced":
         assert set(new_levels) <= set(fsynced)
+    if how == "drop":  # before the partition dir, whose sync makes the file's leaving durable
+        assert max(fsynced.index(d) for d in new_levels) < fsynced.index(str(part))
     fsynced.clear()
     unsynced.clear()
     keep_backup(str(files[0]), str(backup_dir), unsynced)
