@@ -351,7 +351,7 @@ def finish_partitions(group: list[tuple[PartitionRecovery, list[SegmentResult]]]
     for i, exc in refused.items():
         group[i][0].error = f"{group[i][0].partition.path}: {error_line(exc, None)}"
     pending = [written[i] for i in sorted(written) if written[i].plan.left is None]
-    failed = fsync_paths([path for files in pending for path in files.unsynced])
+    failed = fsync_paths(list(dict.fromkeys(path for files in pending for path in files.unsynced)))  # a dir: once
     errors: list[OSError | None] = []
     backup_dirs: list[list[str]] = []
     for files in pending:  # the backup copies, durable now, named; their dirs synced before anything is replaced
