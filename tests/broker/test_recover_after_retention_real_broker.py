@@ -4,8 +4,8 @@ every segment holding the first one's batches; the broker is killed (SIGKILL) be
 names the partition, so its next start recovers every segment. Its log start is then its first segment's base and
 ``log-start-offset-checkpoint`` has no entry for it (read as 0): Kafka's recovery loads the snapshot at that base,
 so the producer state it writes still holds the first producer. The broker recovers one copy itself; ``python -m
-indexlib recover`` must write the same producer state on another (it did not before session 29: it started that
-partition from an empty state).
+indexlib recover`` must write the same producer state on another (it once started a partition's first segment from
+an empty state, and the first producer was missing from every snapshot it wrote).
 
 Skipped, saying why, where ``../shared/kafka_2.13-4.1.0`` (or ``java``) is absent. About 11 s: two broker starts."""
 
