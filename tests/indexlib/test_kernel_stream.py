@@ -339,8 +339,8 @@ def fixture_logs() -> list[Path]:
 
 
 #: how much of each real log the 64-byte windows read (a refill inside nearly every batch, a system call each): over
-#: all 37 MB of the fixtures, at both intervals, they took 45 of the test's 47 s; the first 256 KiB of each (11 MB in
-#: all, cut inside a batch where the log is longer: a torn tail too), at one interval, keep every log's kinds of batch
+#: all 37 MB of the fixtures, at both intervals, they took 45 of the test's 47 s; now the first 256 KiB of each (11 MB
+#: in all, cut inside a batch where the log is longer: a torn tail too), at one interval
 SMALL_WINDOW_BYTES = 256 << 10
 
 
