@@ -346,12 +346,20 @@ def test_python_m_indexlib_repair_is_kafka_index_repair_on_the_local_engine(tmp_
         "kafka-index: warning: audit table"
     )
     assert "`kafka-index audit --recover`" in library.stderr  # the command that merges them: not the library's
-    assert library.stderr.replace("python -m indexlib:", "kafka-index:").replace(str(tmp_path / "indexlib"), "R") == (
-        jobs.stderr.replace(str(tmp_path / "jobs.cli"), "R")
+
+    def rooted(out: str, root: str) -> str:
+        """``out`` with the run's root as R, absolute or relative to the commands' cwd (shorter: a checkout beside
+        the temporary dirs, as one cloned under /tmp)."""
+        for form in (str(tmp_path / root), os.path.relpath(tmp_path / root, PROJECT_ROOT)):
+            out = out.replace(form, "R")
+        return out
+
+    assert rooted(library.stderr.replace("python -m indexlib:", "kafka-index:"), "indexlib") == (
+        rooted(jobs.stderr, "jobs.cli")
     )
 
     def timeless(out: str, root: str) -> str:
-        return re.sub(r" in \d+\.\d+ s", " in T s", out.replace(str(tmp_path / root), "R"))
+        return re.sub(r" in \d+\.\d+ s", " in T s", rooted(out, root))
 
     assert timeless(library.stdout, "indexlib") == timeless(jobs.stdout, "jobs.cli")
     assert _files(library_logs) == _files(jobs_logs)
