@@ -244,9 +244,26 @@ def check_json_target(target: str | None) -> None:
         raise JsonTargetError(f"{target}: --json: the directory {parent} does not exist")
 
 
+#: how deep :func:`json_text` indents: the report's keys, then one line per segment, finding or partition
+JSON_INDENTED_LEVELS = 2
+
+
+def json_text(value: Any, level: int = 0) -> str:
+    """``value`` as JSON, indented by two spaces for its first :data:`JSON_INDENTED_LEVELS` levels, each value below
+    on one line: a large report stays readable and greppable (a segment per line), and the values below are written
+    by the standard library's C encoder (``indent`` makes it use its pure-Python one: several times slower)."""
+    if level >= JSON_INDENTED_LEVELS or not isinstance(value, dict | list) or not value:
+        return json.dumps(value, default=str)
+    pad = "  " * (level + 1)
+    if isinstance(value, dict):
+        items = [f"{pad}{json.dumps(str(k))}: {json_text(v, level + 1)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + "\n" + "  " * level + "}"
+    return "[\n" + ",\n".join(pad + json_text(v, level + 1) for v in value) + "\n" + "  " * level + "]"
+
+
 def write_json(report: RunReport, target: str, settings: dict[str, Any] | None = None) -> None:
     """The ``--json`` report to ``target`` (``-``: stdout)."""
-    text = json.dumps(report_to_dict(report, settings), indent=2, default=str) + "\n"
+    text = json_text(report_to_dict(report, settings)) + "\n"
     if target == "-":
         sys.stdout.write(text)
         sys.stdout.flush()

@@ -16,6 +16,7 @@ import pytest
 
 from indexlib.cli.dump import dump_file
 from indexlib.cli.main import main
+from indexlib.cli.report import json_text
 from indexlib.engine import rebuild_partition, verify_partition
 from indexlib.testing.batch_encoder import encode_batch_v2
 from indexlib.testing.generate import generate_partition
@@ -439,6 +440,24 @@ def test_verify_json_to_stdout_is_pure_json(capsys, partition):
     assert {(s["topic"], s["partition"]) for s in report["segments"]} == {("orders", 0)}
     assert len(report["segments"]) == 3 and report["exit_code"] == 1
     assert "finding(s) remain" in err.splitlines()[-1]  # the text report went to stderr
+
+
+def test_json_report_has_one_line_per_segment_and_finding(capsys, partition):
+    """The report's keys indented, each segment (and each partition's findings) on one line of its own: what a
+    reader greps; the JSON the same as the standard library reads it."""
+    code, out, _ = run(capsys, "verify", partition, "--json", "-")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0] == "{" and lines[-1] == "}" and lines[1].startswith('  "run_id": ')
+    segments = [x for x in lines if x.startswith("    {") and '"base_offset": ' in x]
+    assert len(segments) == 3 and all(json.loads(x.rstrip(",")) for x in segments)
+    report = json.loads(out)
+    for line, segment in zip(segments, report["segments"], strict=True):
+        assert json.loads(line.rstrip(",")) == segment
+    assert (
+        json_text({"a": {"b": {"c": [1, {}]}}, "d": [], "e": None})
+        == '{\n  "a": {\n    "b": {"c": [1, {}]}\n  },\n  "d": [],\n  "e": null\n}'
+    )
 
 
 def test_verify_json_to_an_unwritable_place(capsys, partition, tmp_path):
