@@ -22,6 +22,7 @@ from ..format.layout import (
     stage_fence_run_id,
     staged_run_id,
 )
+from .publish import make_dirs, sync_or_raise
 
 
 class LockedLogDirError(KafkaIndexError, RuntimeError):
@@ -102,7 +103,7 @@ def run_locks(directories: list[str], run_id: str) -> Iterator[None]:
     held: list[tuple[int, str]] = []
     try:
         for directory in sorted(set(directories)):
-            os.makedirs(directory, exist_ok=True)
+            sync_or_raise(make_dirs(directory))  # an output dir made here: its name durable before anything in it
             path = os.path.join(directory, run_lock_name(run_id))
             while True:  # lock the file that is at the path (a releasing run or a sweep may unlink it meanwhile)
                 fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

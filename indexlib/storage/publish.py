@@ -136,23 +136,29 @@ def _staging(final: str, tag: str | None) -> Iterator[str]:
         raise
 
 
-def _ensure_dir(directory: str) -> None:
-    """Make sure ``directory`` exists: one ``stat`` when it does (the usual case)."""
-    if not os.path.isdir(directory):
-        os.makedirs(directory, exist_ok=True)
+def _ensure_dir(directory: str, unsynced: list[str] | None = None) -> None:
+    """Make sure ``directory`` exists (an ``--output-dir``'s partition dir), the names of the dirs it creates durable:
+    each dir whose entries changed fsynced, or added to ``unsynced`` for the caller's sync with the files staged in
+    it. One ``stat`` when it exists (the usual case)."""
+    changed = make_dirs(directory)
+    if unsynced is not None:
+        unsynced += changed
+    else:
+        sync_or_raise(changed)
 
 
-def make_backup_dir(backup_dir: str) -> list[str]:
-    """Create ``backup_dir`` and any missing parent; returns the dirs whose entries changed (the parent of each
-    dir created), to be synced before a backup in it is the only copy of anything: a backup's own dir synced is not
-    enough while the dir's name in its parent is not durable. One ``stat`` when it exists (the usual case)."""
-    if os.path.isdir(backup_dir):
+def make_dirs(directory: str) -> list[str]:
+    """Create ``directory`` and any missing parent; returns the dirs whose entries changed (the parent of each dir
+    created), to be synced before a file in it is the only copy of anything (a backup) or is reported written: a
+    dir's own sync is not enough while its name in its parent is not durable. One ``stat`` when it exists (the
+    usual case)."""
+    if os.path.isdir(directory):
         return []
-    created, level = [], os.path.abspath(backup_dir)
+    created, level = [], os.path.abspath(directory)
     while not os.path.isdir(level):
         created.append(level)
         level = os.path.dirname(level)
-    os.makedirs(backup_dir, exist_ok=True)
+    os.makedirs(directory, exist_ok=True)
     return [os.path.dirname(d) for d in reversed(created)]
 
 
@@ -177,7 +183,7 @@ def keep_backup(final: str, backup_dir: str, unsynced: list[str] | None = None) 
     :func:`name_backups`, then syncs the dirs that returns, all before ``final`` is replaced."""
     if not os.path.lexists(final):
         return None
-    parents = make_backup_dir(backup_dir)
+    parents = make_dirs(backup_dir)
     backup = os.path.join(backup_dir, os.path.basename(final))
     if not os.path.lexists(backup):
         partial = _copy_sparse(final, backup)
@@ -477,7 +483,7 @@ def stage_segment(
     chosen = [s for s in INDEX_SUFFIXES if s in suffixes and (s != ".txnindex" or aborted or stale_txn)]
     if not chosen:
         return {}
-    _ensure_dir(target_dir)
+    _ensure_dir(target_dir, unsynced)
     staged: dict[str, str] = {}
     try:
         for suffix in chosen:
@@ -522,7 +528,7 @@ def save_log_tail(log_path: str, valid_bytes: int, backup_dir: str) -> str:
     killed run's, under the same run id) is replaced: the bytes past ``valid_bytes`` are still the same."""
     saved = os.path.join(backup_dir, f"{os.path.basename(log_path)}.tail-from-{valid_bytes}")
     partial = saved + ".partial"
-    parents = make_backup_dir(backup_dir)
+    parents = make_dirs(backup_dir)
     try:
         with open(log_path, "rb") as src, open(partial, "wb") as dst:
             src.seek(valid_bytes)
@@ -555,7 +561,7 @@ def drop_segment_files(segments: list[list[str]], backup_dir: str) -> list[list[
     file), so that a kill at any point leaves the partition's log whole up to some later segment: still the
     invalid batch the run cuts at, from which the next run reaches the same result. The partition dir and
     ``backup_dir`` are fsynced before this returns, so no later change (the cut) is durable before these."""
-    sync_or_raise(make_backup_dir(backup_dir))  # its name durable before the first file leaves for it
+    sync_or_raise(make_dirs(backup_dir))  # its name durable before the first file leaves for it
     paths = [path for files in segments for path in files]
     device = os.stat(backup_dir).st_dev
     backups = {path: os.path.join(backup_dir, os.path.basename(path)) for path in paths}
@@ -688,7 +694,7 @@ def stage_file(final: str, data: bytes, tag: str, unsynced: list[str] | None = N
     """Stage a small whole file beside the segments (a producer snapshot) as every index file is staged: under
     its hidden staged name (returned; its dir made if missing: an ``--output-dir``), fsynced or added to
     ``unsynced``. The caller installs it (:func:`install`) or discards it."""
-    _ensure_dir(os.path.dirname(final))
+    _ensure_dir(os.path.dirname(final), unsynced)
     with _staging(final, tag) as staged:
         _write_whole(staged, data, os.O_EXCL, unsynced)
     return staged
@@ -740,7 +746,7 @@ def move_to_backup(paths: list[str], backup_dir: str) -> list[str]:
     """Move files out of a partition dir into ``backup_dir`` (a segment an unclean start would delete), each
     durable there before it leaves: a rename where both dirs share a file system, else a copy, fsync and
     unlink. Returns the backups' paths; the caller fsyncs the partition dir."""
-    for directory in make_backup_dir(backup_dir):  # its name durable before the first file leaves for it
+    for directory in make_dirs(backup_dir):  # its name durable before the first file leaves for it
         fsync_path(directory)
     moved = []
     for path in paths:

@@ -233,3 +233,34 @@ def test_segments_dropped_across_file_systems_leave_nothing_in_the_backups_when_
         [before[os.path.basename(p)] for p in files] for files in segments
     ]
     assert list(part.iterdir()) == []
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_an_output_dirs_new_dirs_have_their_names_synced(tmp_path, monkeypatch, jobs):
+    """``rebuild --output-dir`` into dirs that do not exist yet: each dir whose entries changed when the run made the
+    output dir and its partition dirs (the output dir's parents, the output dir) is synced, with the staged files,
+    before the files are reported written (in this process, or by the pool's workers that staged them); a power loss
+    cannot take a partition dir's name with the files in it."""
+    from indexlib.cli.main import main
+    from indexlib.storage import publish
+    from indexlib.testing.generate import generate_partition
+
+    logs = tmp_path / "logs"
+    for p in range(2):
+        generate_partition(logs / f"orders-{p}", segments=2, batches_per_segment=5, seed=p)
+    synced = tmp_path / "fsynced"  # one line per path fsynced, by this process and its forked workers
+    real = publish.fsync_path
+
+    def logged(path):
+        real(path)
+        with open(synced, "a") as f:
+            f.write(path + "\n")
+
+    monkeypatch.setattr(publish, "fsync_path", logged)
+    out = tmp_path / "new" / "out"
+    assert main(["rebuild", str(logs), "--output-dir", str(out), "--sync", "fsync", "--jobs", jobs, "-q"]) == 0
+    assert sorted(os.listdir(out)) == ["orders-0", "orders-1"]
+    paths = synced.read_text().splitlines()
+    assert {str(tmp_path), str(tmp_path / "new"), str(out)} <= set(paths)
+    for p in range(2):  # the partition dir itself, after the renames into it
+        assert str(out / f"orders-{p}") in paths
