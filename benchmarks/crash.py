@@ -28,7 +28,9 @@ of the crashed log dir (``num.recovery.threads.per.data.dir`` = 2, the cores; th
 
 Data under ``/dev/shm`` (page-cache pages: no disk in any figure; fsync is free there), or with ``--disk`` under
 tempfile's default dir, where every copy stays until the benchmark ends (``done_with``: about 2.5 GiB a run of d,
-8 GiB of c). A broker is stopped by its PID only. Ratios per run, then medians over ``--runs`` (3).
+8 GiB of c). Start it a few minutes after any large removal from that file system (an earlier benchmark's copies
+too): on ext4 mounted with ``discard`` recover's first runs were slowed by one (RESULTS.md section 8). A broker is
+stopped by its PID only. Ratios per run, then medians over ``--runs`` (3).
 
 Run: ``.venv/bin/python benchmarks/crash.py [--runs 3] [--shapes a,b] [--disk]``; ``--quick``: small shapes, one run.
 About 15 minutes with the defaults on two cores.
